@@ -1,0 +1,34 @@
+"""
+casstore: a content-addressed, deduplicating `ToolResultStore` for Haystack agents, with a SQLite offload history.
+
+```python
+from casstore import ContentAddressedToolResultStore
+```
+"""
+
+from casstore.errors import (
+    CasStoreError,
+    CorruptBlobError,
+    InvalidContentError,
+    InvalidKeyError,
+    InvalidReferenceError,
+    ReferenceNotFoundError,
+    SchemaError,
+    StoreClosedError,
+)
+from casstore.index import OffloadRecord
+from casstore.store import ContentAddressedToolResultStore, PreparedWrite
+
+__all__ = [
+    "CasStoreError",
+    "ContentAddressedToolResultStore",
+    "CorruptBlobError",
+    "InvalidContentError",
+    "InvalidKeyError",
+    "InvalidReferenceError",
+    "OffloadRecord",
+    "PreparedWrite",
+    "ReferenceNotFoundError",
+    "SchemaError",
+    "StoreClosedError",
+]

@@ -1,0 +1,245 @@
+"""
+The blob layer: content stored once, by BLAKE3 digest, as verified zstd frames.
+
+`put`, `get`, `has` and `delete` work by digest. A blob whose frame is at most `inline_max` bytes lives in the `blobs`
+table of `index.db` (one SQLite row costs far less than creating a file, and a small file would waste most of a disk
+block); a larger one is a file under `blobs/`. Both kinds are deduplicated, verified and deleted the same way, and
+nothing above this layer knows which kind a blob is.
+
+Methods that take a `connection` run inside the caller's transaction, so a blob and the index row that references it
+commit together. The expensive parts of storing new content (compressing, writing a file) happen in `stage`, outside
+any transaction, so a writer holds SQLite's write lock only for a few row operations.
+"""
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import blake3
+import zstandard
+
+from casstore.blob_files import BlobDirectory, BlobFile, UnsafeBlobPathError
+from casstore.database import NOW_SQL
+from casstore.errors import CorruptBlobError
+
+# Above this size, BLAKE3 hashes with several threads.
+_PARALLEL_HASH_BYTES = 4 * 1024 * 1024
+
+_STORED_IN_INDEX = "index"
+_STORED_IN_FILE = "file"
+
+
+@dataclass(frozen=True, slots=True)
+class StagedBlob:
+    """Compressed content ready for `put`; a blob bound for a file has already been written there."""
+
+    digest: str
+    size: int
+    frame: bytes
+    in_index: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StoredBlob:
+    """A blob's row, enough to load it: `frame` is set for blobs kept in the index."""
+
+    digest: str
+    size: int
+    frame: bytes | None
+
+
+def content_digest(data: bytes) -> str:
+    """
+    :param data: The content bytes.
+    :returns: The 64-hex BLAKE3 digest of `data`.
+    """
+    if len(data) >= _PARALLEL_HASH_BYTES:
+        return blake3.blake3(data, max_threads=blake3.blake3.AUTO).hexdigest()
+    return blake3.blake3(data).hexdigest()
+
+
+class BlobStore:
+    """Blobs by digest, in the `blobs` table and the blob directory."""
+
+    def __init__(self, *, directory: Path, compression_level: int, inline_max: int, durable: bool) -> None:
+        """
+        :param directory: The `blobs` folder for blobs too large for the index.
+        :param compression_level: The zstd level (1 to 22).
+        :param inline_max: Frames of at most this many bytes are stored in the index; `0` sends every blob to a file.
+        :param durable: Fsync blob files and their folder.
+        """
+        self.files = BlobDirectory(directory, durable=durable)
+        self.compression_level = compression_level
+        self.inline_max = inline_max
+        # zstd contexts are not thread-safe, and making one costs more than compressing a small result.
+        self._contexts = threading.local()
+
+    def close(self) -> None:
+        """Release the blob directory."""
+        self.files.close()
+
+    def stage(self, digest: str, data: bytes) -> StagedBlob:
+        """
+        Compress `data` and, if its frame is too large for the index, write it to its blob file.
+
+        Runs outside any transaction. Writing a file that is already there replaces it with identical bytes.
+
+        :param digest: `content_digest(data)`.
+        :param data: The content bytes.
+        :returns: The staged blob, for `put`.
+        """
+        frame = self._compressor().compress(data)
+        in_index = len(frame) <= self.inline_max
+        if not in_index:
+            self.files.write(digest, frame)
+        return StagedBlob(digest=digest, size=len(data), frame=frame, in_index=in_index)
+
+    def put(self, connection: sqlite3.Connection, staged: StagedBlob) -> None:
+        """
+        Record a staged blob, inside the caller's write transaction.
+
+        A file blob is checked to be in place first (and written again if a concurrent `gc` removed it), so the
+        committed row never points at nothing. If the digest already has a row, the row is replaced by this one:
+        either layout holds the same content, and this one was just checked to exist.
+        """
+        if not staged.in_index and not self.files.exists(staged.digest):
+            self.files.write(staged.digest, staged.frame)
+        connection.execute(
+            f"""
+            INSERT INTO blobs (digest, size, stored_size, stored_in, first_seen, last_seen, frame)
+            VALUES (?, ?, ?, ?, {NOW_SQL}, {NOW_SQL}, ?)
+            ON CONFLICT (digest) DO UPDATE SET
+                last_seen = excluded.last_seen, stored_size = excluded.stored_size,
+                stored_in = excluded.stored_in, frame = excluded.frame
+            """,
+            (
+                staged.digest,
+                staged.size,
+                len(staged.frame),
+                _STORED_IN_INDEX if staged.in_index else _STORED_IN_FILE,
+                staged.frame if staged.in_index else None,
+            ),
+        )
+
+    def refresh(self, connection: sqlite3.Connection, digest: str) -> bool:
+        """
+        Mark a blob as just seen, inside the caller's write transaction, so `gc` leaves it alone.
+
+        :returns: True if the blob is stored; False if it is not (or its file has gone), and the caller must `stage`
+            and `put` it.
+        """
+        row = connection.execute(
+            f"UPDATE blobs SET last_seen = {NOW_SQL} WHERE digest = ? RETURNING stored_in", (digest,)
+        ).fetchone()
+        if row is None:
+            return False
+        return row[0] == _STORED_IN_INDEX or self.files.exists(digest)
+
+    def has(self, connection: sqlite3.Connection, digest: str) -> bool:
+        """:returns: Whether a blob row exists for `digest` (its content is not checked; see `get`)."""
+        return connection.execute("SELECT 1 FROM blobs WHERE digest = ?", (digest,)).fetchone() is not None
+
+    def fetch(self, connection: sqlite3.Connection, digest: str) -> StoredBlob:
+        """
+        Look up a blob's row: the quick part of `get`, to run while holding the connection.
+
+        :raises CorruptBlobError: If the index has no row for `digest`.
+        """
+        row = connection.execute("SELECT size, frame FROM blobs WHERE digest = ?", (digest,)).fetchone()
+        if row is None:
+            raise CorruptBlobError(f"Blob {digest} is missing from the index.", digest=digest)
+        return StoredBlob(digest=digest, size=row[0], frame=row[1])
+
+    def load(self, blob: StoredBlob) -> bytes:
+        """
+        Read, decompress and verify a blob: the slow part of `get`, to run without holding the connection.
+
+        :returns: The content bytes, whose BLAKE3 digest was checked to be `blob.digest`.
+        :raises CorruptBlobError: If the blob file is missing or unsafe, or the frame is truncated, undecodable, of the
+            wrong size, or decodes to content with another digest.
+        """
+        digest = blob.digest
+        frame = blob.frame if blob.frame is not None else self._read_file(digest)
+        try:
+            declared = zstandard.frame_content_size(frame)
+        except zstandard.ZstdError as error:
+            raise CorruptBlobError(f"Blob {digest} is not a zstd frame ({error}).", digest=digest) from error
+        if declared != blob.size:
+            raise CorruptBlobError(
+                f"Blob {digest} declares {declared} bytes of content, but {blob.size} were stored.", digest=digest
+            )
+        try:
+            data = self._decompressor().decompress(frame)
+        except zstandard.ZstdError as error:
+            raise CorruptBlobError(f"Blob {digest} does not decompress ({error}).", digest=digest) from error
+        if len(data) != blob.size or content_digest(data) != digest:
+            raise CorruptBlobError(f"Blob {digest} decompresses to content with another digest.", digest=digest)
+        return data
+
+    def get(self, connection: sqlite3.Connection, digest: str) -> bytes:
+        """:returns: The verified content of the blob `digest`. :raises CorruptBlobError: As `fetch` and `load`."""
+        return self.load(self.fetch(connection, digest))
+
+    def delete(self, connection: sqlite3.Connection, digest: str) -> bool:
+        """
+        Delete a blob, inside the caller's write transaction.
+
+        The file goes before the transaction commits, so a writer that reuses the digest after the commit always
+        writes a new file; a crash before the commit leaves a row without a file, which `refresh` treats as absent.
+
+        :returns: Whether a row was deleted.
+        """
+        row = connection.execute("DELETE FROM blobs WHERE digest = ? RETURNING stored_in", (digest,)).fetchone()
+        if row is None:
+            return False
+        if row[0] == _STORED_IN_FILE:
+            self.files.remove(digest)
+        return True
+
+    def digests(self, connection: sqlite3.Connection) -> list[str]:
+        """:returns: Every digest with a row, in order."""
+        return [row[0] for row in connection.execute("SELECT digest FROM blobs ORDER BY digest")]
+
+    def stray_files(self) -> Iterator[BlobFile]:
+        """Yield every file in the blob directory; `is_stray` tells, under a transaction, which have no row."""
+        return self.files.files()
+
+    def is_stray(self, connection: sqlite3.Connection, blob_file: BlobFile) -> bool:
+        """:returns: Whether `blob_file` is a temporary file or a blob file that no row points at."""
+        if blob_file.digest is None:
+            return True
+        row = connection.execute("SELECT stored_in FROM blobs WHERE digest = ?", (blob_file.digest,)).fetchone()
+        return row is None or row[0] != _STORED_IN_FILE
+
+    def remove_stray(self, blob_file: BlobFile) -> None:
+        """Remove a file `is_stray` reported, while the caller's transaction still holds the write lock."""
+        self.files.remove(None, fanout=blob_file.fanout, name=blob_file.name)
+
+    def _read_file(self, digest: str) -> bytes:
+        try:
+            return self.files.read(digest)
+        except FileNotFoundError as error:
+            raise CorruptBlobError(f"Blob {digest} is missing: its file is gone.", digest=digest) from error
+        except UnsafeBlobPathError as error:
+            raise CorruptBlobError(
+                f"Blob {digest} is not a regular file inside the store (a symlink?); refusing to read it.",
+                digest=digest,
+            ) from error
+
+    def _compressor(self) -> zstandard.ZstdCompressor:
+        compressor: zstandard.ZstdCompressor | None = getattr(self._contexts, "compressor", None)
+        if compressor is None:
+            compressor = zstandard.ZstdCompressor(
+                level=self.compression_level, write_checksum=True, write_content_size=True
+            )
+            self._contexts.compressor = compressor
+        return compressor
+
+    def _decompressor(self) -> zstandard.ZstdDecompressor:
+        decompressor: zstandard.ZstdDecompressor | None = getattr(self._contexts, "decompressor", None)
+        if decompressor is None:
+            decompressor = zstandard.ZstdDecompressor()
+            self._contexts.decompressor = decompressor
+        return decompressor

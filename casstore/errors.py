@@ -1,0 +1,52 @@
+"""
+The exceptions casstore raises.
+
+Every error derives from `CasStoreError`, so `except CasStoreError` catches all of them. Each also derives from the
+built-in exception a caller would already expect (`ValueError` for bad input, `FileNotFoundError` for an unknown
+reference, `OSError` for damaged storage), so code written against `FileSystemToolResultStore` keeps working.
+"""
+
+
+class CasStoreError(Exception):
+    """Base class of every error casstore raises."""
+
+
+class InvalidReferenceError(CasStoreError, ValueError):
+    """The value given as a reference is not a well-formed reference of this store."""
+
+
+class ReferenceNotFoundError(CasStoreError, FileNotFoundError):
+    """
+    The reference is well formed but was never written in this store's namespace.
+
+    The message is the same whether the content exists in another namespace or nowhere, so the store cannot be used to
+    find out what other namespaces hold.
+    """
+
+
+class CorruptBlobError(CasStoreError, OSError):
+    """The stored blob behind a reference is missing, truncated, undecodable, or its digest does not match."""
+
+    def __init__(self, message: str, *, digest: str) -> None:
+        """
+        :param message: What is wrong, in words.
+        :param digest: The BLAKE3 digest of the blob, named in the message so `casstore verify` output can be matched.
+        """
+        super().__init__(message)
+        self.digest = digest
+
+
+class InvalidKeyError(CasStoreError, ValueError):
+    """The key given to `write` cannot be recorded (empty, too long, NUL bytes, or an extension unfit for a reference)."""
+
+
+class InvalidContentError(CasStoreError, ValueError):
+    """The content given to `write` is a `str` that cannot be encoded as UTF-8 (for example a lone surrogate)."""
+
+
+class SchemaError(CasStoreError):
+    """The index was written by a newer casstore, or is not a casstore index at all."""
+
+
+class StoreClosedError(CasStoreError):
+    """The store was used after `close()`."""

@@ -1,0 +1,87 @@
+"""
+The index layer: the offload history in `index.db` (the `writes` and `offloads` tables) and the queries over it.
+
+The per-write statements here are plain `sqlite3`, run inside the store's transaction. The tables are documented in
+the README and in `migrations/`; a person can query them with `sqlite3 index.db`.
+"""
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from casstore.database import NOW_SQL
+
+
+@dataclass(frozen=True, slots=True)
+class OffloadRecord:
+    """One tool result that a compactor replaced by references, for the `offloads` table."""
+
+    tool_name: str
+    tool_call_id: str | None
+    references: Sequence[str]
+    original_tokens: int
+    saved_tokens: int
+
+
+def record_write(
+    connection: sqlite3.Connection,
+    *,
+    namespace: str,
+    key: str,
+    digest: str,
+    is_text: bool,
+    size: int,
+    reference: str,
+) -> None:
+    """Append one row to `writes`, inside the caller's transaction."""
+    connection.execute(
+        f"INSERT INTO writes (namespace, key, digest, kind, size, reference, written_at) "
+        f"VALUES (?, ?, ?, ?, ?, ?, {NOW_SQL})",
+        (namespace, key, digest, "text" if is_text else "binary", size, reference),
+    )
+
+
+def is_visible(connection: sqlite3.Connection, *, namespace: str, reference: str) -> bool:
+    """:returns: Whether `reference` was written in `namespace` (and not forgotten since)."""
+    row = connection.execute(
+        "SELECT 1 FROM writes WHERE namespace = ? AND reference = ? LIMIT 1", (namespace, reference)
+    ).fetchone()
+    return row is not None
+
+
+def record_offloads(
+    connection: sqlite3.Connection, *, namespace: str, compaction_id: str, offloads: Sequence[OffloadRecord]
+) -> None:
+    """Append rows to `offloads`, inside the caller's transaction."""
+    connection.executemany(
+        f"INSERT INTO offloads (compaction_id, namespace, tool_name, tool_call_id, refs, original_tokens, "
+        f"saved_tokens, offloaded_at) VALUES (?, ?, ?, ?, ?, ?, ?, {NOW_SQL})",
+        [
+            (
+                compaction_id,
+                namespace,
+                offload.tool_name,
+                offload.tool_call_id,
+                json.dumps(list(offload.references)),
+                offload.original_tokens,
+                offload.saved_tokens,
+            )
+            for offload in offloads
+        ],
+    )
+
+
+def unreferenced_digests(connection: sqlite3.Connection) -> list[str]:
+    """:returns: Digests of blobs that no write references any more."""
+    return [row[0] for row in connection.execute("SELECT digest FROM blobs EXCEPT SELECT digest FROM writes")]
+
+
+def dangling_writes(connection: sqlite3.Connection) -> list[tuple[str, str]]:
+    """:returns: `(namespace, reference)` of writes whose blob row is missing."""
+    return [
+        (row[0], row[1])
+        for row in connection.execute(
+            "SELECT namespace, reference FROM writes WHERE digest NOT IN (SELECT digest FROM blobs) ORDER BY id"
+        )
+    ]

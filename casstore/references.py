@@ -1,0 +1,103 @@
+"""
+References: the short hash paths a store hands out from `write` and takes back in `read`.
+
+A text reference looks like `blake3/9b/1c4e...e4a.txt`: the algorithm, the digest's first two hex characters as a
+fan-out folder (as in git's object paths), the other 62, and the key's extension. A binary reference carries a `bin/`
+segment after the algorithm (`blake3/bin/9b/1c4e...e4a.png`), so the same bytes written once as text and once as
+binary get two references, and each reads back as the type it was written with.
+
+A reference is only a name: the store never turns it into a file path.
+"""
+
+import re
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from casstore.errors import InvalidKeyError, InvalidReferenceError
+
+ALGORITHM = "blake3"
+_BINARY_SEGMENT = "bin"
+DIGEST_HEX_LENGTH = 64
+MAX_KEY_LENGTH = 1024
+
+# An extension is kept in the reference only when it is short and plain, so a reference stays safe to show a model, to
+# print, and to paste into a shell.
+_EXTENSION = r"\.[A-Za-z0-9][A-Za-z0-9_+-]{0,15}"
+_EXTENSION_PATTERN = re.compile(_EXTENSION, re.ASCII)
+_REFERENCE_PATTERN = re.compile(
+    rf"{ALGORITHM}/(?:(?P<binary>{_BINARY_SEGMENT})/)?(?P<fanout>[0-9a-f]{{2}})/(?P<rest>[0-9a-f]{{62}})"
+    rf"(?P<extension>{_EXTENSION})?",
+    re.ASCII,
+)
+# Longest possible reference; anything longer is rejected before the pattern runs.
+MAX_REFERENCE_LENGTH = len(ALGORITHM) + len(_BINARY_SEGMENT) + 3 + DIGEST_HEX_LENGTH + 17
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """A parsed reference: which content, written as which type, under which extension."""
+
+    digest: str
+    is_text: bool
+    extension: str
+
+    def __str__(self) -> str:
+        """:returns: The reference in its written form, as `write` returns it."""
+        kind = "" if self.is_text else f"{_BINARY_SEGMENT}/"
+        return f"{ALGORITHM}/{kind}{self.digest[:2]}/{self.digest[2:]}{self.extension}"
+
+
+def parse_reference(reference: object) -> Reference:
+    """
+    Parse a reference string as `write` returns it.
+
+    :param reference: The value to parse.
+    :returns: The parsed reference.
+    :raises InvalidReferenceError: If `reference` is not a string of the exact form this store hands out. Upper-case
+        hex, absolute paths, `..`, NUL bytes, other separators and any other variation are all rejected.
+    """
+    if not isinstance(reference, str):
+        raise InvalidReferenceError(
+            f"A reference must be a string such as 'blake3/9b/1c4e...e4a.txt', got {type(reference).__name__}."
+        )
+    match = _REFERENCE_PATTERN.fullmatch(reference) if len(reference) <= MAX_REFERENCE_LENGTH else None
+    if match is None:
+        raise InvalidReferenceError(
+            f"{_shorten(reference)!r} is not a casstore reference. Pass back a reference exactly as `write` returned "
+            f"it, such as 'blake3/9b/1c4e...e4a.txt' (64 lower-case hex characters in all)."
+        )
+    return Reference(
+        digest=match["fanout"] + match["rest"],
+        is_text=match["binary"] is None,
+        extension=match["extension"] or "",
+    )
+
+
+def extension_of(key: object) -> str:
+    """
+    Return the extension of a write key, checking that the key can be recorded.
+
+    :param key: The key passed to `write`, such as `3_read_file_call_1.txt`.
+    :returns: The key's extension (`.txt`), or an empty string when it has none.
+    :raises TypeError: If `key` is not a string.
+    :raises InvalidKeyError: If `key` is empty, longer than `MAX_KEY_LENGTH`, contains a NUL byte, or ends in an
+        extension that is not short and plain ASCII (letters, digits, `_`, `+`, `-`; at most 16 characters).
+    """
+    if not isinstance(key, str):
+        raise TypeError(f"A key must be a string such as 'search_1.txt', got {type(key).__name__}.")
+    if not key or len(key) > MAX_KEY_LENGTH or "\x00" in key:
+        raise InvalidKeyError(
+            f"A key must be a non-empty string of at most {MAX_KEY_LENGTH} characters without NUL bytes, "
+            f"got {_shorten(key)!r}."
+        )
+    extension = PurePosixPath(key.replace("\\", "/")).suffix
+    if extension and not _EXTENSION_PATTERN.fullmatch(extension):
+        raise InvalidKeyError(
+            f"The key {_shorten(key)!r} ends in the extension {_shorten(extension)!r}, which cannot be part of a "
+            f"reference. Use a short ASCII extension such as '.txt' or '.png'."
+        )
+    return extension
+
+
+def _shorten(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}..."

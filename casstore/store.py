@@ -1,0 +1,283 @@
+"""
+`ContentAddressedToolResultStore`: the Haystack `ToolResultStore` that joins the blob layer and the index.
+
+It turns Haystack's `write(key=..., content=...)` into a content-addressed blob plus a row in the offload history,
+hands back a hash path as the reference, and resolves references only within its namespace.
+"""
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from haystack.core.serialization import default_from_dict, default_to_dict
+from haystack.hooks.tool_result_offloading.types import ToolResultStore
+
+from casstore import index
+from casstore.blobs import BlobStore, StagedBlob, content_digest
+from casstore.database import Database
+from casstore.errors import InvalidContentError, ReferenceNotFoundError
+from casstore.index import OffloadRecord
+from casstore.references import Reference, extension_of, parse_reference
+
+INDEX_FILE_NAME = "index.db"
+BLOB_DIRECTORY_NAME = "blobs"
+DEFAULT_NAMESPACE = "default"
+# Measured with `python -m benchmarks --inline-sweep`: see the README's Performance section.
+DEFAULT_INLINE_MAX = 16 * 1024
+MAX_NAMESPACE_LENGTH = 256
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedWrite:
+    """A write whose reference is known but which has not been stored yet: see `prepare_write`."""
+
+    reference: str
+    key: str
+    digest: str
+    is_text: bool
+    data: bytes
+
+
+class ContentAddressedToolResultStore(ToolResultStore):
+    """
+    A deduplicating, compressed `ToolResultStore` with a queryable SQLite history.
+
+    ```python
+    from casstore import ContentAddressedToolResultStore
+
+    with ContentAddressedToolResultStore(root="tool_results", namespace="alice") as store:
+        reference = store.write(key="search_1.txt", content="...")  # 'blake3/9b/1c4e...e4a.txt'
+        assert store.read(reference) == "..."
+    ```
+
+    Each distinct piece of content is stored once, keyed by its BLAKE3 digest and zstd-compressed: small blobs inside
+    `<root>/index.db`, larger ones under `<root>/blobs/`. Every `write` is recorded in the index. A store reads only
+    what was written in its own namespace, while the blobs themselves are shared between namespaces.
+
+    A store may be shared by threads, and several processes may open the same root at once.
+    """
+
+    supports_binary_content = True
+
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        compression_level: int = 3,
+        inline_max: int = DEFAULT_INLINE_MAX,
+        durable: bool = False,
+    ) -> None:
+        """
+        Open the store at `root`, creating it and bringing its index schema up to date if needed.
+
+        :param root: The store's folder: `index.db` and `blobs/` live in it.
+        :param namespace: Whose results these are. Reads see only what was written in the same namespace; use one
+            namespace per user or run to isolate them without storing shared content twice.
+        :param compression_level: The zstd compression level, 1 (fastest) to 22 (smallest).
+        :param inline_max: Blobs whose compressed size is at most this many bytes are kept inside `index.db` instead
+            of in a file of their own. `0` stores every blob as a file.
+        :param durable: Fsync blob files and use SQLite's `synchronous=FULL`, so a write survives power loss. The
+            default survives a crash of the process, but not of the machine.
+        :raises TypeError: If `namespace` is not a string.
+        :raises ValueError: If `namespace` is empty, too long or contains control characters, or if
+            `compression_level` or `inline_max` is out of range.
+        :raises SchemaError: If `index.db` was written by a newer casstore or is not a casstore index.
+        """
+        _check_namespace(namespace)
+        if not 1 <= compression_level <= 22:
+            raise ValueError(f"`compression_level` must be between 1 and 22, got {compression_level}.")
+        if inline_max < 0:
+            raise ValueError(f"`inline_max` must be at least 0, got {inline_max}.")
+        self.root = Path(root)
+        self.namespace = namespace
+        self.compression_level = compression_level
+        self.inline_max = inline_max
+        self.durable = durable
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._database = Database(self.root / INDEX_FILE_NAME, durable=durable)
+        try:
+            self._blobs = BlobStore(
+                directory=self.root / BLOB_DIRECTORY_NAME,
+                compression_level=compression_level,
+                inline_max=inline_max,
+                durable=durable,
+            )
+        except BaseException:
+            self._database.close()
+            raise
+        self._close_lock = threading.Lock()
+
+    def prepare_write(self, *, key: str, content: str | bytes) -> PreparedWrite:
+        """
+        Check and hash a write without storing anything, so its reference is known in advance.
+
+        `DedupOffloadCompactor` uses this to find out whether a reference saves tokens before it stores a result.
+
+        :param key: As for `write`.
+        :param content: As for `write`.
+        :returns: A prepared write, whose `reference` is what `write` would return; store it with `write_prepared`.
+        :raises TypeError: If `content` is neither `str` nor `bytes`, or `key` is not a string.
+        :raises InvalidContentError: If `content` is a `str` that cannot be encoded as UTF-8.
+        :raises InvalidKeyError: If `key` is empty, too long, contains NUL, or has an extension unfit for a reference.
+        """
+        extension = extension_of(key)
+        if isinstance(content, str):
+            try:
+                data = content.encode("utf-8")
+            except UnicodeEncodeError as error:
+                raise InvalidContentError(
+                    f"Text content must be encodable as UTF-8, but position {error.start} holds "
+                    f"{content[error.start]!r} (a lone surrogate?). Write it as bytes, or fix the text."
+                ) from None
+            is_text = True
+        elif isinstance(content, bytes):
+            data, is_text = content, False
+        else:
+            raise TypeError(f"Content must be str or bytes, got {type(content).__name__}.")
+        digest = content_digest(data)
+        reference = str(Reference(digest=digest, is_text=is_text, extension=extension))
+        return PreparedWrite(reference=reference, key=key, digest=digest, is_text=is_text, data=data)
+
+    def write_prepared(self, prepared: PreparedWrite) -> str:
+        """
+        Store a write made by `prepare_write` and record it in the index.
+
+        :param prepared: What `prepare_write` returned.
+        :returns: `prepared.reference`.
+        """
+        staged: StagedBlob | None = None
+        while True:
+            with self._database.transaction() as connection:
+                if staged is not None:
+                    self._blobs.put(connection, staged)
+                    self._record(connection, prepared)
+                    return prepared.reference
+                if self._blobs.refresh(connection, prepared.digest):
+                    self._record(connection, prepared)
+                    return prepared.reference
+            # New content: compress (and write a large blob's file) without holding the write lock, then go again.
+            staged = self._blobs.stage(prepared.digest, prepared.data)
+
+    def write(self, *, key: str, content: str | bytes) -> str:
+        """
+        Store `content` once, record the write, and return its reference.
+
+        Writing content that is already stored (in any namespace) adds a row to the history but no blob.
+
+        :param key: A per-result name such as `3_read_file_call_1.txt`. Only its extension is used (it ends the
+            reference); the whole key is recorded in the index, never used as a path.
+        :param content: Text (stored as its UTF-8 bytes) or bytes.
+        :returns: A hash path such as `blake3/9b/1c4e...e4a.txt` (`blake3/bin/9b/...` for bytes).
+        :raises TypeError: If `content` is neither `str` nor `bytes`, or `key` is not a string.
+        :raises InvalidContentError: If `content` is a `str` that cannot be encoded as UTF-8.
+        :raises InvalidKeyError: If `key` is empty, too long, contains NUL, or has an extension unfit for a reference.
+        """
+        return self.write_prepared(self.prepare_write(key=key, content=content))
+
+    def read(self, reference: str) -> str | bytes:
+        """
+        Return exactly what was written under `reference`, after checking its BLAKE3 digest.
+
+        :param reference: A reference returned by `write` in this store's namespace.
+        :returns: `str` for content written as text, `bytes` for content written as bytes.
+        :raises InvalidReferenceError: If `reference` is not a well-formed reference.
+        :raises ReferenceNotFoundError: If it was not written in this namespace.
+        :raises CorruptBlobError: If the stored blob is missing or damaged.
+        """
+        parsed = parse_reference(reference)
+        with self._database.reading() as connection:
+            if not index.is_visible(connection, namespace=self.namespace, reference=str(parsed)):
+                raise ReferenceNotFoundError(
+                    f"No result {parsed} in namespace {self.namespace!r}. References are only readable in the "
+                    f"namespace that wrote them."
+                )
+            stored = self._blobs.fetch(connection, parsed.digest)
+        data = self._blobs.load(stored)
+        return data.decode("utf-8") if parsed.is_text else data
+
+    def record_offloads(self, *, compaction_id: str, offloads: list[OffloadRecord]) -> None:
+        """
+        Append a compaction's offloads to the index's `offloads` table, in one transaction.
+
+        :param compaction_id: An id shared by all offloads of one `compact` call.
+        :param offloads: One record per tool result that was replaced by references.
+        """
+        with self._database.transaction() as connection:
+            index.record_offloads(
+                connection, namespace=self.namespace, compaction_id=compaction_id, offloads=offloads
+            )
+
+    def _record(self, connection: Any, prepared: PreparedWrite) -> None:
+        index.record_write(
+            connection,
+            namespace=self.namespace,
+            key=prepared.key,
+            digest=prepared.digest,
+            is_text=prepared.is_text,
+            size=len(prepared.data),
+            reference=prepared.reference,
+        )
+
+    @property
+    def database(self) -> Database:
+        """The store's index connection, for maintenance (`casstore.maintenance`) and inspection."""
+        return self._database
+
+    @property
+    def blobs(self) -> BlobStore:
+        """The store's blob layer, for maintenance (`casstore.maintenance`)."""
+        return self._blobs
+
+    def close(self) -> None:
+        """Close the index and the blob folder. Later calls raise `StoreClosedError`; closing twice is harmless."""
+        with self._close_lock:
+            self._database.close()
+            self._blobs.close()
+
+    def __enter__(self) -> "ContentAddressedToolResultStore":
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"ContentAddressedToolResultStore(root={str(self.root)!r}, namespace={self.namespace!r})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """
+        Serialize the store's settings (not its content).
+
+        :returns: A dictionary for Haystack's serialization.
+        """
+        return default_to_dict(
+            self,
+            root=str(self.root),
+            namespace=self.namespace,
+            compression_level=self.compression_level,
+            inline_max=self.inline_max,
+            durable=self.durable,
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ContentAddressedToolResultStore":
+        """
+        Open a store from what `to_dict` produced.
+
+        :param data: A dictionary representation produced by `to_dict`.
+        :returns: The store, opened.
+        """
+        return default_from_dict(cls, data)
+
+
+def _check_namespace(namespace: object) -> None:
+    if not isinstance(namespace, str):
+        raise TypeError(f"`namespace` must be a string, got {type(namespace).__name__}.")
+    if not namespace or len(namespace) > MAX_NAMESPACE_LENGTH or not namespace.isprintable():
+        raise ValueError(
+            f"`namespace` must be 1 to {MAX_NAMESPACE_LENGTH} printable characters, got {namespace[:80]!r}."
+        )

@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""
+The project's two entry points, each setting up its own virtualenv (`.venv`) on first use:
+
+    python3 dev.py demo    # run the main job: a demo agent over a real folder, then a summary
+    python3 dev.py test    # ruff, mypy and the whole test suite (what CI runs)
+
+Needs only `python3` (3.11+) with `pip` and `venv`. Extra arguments are passed on (`python3 dev.py test -k store`).
+"""
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = Path(os.environ.get("CASSTORE_VENV", ROOT / ".venv"))
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PYTHON = BIN / "python"
+LINTED = ["casstore", "compactor", "migrations", "tests", "benchmarks", "dev.py"]
+
+
+def _run(*command: str | Path) -> None:
+    completed = subprocess.run([str(part) for part in command], cwd=ROOT, check=False)
+    if completed.returncode != 0:
+        sys.exit(completed.returncode)
+
+
+def _ensure_venv() -> None:
+    """Create `.venv` and install the project (editable, with test tools) when pyproject.toml changed."""
+    if sys.version_info < (3, 11):
+        sys.exit(f"casstore needs Python 3.11 or newer; this is {sys.version.split()[0]}.")
+    stamp = VENV / ".casstore-installed"
+    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if stamp.exists() and stamp.read_text() == wanted and PYTHON.exists():
+        return
+    if not PYTHON.exists():
+        print(f"Creating {VENV} ...", flush=True)
+        _run(sys.executable, "-m", "venv", VENV)
+    print("Installing casstore and its test tools into the virtualenv ...", flush=True)
+    _run(PYTHON, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
+    _run(PYTHON, "-m", "pip", "install", "--quiet", "--editable", f"{ROOT}[test]")
+    stamp.write_text(wanted)
+
+
+def demo(arguments: list[str]) -> None:
+    _ensure_venv()
+    _run(BIN / "casstore", "demo", *arguments)
+
+
+def test(arguments: list[str]) -> None:
+    _ensure_venv()
+    _run(BIN / "ruff", "check", *LINTED)
+    _run(BIN / "ruff", "format", "--check", *LINTED)
+    _run(BIN / "mypy", "casstore", "compactor")
+    _run(PYTHON, "-m", "pytest", *arguments)
+
+
+def main() -> None:
+    commands = {"demo": demo, "test": test}
+    if len(sys.argv) < 2 or sys.argv[1] not in commands:
+        sys.exit(f"usage: python3 dev.py {{{'|'.join(commands)}}} [arguments]")
+    commands[sys.argv[1]](sys.argv[2:])
+
+
+if __name__ == "__main__":
+    main()
