@@ -1,0 +1,34 @@
+"""Shared fixtures: fresh stores on real folders."""
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from casstore import ContentAddressedToolResultStore
+
+
+@pytest.fixture
+def store_root(tmp_path: Path) -> Path:
+    """A folder for a store that does not exist yet."""
+    return tmp_path / "store"
+
+
+@pytest.fixture
+def store(store_root: Path) -> Iterator[ContentAddressedToolResultStore]:
+    """A fresh store in the default namespace, closed after the test."""
+    with ContentAddressedToolResultStore(store_root) as opened:
+        yield opened
+
+
+@pytest.fixture
+def file_store(store_root: Path) -> Iterator[ContentAddressedToolResultStore]:
+    """A fresh store that keeps every blob in a file (`inline_max=0`)."""
+    with ContentAddressedToolResultStore(store_root, inline_max=0) as opened:
+        yield opened
+
+
+@pytest.fixture
+def allow_casstore_deserialization(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host application's opt-in that lets Haystack deserialize casstore and compactor classes."""
+    monkeypatch.setenv("HAYSTACK_DESERIALIZATION_ALLOWLIST", "casstore,compactor")
