@@ -6,6 +6,7 @@ the file with `O_NOFOLLOW`. A symlink planted anywhere inside the store (a fan-o
 outside it) is refused instead of followed, so no read or write ever leaves the store.
 """
 
+import contextlib
 import errno
 import os
 import secrets
@@ -94,8 +95,9 @@ class BlobDirectory:
         fanout_fd = self._open_fanout(digest, create=True)
         try:
             temporary = f"{TEMPORARY_PREFIX}{secrets.token_hex(8)}"
-            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
-                         dir_fd=fanout_fd)
+            fd = os.open(
+                temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=fanout_fd
+            )
             try:
                 with os.fdopen(fd, "wb") as file:
                     file.write(frame)
@@ -163,10 +165,8 @@ class BlobDirectory:
         except FileNotFoundError:
             if not create:
                 raise
-        try:
+        with contextlib.suppress(FileExistsError):  # another writer made it first
             os.mkdir(fanout, mode=0o755, dir_fd=self._root)
-        except FileExistsError:
-            pass  # another writer made it first
         return _open_no_follow(fanout, _DIRECTORY_FLAGS, dir_fd=self._root)
 
 
@@ -204,12 +204,12 @@ def _open_no_follow(name: str, flags: int, *, dir_fd: int) -> int:
         return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
     except OSError as error:
         if error.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise UnsafeBlobPathError(error.errno, "a symlink or not a folder where a blob path should be", name) from error
+            raise UnsafeBlobPathError(
+                error.errno, "a symlink or not a folder where a blob path should be", name
+            ) from error
         raise
 
 
 def _unlink_quietly(name: str, *, dir_fd: int) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(name, dir_fd=dir_fd)
-    except FileNotFoundError:
-        pass

@@ -16,7 +16,7 @@ from pathlib import Path
 from sqlite_utils import Database as SqliteUtilsDatabase
 
 from casstore.errors import SchemaError, StoreClosedError
-from casstore.migrations import MIGRATION_NAMES, MIGRATION_SET, MIGRATIONS
+from casstore.schema import MIGRATION_NAMES, MIGRATION_SET, MIGRATIONS
 
 # How long a write waits for another process's write transaction before giving up.
 DEFAULT_BUSY_TIMEOUT_SECONDS = 60.0

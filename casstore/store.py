@@ -206,9 +206,7 @@ class ContentAddressedToolResultStore(ToolResultStore):
         :param offloads: One record per tool result that was replaced by references.
         """
         with self._database.transaction() as connection:
-            index.record_offloads(
-                connection, namespace=self.namespace, compaction_id=compaction_id, offloads=offloads
-            )
+            index.record_offloads(connection, namespace=self.namespace, compaction_id=compaction_id, offloads=offloads)
 
     def _record(self, connection: Any, prepared: PreparedWrite) -> None:
         index.record_write(

@@ -1,0 +1,36 @@
+"""Small helpers the tests share: looking into a store's folder and index the way a person would."""
+
+import hashlib
+import sqlite3
+from pathlib import Path
+
+import blake3
+
+
+def blake3_hex(data: bytes) -> str:
+    return blake3.blake3(data).hexdigest()
+
+
+def count_rows(root: Path, table: str) -> int:
+    with sqlite3.connect(root / "index.db") as connection:
+        return int(connection.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+
+
+def blob_files(root: Path) -> list[Path]:
+    """Every file under `blobs/`, temporary ones included."""
+    blobs = root / "blobs"
+    return sorted(path for path in blobs.rglob("*") if path.is_file()) if blobs.exists() else []
+
+
+def tree_fingerprint(root: Path) -> dict[str, str]:
+    """Path -> sha256 of every file in the store, to show that an operation changed nothing."""
+    return {
+        str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and not path.name.endswith(("-wal", "-shm"))
+    }
+
+
+def snapshot(root: Path) -> tuple[int, int, list[Path]]:
+    """(write rows, blob rows, blob files): what a failed write must leave unchanged."""
+    return count_rows(root, "writes"), count_rows(root, "blobs"), blob_files(root)

@@ -1,0 +1,93 @@
+"""Damaged blobs never read back as wrong bytes: every kind of damage is a `CorruptBlobError` naming the digest."""
+
+import os
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from casstore import ContentAddressedToolResultStore, CorruptBlobError
+from tests.helpers import blake3_hex, blob_files
+
+CONTENT = "def handler(event):\n    return event['body']\n" * 500
+OTHER = "a different result entirely\n" * 800
+
+
+def _flip_byte(data: bytes, position: int) -> bytes:
+    return data[:position] + bytes([data[position] ^ 0x01]) + data[position + 1 :]
+
+
+def _damage_file(root: Path, damage: Callable[[bytes], bytes]) -> None:
+    (path,) = [p for p in blob_files(root) if p.name.startswith(blake3_hex(CONTENT.encode())[2:])]
+    path.write_bytes(damage(path.read_bytes()))
+
+
+def _damage_inline(root: Path, damage: Callable[[bytes], bytes]) -> None:
+    digest = blake3_hex(CONTENT.encode())
+    with sqlite3.connect(root / "index.db") as connection:
+        (frame,) = connection.execute("SELECT frame FROM blobs WHERE digest = ?", (digest,)).fetchone()
+        connection.execute("UPDATE blobs SET frame = ? WHERE digest = ?", (damage(frame), digest))
+
+
+DAMAGES: dict[str, Callable[[bytes], bytes]] = {
+    "flip a byte in the header": lambda data: _flip_byte(data, 5),
+    "flip a byte in the middle": lambda data: _flip_byte(data, len(data) // 2),
+    "flip a byte in the checksum": lambda data: _flip_byte(data, len(data) - 1),
+    "truncate": lambda data: data[: len(data) // 2],
+    "truncate to nothing": lambda data: b"",
+    "append garbage": lambda data: data + b"garbage",
+    "random bytes": lambda data: os.urandom(len(data)),
+}
+
+
+@pytest.mark.parametrize("inline_max", [0, 1 << 20], ids=["file", "inline"])
+@pytest.mark.parametrize("damage", DAMAGES.values(), ids=DAMAGES.keys())
+def test_damaged_blobs_raise_corrupt_blob_error(store_root: Path, inline_max: int, damage: Callable) -> None:
+    with ContentAddressedToolResultStore(store_root, inline_max=inline_max) as store:
+        reference = store.write(key="handler.py", content=CONTENT)
+        healthy = store.write(key="other.txt", content=OTHER)
+        (_damage_file if inline_max == 0 else _damage_inline)(store_root, damage)
+        try:
+            read_back = store.read(reference)
+        except CorruptBlobError as error:
+            assert blake3_hex(CONTENT.encode()) in str(error)
+            assert isinstance(error, OSError)
+        else:  # only damage that leaves the frame's content intact may read back, and then exactly
+            assert read_back == CONTENT
+            assert damage is DAMAGES["append garbage"]
+        assert store.read(healthy) == OTHER
+
+
+def test_a_deleted_blob_file_raises_corrupt_blob_error(file_store: ContentAddressedToolResultStore) -> None:
+    reference = file_store.write(key="a.txt", content=CONTENT)
+    for path in blob_files(file_store.root):
+        path.unlink()
+    with pytest.raises(CorruptBlobError, match="missing"):
+        file_store.read(reference)
+
+
+def test_a_blob_replaced_by_another_blobs_bytes_raises(file_store: ContentAddressedToolResultStore) -> None:
+    reference = file_store.write(key="a.txt", content=CONTENT)
+    file_store.write(key="b.txt", content=OTHER)
+    target = next(p for p in blob_files(file_store.root) if p.name.startswith(blake3_hex(CONTENT.encode())[2:]))
+    donor = next(p for p in blob_files(file_store.root) if p != target)
+    target.write_bytes(donor.read_bytes())
+    with pytest.raises(CorruptBlobError):
+        file_store.read(reference)
+
+
+def test_a_deleted_blob_row_raises_corrupt_blob_error(store: ContentAddressedToolResultStore) -> None:
+    reference = store.write(key="a.txt", content=CONTENT)
+    with sqlite3.connect(store.root / "index.db") as connection:
+        connection.execute("DELETE FROM blobs")
+    with pytest.raises(CorruptBlobError, match="missing from the index"):
+        store.read(reference)
+
+
+def test_writing_lost_content_again_heals_its_blob(file_store: ContentAddressedToolResultStore) -> None:
+    reference = file_store.write(key="a.txt", content=CONTENT)
+    for path in blob_files(file_store.root):
+        path.unlink()
+    assert file_store.write(key="again.txt", content=CONTENT) == reference
+    assert file_store.read(reference) == CONTENT

@@ -1,0 +1,123 @@
+"""The schema: applied with sqlite-utils' migrations, upgraded in place, and never downgraded by an old release."""
+
+import sqlite3
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import sqlite_utils
+
+from casstore import ContentAddressedToolResultStore, SchemaError
+from casstore.blobs import BlobStore, content_digest
+from casstore.database import Database
+from casstore.index import record_write
+from casstore.references import Reference
+from casstore.schema import MIGRATION_NAMES, MIGRATION_SET, MIGRATIONS
+from tests.helpers import tree_fingerprint
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+
+
+def _applied(root: Path) -> list[str]:
+    db = sqlite_utils.Database(root / "index.db")
+    try:
+        return [migration.name for migration in MIGRATIONS.applied(db)]
+    finally:
+        db.close()
+
+
+def test_a_new_store_applies_every_migration(store: ContentAddressedToolResultStore) -> None:
+    assert _applied(store.root) == list(MIGRATION_NAMES)
+    with sqlite3.connect(store.root / "index.db") as connection:
+        assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert connection.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATION_NAMES)
+
+
+def test_an_index_of_the_first_schema_version_upgrades_in_place(store_root: Path) -> None:
+    """Build an index as the first release did (only the first migration, written by the layers it had), then open."""
+    store_root.mkdir()
+    connection = sqlite3.connect(store_root / "index.db", isolation_level=None)
+    MIGRATIONS.apply(sqlite_utils.Database(connection), stop_before=MIGRATION_NAMES[1])
+    blobs = BlobStore(directory=store_root / "blobs", compression_level=3, inline_max=100, durable=False)
+    written = {"small.txt": "a short result", "large.txt": "a longer result, line after line\n" * 1000}
+    references = {}
+    for key, text in written.items():
+        data = text.encode()
+        digest = content_digest(data)
+        reference = str(Reference(digest=digest, is_text=True, extension=".txt"))
+        connection.execute("BEGIN IMMEDIATE")
+        blobs.put(connection, blobs.stage(digest, data))
+        record_write(
+            connection, namespace="default", key=key, digest=digest, is_text=True, size=len(data), reference=reference
+        )
+        connection.execute("COMMIT")
+        references[key] = reference
+    blobs.close()
+    connection.close()
+    assert _applied(store_root) == [MIGRATION_NAMES[0]]
+
+    with ContentAddressedToolResultStore(store_root) as store:
+        assert _applied(store_root) == list(MIGRATION_NAMES)
+        for key, text in written.items():
+            assert store.read(references[key]) == text
+        assert store.write(key="again.txt", content=written["small.txt"]) == references["small.txt"]
+    with sqlite3.connect(store_root / "index.db") as check:
+        assert check.execute("SELECT writes, blobs FROM dedup_summary").fetchone() == (3, 2)
+
+
+def test_an_index_from_a_newer_release_is_refused_and_left_unchanged(store_root: Path) -> None:
+    ContentAddressedToolResultStore(store_root).close()
+    with sqlite3.connect(store_root / "index.db") as connection:
+        connection.execute(
+            "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) VALUES (?, ?, ?)",
+            (MIGRATION_SET, "9999_from_the_future", "2030-01-01"),
+        )
+    before = tree_fingerprint(store_root)
+    with pytest.raises(SchemaError, match="newer casstore"):
+        ContentAddressedToolResultStore(store_root)
+    assert tree_fingerprint(store_root) == before
+
+
+def test_a_foreign_sqlite_database_is_refused(store_root: Path) -> None:
+    store_root.mkdir()
+    with sqlite3.connect(store_root / "index.db") as connection:
+        connection.execute("CREATE TABLE customers (name TEXT)")
+    before = tree_fingerprint(store_root)
+    with pytest.raises(SchemaError, match="not a casstore index"):
+        ContentAddressedToolResultStore(store_root)
+    assert tree_fingerprint(store_root) == before
+
+
+def test_a_file_that_is_not_sqlite_is_refused(store_root: Path) -> None:
+    store_root.mkdir()
+    (store_root / "index.db").write_bytes(b"this is not a database" * 100)
+    with pytest.raises(SchemaError, match="not a usable casstore index"):
+        ContentAddressedToolResultStore(store_root)
+
+
+def test_processes_opening_a_new_root_at_once_apply_the_schema_once(store_root: Path) -> None:
+    script = (
+        "import sys; from casstore import ContentAddressedToolResultStore as S; "
+        "s = S(sys.argv[1]); s.write(key='k.txt', content='same'); s.close()"
+    )
+    processes = [subprocess.Popen([sys.executable, "-c", script, str(store_root)]) for _ in range(6)]
+    assert [process.wait(timeout=60) for process in processes] == [0] * 6
+    assert _applied(store_root) == list(MIGRATION_NAMES)
+    with Database(store_root / "index.db", durable=False).reading() as connection:
+        assert connection.execute("SELECT count(*) FROM writes").fetchone()[0] == 6
+
+
+@pytest.mark.slow
+def test_the_wheel_ships_migrations_inside_casstore_only(tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", str(tmp_path), str(REPOSITORY)],
+        check=True,
+    )
+    (wheel,) = tmp_path.glob("casstore-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    sql_files = sorted(name for name in names if name.endswith(".sql"))
+    assert sql_files == [f"casstore/migrations/{name}.sql" for name in MIGRATION_NAMES]
+    assert not [name for name in names if name.startswith("migrations/")]
+    assert {"casstore/py.typed", "compactor/py.typed"} <= set(names)
