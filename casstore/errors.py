@@ -37,7 +37,7 @@ class CorruptBlobError(CasStoreError, OSError):
 
 
 class InvalidKeyError(CasStoreError, ValueError):
-    """The key given to `write` cannot be recorded: empty, too long, NUL bytes, or an extension unfit for a reference."""
+    """The key given to `write` cannot be recorded: empty, too long, NUL bytes, or an extension unfit for references."""
 
 
 class InvalidContentError(CasStoreError, ValueError):
