@@ -149,7 +149,7 @@ class BlobStore:
         """
         row = connection.execute("SELECT size, frame FROM blobs WHERE digest = ?", (digest,)).fetchone()
         if row is None:
-            raise CorruptBlobError(f"Blob {digest} is missing from the index.", digest=digest)
+            raise CorruptBlobError(f"Blob {digest} is missing from the index.", digest=digest, missing=True)
         return StoredBlob(digest=digest, size=row[0], frame=row[1])
 
     def load(self, blob: StoredBlob) -> bytes:
@@ -221,7 +221,9 @@ class BlobStore:
         try:
             return self.files.read(digest)
         except FileNotFoundError as error:
-            raise CorruptBlobError(f"Blob {digest} is missing: its file is gone.", digest=digest) from error
+            raise CorruptBlobError(
+                f"Blob {digest} is missing: its file is gone.", digest=digest, missing=True
+            ) from error
         except UnsafeBlobPathError as error:
             raise CorruptBlobError(
                 f"Blob {digest} is not a regular file inside the store (a symlink?); refusing to read it.",

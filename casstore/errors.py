@@ -27,13 +27,15 @@ class ReferenceNotFoundError(CasStoreError, FileNotFoundError):
 class CorruptBlobError(CasStoreError, OSError):
     """The stored blob behind a reference is missing, truncated, undecodable, or its digest does not match."""
 
-    def __init__(self, message: str, *, digest: str) -> None:
+    def __init__(self, message: str, *, digest: str, missing: bool = False) -> None:
         """
         :param message: What is wrong, in words.
         :param digest: The BLAKE3 digest of the blob, named in the message so `casstore verify` output can be matched.
+        :param missing: True when the blob is gone (no row or no file) rather than damaged.
         """
         super().__init__(message)
         self.digest = digest
+        self.missing = missing
 
 
 class InvalidKeyError(CasStoreError, ValueError):

@@ -1,0 +1,5 @@
+"""`python -m casstore`: the same as the `casstore` command."""
+
+from casstore.cli import main
+
+main()

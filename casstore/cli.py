@@ -1,0 +1,307 @@
+"""
+The `casstore` command: a thin layer over `casstore.history`, `casstore.maintenance` and `casstore.demo`.
+
+Every subcommand takes `--root DIR` (default `$CASSTORE_ROOT`, else `./.casstore`). Bad input (a missing root, a
+malformed reference, an unknown namespace, a bad duration) ends with one line on stderr and exit status 1 (2 for a
+usage error), never a traceback.
+"""
+
+import dataclasses
+import json
+import re
+import sys
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from casstore import history, maintenance
+from casstore.errors import CasStoreError
+from casstore.references import parse_reference
+from casstore.store import INDEX_FILE_NAME, ContentAddressedToolResultStore
+
+DEFAULT_ROOT = ".casstore"
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d|w)", re.ASCII)
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class _OneLineErrors(click.Group):
+    """A group that turns every error into one line on stderr and a non-zero exit status."""
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, **extra: Any) -> Any:  # type: ignore[override]
+        try:
+            return super().main(args=args, prog_name=prog_name or "casstore", standalone_mode=False, **extra)
+        except click.exceptions.Exit as done:
+            sys.exit(done.exit_code)
+        except click.ClickException as error:
+            click.echo(f"casstore: error: {error.format_message()}", err=True)
+            sys.exit(error.exit_code)
+        except CasStoreError as error:
+            click.echo(f"casstore: error: {error}", err=True)
+            sys.exit(1)
+        except click.exceptions.Abort:
+            click.echo("casstore: aborted", err=True)
+            sys.exit(1)
+
+
+def parse_duration(text: str) -> timedelta:
+    """
+    :param text: A duration such as `30d`, `12h`, `90m`, `45s` or `2w`.
+    :returns: The duration.
+    :raises click.ClickException: If `text` is not such a duration.
+    """
+    match = _DURATION.fullmatch(text.strip())
+    if match is None:
+        raise click.ClickException(
+            f"{text!r} is not a duration; use a number and a unit, such as 30d, 12h, 90m or 45s."
+        )
+    return timedelta(**{_UNITS[match[2]]: float(match[1])})
+
+
+def _root_option(function: F) -> F:
+    return click.option(
+        "--root",
+        type=click.Path(file_okay=False, path_type=Path),
+        envvar="CASSTORE_ROOT",
+        default=DEFAULT_ROOT,
+        show_default="$CASSTORE_ROOT, else ./.casstore",
+        help="The store's folder.",
+    )(function)
+
+
+def _json_option(function: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts instead of a table.")(function)
+
+
+def _open(root: Path, namespace: str = "default") -> ContentAddressedToolResultStore:
+    if not (root / INDEX_FILE_NAME).is_file():
+        raise click.ClickException(
+            f"no casstore store at {root} (no {INDEX_FILE_NAME}); pass --root or set CASSTORE_ROOT."
+        )
+    return ContentAddressedToolResultStore(root, namespace=namespace)
+
+
+def _require_namespace(store: ContentAddressedToolResultStore, namespace: str | None) -> None:
+    if namespace is not None and namespace not in history.namespaces(store):
+        known = ", ".join(history.namespaces(store)) or "none yet"
+        raise click.ClickException(f"unknown namespace {namespace!r} (known: {known}).")
+
+
+def _print_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, default=str))
+
+
+def _table(rows: list[dict[str, Any]], columns: list[str]) -> None:
+    if not rows:
+        click.echo("  (none)")
+        return
+    cells = [[_cell(row.get(column)) for column in columns] for row in rows]
+    widths = [max(len(column), *(len(line[i]) for line in cells)) for i, column in enumerate(columns)]
+    click.echo("  " + "  ".join(column.ljust(width) for column, width in zip(columns, widths, strict=True)))
+    for line in cells:
+        click.echo("  " + "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)))
+
+
+def _cell(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def _bytes(count: int) -> str:
+    size = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+@click.group(cls=_OneLineErrors)
+@click.version_option(package_name="casstore")
+def cli() -> None:
+    """Inspect, verify and clean up a casstore tool-result store, or run the demo agent."""
+
+
+@cli.command()
+@_root_option
+@click.option("--namespace", help="Only this namespace's rows in the per-namespace and per-tool tables.")
+@_json_option
+def stats(root: Path, namespace: str | None, as_json: bool) -> None:
+    """Size, dedup and compression, and writes and offloads per namespace and tool."""
+    with _open(root) as store:
+        _require_namespace(store, namespace)
+        figures = history.stats(store, namespace=namespace)
+    if as_json:
+        _print_json(dataclasses.asdict(figures))
+        return
+    click.echo(f"store {root}")
+    click.echo(f"  blobs            {figures.blobs}")
+    click.echo(f"  writes           {figures.writes}")
+    click.echo(f"  logical bytes    {_bytes(figures.logical_bytes)}  (everything written)")
+    click.echo(f"  unique bytes     {_bytes(figures.unique_bytes)}  (each distinct result once)")
+    click.echo(f"  stored bytes     {_bytes(figures.stored_bytes)}  (compressed)")
+    click.echo(f"  bytes on disk    {_bytes(figures.disk_bytes)}  (index and blob files, as du counts)")
+    click.echo(f"  dedup ratio      {_cell(figures.dedup_ratio)}x")
+    click.echo(f"  compression      {_cell(figures.compression_ratio)}x")
+    click.echo("namespaces")
+    _table(figures.namespaces, ["namespace", "writes", "distinct_results", "logical_bytes", "offloads", "saved_tokens"])
+    click.echo("offloads per tool")
+    _table(figures.tools, ["namespace", "tool_name", "offloads", "original_tokens", "saved_tokens"])
+
+
+@cli.command()
+@_root_option
+@click.option("--namespace", help="Only this namespace.")
+@click.option("--tool", help="Only this tool.")
+@click.option("--since", help="Only offloads within this period, such as 2h or 7d.")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="At most this many lines.")
+@_json_option
+def log(root: Path, namespace: str | None, tool: str | None, since: str | None, limit: int, as_json: bool) -> None:
+    """The offload history, newest first: one line per offloaded tool result."""
+    period = parse_duration(since) if since is not None else None
+    with _open(root) as store:
+        _require_namespace(store, namespace)
+        entries = history.offload_log(store, namespace=namespace, tool=tool, since=period, limit=limit)
+    if as_json:
+        _print_json([dataclasses.asdict(entry) for entry in entries])
+        return
+    for entry in entries:
+        click.echo(
+            f"{entry.offloaded_at}  {entry.namespace}  {entry.tool_name}  call={entry.tool_call_id or '-'}  "
+            f"saved {entry.saved_tokens}/{entry.original_tokens} tokens  {' '.join(entry.references)}"
+        )
+    if not entries:
+        click.echo("no offloads match", err=True)
+
+
+@cli.command()
+@click.argument("reference")
+@_root_option
+@click.option("--namespace", default="default", show_default=True, help="The namespace the reference was written in.")
+@click.option("--lines", "line_range", help="Only lines A to B (1-based, inclusive), such as 10:20, 10: or :20.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the content to a file.")
+def cat(reference: str, root: Path, namespace: str, line_range: str | None, output: Path | None) -> None:
+    """Print the content behind REFERENCE (binary only with -o or when stdout is not a terminal)."""
+    parse_reference(reference)
+    with _open(root, namespace) as store:
+        _require_namespace(store, namespace)
+        content = store.read(reference)
+    if line_range is not None:
+        if isinstance(content, bytes):
+            raise click.ClickException("--lines works on text; this reference holds binary content.")
+        content = _line_window(content, line_range)
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    if output is not None:
+        output.write_bytes(data)
+        return
+    if isinstance(content, bytes) and sys.stdout.isatty():
+        raise click.ClickException(
+            f"{reference} holds {len(content)} bytes of binary content; use -o FILE or redirect stdout."
+        )
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+
+
+def _line_window(text: str, line_range: str) -> str:
+    match = re.fullmatch(r"(\d*):(\d*)", line_range.strip())
+    if match is None or (match[1] and int(match[1]) < 1) or (match[2] and int(match[2]) < 1):
+        raise click.ClickException(f"--lines takes A:B with 1-based line numbers, such as 10:20; got {line_range!r}.")
+    first = int(match[1]) if match[1] else 1
+    last = int(match[2]) if match[2] else None
+    lines = text.splitlines(keepends=True)
+    return "".join(lines[first - 1 : last])
+
+
+@cli.command()
+@_root_option
+@_json_option
+def verify(root: Path, as_json: bool) -> None:
+    """Re-hash every blob; report missing and corrupt blobs, writes without blobs, and stray files."""
+    with _open(root) as store:
+        if not as_json and sys.stderr.isatty():
+            with store.database.reading() as connection:
+                total = len(store.blobs.digests(connection))
+            with click.progressbar(length=total, label="verifying", file=sys.stderr) as bar:
+                report = maintenance.verify(store, progress=lambda done, _total: bar.update(done - bar.pos))
+        else:
+            report = maintenance.verify(store)
+    if as_json:
+        _print_json({**dataclasses.asdict(report), "ok": report.ok})
+    else:
+        click.echo(f"{report.blobs_checked} blobs checked")
+        for digest, message in report.corrupt:
+            click.echo(f"corrupt  {digest}  {message}")
+        for digest in report.missing:
+            click.echo(f"missing  {digest}")
+        for namespace, reference in report.dangling_writes:
+            click.echo(f"no blob  {reference}  (written in namespace {namespace!r})")
+        if report.stray_files:
+            click.echo(
+                f"{report.stray_files} stray files ({_bytes(report.stray_bytes)}) not in the index: gc removes them"
+            )
+        click.echo("ok" if report.ok else "damaged: see 'Recovery' in the casstore README")
+    if not report.ok:
+        sys.exit(1)
+
+
+@cli.command()
+@_root_option
+@click.option("--namespace", help="Forget every write and offload of this namespace.")
+@click.option("--older-than", help="Forget writes and offloads older than this, such as 30d.")
+@click.option("--grace", default="1h", show_default=True, help="Keep blobs seen, and files modified, this recently.")
+@click.option("--dry-run", is_flag=True, help="Say what would go; change nothing.")
+@_json_option
+def gc(root: Path, namespace: str | None, older_than: str | None, grace: str, dry_run: bool, as_json: bool) -> None:
+    """Forget old writes or a namespace, then delete blobs nothing references and stray files."""
+    age = parse_duration(older_than) if older_than is not None else None
+    grace_period = parse_duration(grace)
+    with _open(root) as store:
+        _require_namespace(store, namespace)
+        report = maintenance.collect_garbage(
+            store, namespace=namespace, older_than=age, grace=grace_period, dry_run=dry_run
+        )
+    if as_json:
+        _print_json(dataclasses.asdict(report))
+        return
+    verb = "would" if dry_run else "did"
+    click.echo(
+        f"{'dry run: ' if dry_run else ''}gc {verb} forget {report.writes_forgotten} writes "
+        f"and {report.offloads_forgotten} offloads"
+    )
+    click.echo(f"  blobs deleted       {report.blobs_deleted} ({_bytes(report.blob_bytes_freed)})")
+    click.echo(f"  stray files removed {report.stray_files_removed} ({_bytes(report.stray_bytes_freed)})")
+
+
+@cli.command()
+@_root_option
+@click.option("--steps", type=click.IntRange(min=1), default=None, help="Agent steps to run (default: 80).")
+@click.option(
+    "--corpus",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Folder the agent explores (default: the installed casstore package's source).",
+)
+@_json_option
+def demo(root: Path, steps: int | None, corpus: Path | None, as_json: bool) -> None:
+    """Run a scripted coding agent over a real folder with the store and compactor, then summarize."""
+    from casstore import demo as demo_module
+
+    summary = demo_module.run_demo(
+        root=root, steps=steps, corpus=corpus, progress=None if as_json else demo_module.print_progress
+    )
+    if as_json:
+        _print_json(dataclasses.asdict(summary))
+    else:
+        demo_module.print_summary(summary)
+
+
+def main() -> None:
+    """Entry point of the `casstore` console script."""
+    cli.main()
+
+
+if __name__ == "__main__":
+    main()

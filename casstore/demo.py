@@ -1,0 +1,298 @@
+"""
+`casstore demo`: a real Haystack `Agent` run that shows the store and the compactor at work.
+
+A scripted model (`MockChatGenerator`) behaves like a coding agent exploring a folder: it lists folders, reads files,
+searches, re-reads files it has seen, and now and then reads an offloaded result back by its reference. The tools do
+real file I/O; `CompactionHook` with `DedupOffloadCompactor` over a `ContentAddressedToolResultStore` keeps the
+conversation under a small context window. At the end the summary compares the run's bytes with what Haystack's
+`FileSystemToolResultStore` would have written for the same results (measured by writing them there).
+"""
+
+import random
+import re
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from haystack.components.agents import Agent
+from haystack.components.generators.chat import MockChatGenerator
+from haystack.dataclasses import ChatMessage, ToolCall
+from haystack.hooks.compaction import CompactionHook
+from haystack.hooks.tool_result_offloading import FileSystemToolResultStore
+from haystack.token_counters import ApproximateTokenCounter
+from haystack.tools import Tool
+
+from casstore.demo_tools import TEXT_SUFFIXES, make_file_tools
+from casstore.history import disk_usage
+from casstore.store import ContentAddressedToolResultStore
+
+DEFAULT_STEPS = 80
+CONTEXT_WINDOW = 12_000
+_REFERENCE_IN_POINTER = re.compile(r"at '(blake3/[^']+)'")
+# Printed after a run, for a person to paste.
+EXPLORE_QUERIES = (
+    "SELECT * FROM dedup_summary",
+    "SELECT tool_name, offloads, saved_tokens FROM offload_summary WHERE namespace = '{namespace}'",
+    "SELECT times_written, size, example_key FROM repeated_results ORDER BY bytes_deduplicated DESC LIMIT 5",
+)
+_SEARCH_WORDS = ("def ", "class ", "import ", "return ", "raise ", "self.", "connection", "digest", ":param")
+
+
+@dataclass
+class DemoSummary:
+    """What one demo run did, with its figures read from the store's index."""
+
+    root: str
+    namespace: str
+    corpus: str
+    steps: int
+    tool_results: int
+    read_backs: int
+    results_offloaded: int
+    compactions: int
+    tokens_saved: int
+    context_window: int
+    peak_context_tokens: int
+    logical_bytes: int
+    unique_bytes: int
+    stored_bytes: int
+    disk_bytes_added: int
+    store_disk_bytes: int
+    filesystem_store_bytes: int
+    filesystem_store_files: int
+    seconds: float
+
+    @property
+    def dedup_ratio(self) -> float:
+        """:returns: Logical bytes over unique bytes."""
+        return self.logical_bytes / self.unique_bytes if self.unique_bytes else 1.0
+
+    @property
+    def compression_ratio(self) -> float:
+        """:returns: Unique bytes over stored (compressed) bytes."""
+        return self.unique_bytes / self.stored_bytes if self.stored_bytes else 1.0
+
+
+class ScriptedCodingAgent:
+    """The demo's model: a seeded, deterministic plan of tool calls that looks like a coding agent's."""
+
+    def __init__(self, *, corpus: Path, steps: int, read_tool: Tool, seed: int = 7) -> None:
+        """
+        :param corpus: The folder being explored.
+        :param steps: Tool-calling steps before the final answer.
+        :param read_tool: The read-back tool, whose first required parameter takes a reference.
+        :param seed: The plan's random seed.
+        """
+        self.files = sorted(
+            str(path.relative_to(corpus))
+            for path in corpus.rglob("*")
+            if path.is_file() and path.suffix in TEXT_SUFFIXES and "__pycache__" not in path.parts
+        )
+        if not self.files:
+            raise ValueError(f"{corpus} holds no text files for the demo agent to read.")
+        self.folders = sorted(
+            {str(Path(name).parent) for name in self.files} | {"."}, key=lambda folder: (folder.count("/"), folder)
+        )
+        self.steps = steps
+        self.read_tool_name = read_tool.name
+        self.reference_parameter = read_tool.parameters.get("required", ["reference"])[0]
+        self.random = random.Random(seed)
+        self.step = 0
+        self.read_backs = 0
+        self.seen: list[str] = []
+        self.peak_context_tokens = 0
+        self.counter = ApproximateTokenCounter()
+        self.on_step: Any = None
+
+    def respond(self, messages: list[ChatMessage]) -> ChatMessage:
+        """The `response_fn` of `MockChatGenerator`: the next step's tool calls, or the final answer."""
+        self.peak_context_tokens = max(self.peak_context_tokens, self.counter.count(messages=messages))
+        if self.on_step is not None:
+            self.on_step(self, messages)
+        if self.step >= self.steps:
+            return ChatMessage.from_assistant(f"I explored {len(set(self.seen))} files in {self.steps} steps.")
+        calls = self._next_calls(messages)
+        self.step += 1
+        return ChatMessage.from_assistant(tool_calls=calls)
+
+    def _next_calls(self, messages: list[ChatMessage]) -> list[ToolCall]:
+        if self.step == 0:
+            return [self._call("list_directory", path=".")]
+        choice = self.random.random()
+        references = [r for m in messages if m.tool_call_result for r in _REFERENCE_IN_POINTER.findall(m.text or "")]
+        references += [
+            r for m in messages if m.tool_call_result for r in _REFERENCE_IN_POINTER.findall(_result_text(m))
+        ]
+        if choice < 0.10 and references:
+            self.read_backs += 1
+            arguments: dict[str, Any] = {self.reference_parameter: self.random.choice(references)}
+            if self.random.random() < 0.5:
+                arguments["pattern"] = self.random.choice(["def \\w+", "class \\w+", "import"])
+            return [self._call(self.read_tool_name, **arguments)]
+        if choice < 0.40 and self.seen:
+            return [self._call("read_file", path=self.random.choice(self.seen))]
+        if choice < 0.55:
+            return [self._call("search_text", text=self.random.choice(_SEARCH_WORDS))]
+        if choice < 0.65:
+            return [self._call("list_directory", path=self.random.choice(self.folders))]
+        count = 2 if choice > 0.90 else 1
+        return [self._read_next_file() for _ in range(count)]
+
+    def _read_next_file(self) -> ToolCall:
+        unseen = [name for name in self.files if name not in self.seen]
+        name = unseen[0] if unseen else self.random.choice(self.files)
+        self.seen.append(name)
+        return self._call("read_file", path=name)
+
+    def _call(self, tool_name: str, **arguments: Any) -> ToolCall:
+        return ToolCall(tool_name=tool_name, arguments=arguments, id=f"call_{self.step}_{tool_name}_{id(arguments)}")
+
+
+def _result_text(message: ChatMessage) -> str:
+    result = message.tool_call_result
+    return result.result if result is not None and isinstance(result.result, str) else ""
+
+
+def default_corpus() -> Path:
+    """:returns: The installed casstore package's own source folder, which every installation has."""
+    return Path(__file__).resolve().parent
+
+
+def run_demo(*, root: Path, steps: int | None = None, corpus: Path | None = None, progress: Any = None) -> DemoSummary:
+    """
+    Run the demo agent and summarize it.
+
+    :param root: The store's folder (created if needed; earlier runs' content is kept and deduplicated against).
+    :param steps: Tool-calling steps (default `DEFAULT_STEPS`).
+    :param corpus: The folder the agent explores (default: the installed package's source).
+    :param progress: Called as `progress(agent, messages)` before each model call.
+    :returns: The run's summary.
+    """
+    from compactor import DedupOffloadCompactor, make_read_tool
+
+    corpus = (corpus or default_corpus()).resolve()
+    steps = DEFAULT_STEPS if steps is None else steps
+    namespace = "demo-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S-%f")
+    root.mkdir(parents=True, exist_ok=True)
+    disk_before = disk_usage(root)
+    started = time.perf_counter()
+    with ContentAddressedToolResultStore(root, namespace=namespace) as store:
+        read_tool = make_read_tool(store)
+        model = ScriptedCodingAgent(corpus=corpus, steps=steps, read_tool=read_tool)
+        model.on_step = progress
+        hook = CompactionHook(
+            compactor=DedupOffloadCompactor(store, min_tokens=100),
+            context_window=CONTEXT_WINDOW,
+            compact_at=0.7,
+            compact_to=0.4,
+        )
+        agent = Agent(
+            chat_generator=MockChatGenerator(response_fn=model.respond, meta={"usage": None}),
+            tools=[*make_file_tools(corpus), read_tool],
+            hooks={"before_llm": [hook]},
+            max_agent_steps=steps + 2,
+        )
+        result = agent.run(messages=[ChatMessage.from_user(f"Explore the project in {corpus.name} and explain it.")])
+        figures = _run_figures(store)
+        writes = _run_writes(store)
+        filesystem_bytes, filesystem_files = _filesystem_store_cost(store, writes)
+    if progress is not None:
+        sys.stderr.write("\n")
+    tool_results = sum(1 for message in result["messages"] if message.tool_call_result is not None)
+    return DemoSummary(
+        root=str(root),
+        namespace=namespace,
+        corpus=str(corpus),
+        steps=model.step,
+        tool_results=tool_results,
+        read_backs=model.read_backs,
+        context_window=CONTEXT_WINDOW,
+        peak_context_tokens=model.peak_context_tokens,
+        disk_bytes_added=disk_usage(root) - disk_before,
+        store_disk_bytes=disk_usage(root),
+        filesystem_store_bytes=filesystem_bytes,
+        filesystem_store_files=filesystem_files,
+        seconds=round(time.perf_counter() - started, 2),
+        **figures,
+    )
+
+
+def _run_figures(store: ContentAddressedToolResultStore) -> dict[str, int]:
+    with store.database.reading() as connection:
+        offloaded, compactions, saved = connection.execute(
+            "SELECT count(*), count(DISTINCT compaction_id), coalesce(sum(saved_tokens), 0) FROM offloads "
+            "WHERE namespace = ?",
+            (store.namespace,),
+        ).fetchone()
+        logical, unique, stored = connection.execute(
+            """
+            SELECT (SELECT coalesce(sum(size), 0) FROM writes WHERE namespace = ?),
+                   coalesce(sum(size), 0), coalesce(sum(stored_size), 0)
+            FROM blobs WHERE digest IN (SELECT digest FROM writes WHERE namespace = ?)
+            """,
+            (store.namespace, store.namespace),
+        ).fetchone()
+    return {
+        "results_offloaded": offloaded,
+        "compactions": compactions,
+        "tokens_saved": saved,
+        "logical_bytes": logical,
+        "unique_bytes": unique,
+        "stored_bytes": stored,
+    }
+
+
+def _run_writes(store: ContentAddressedToolResultStore) -> list[tuple[str, str]]:
+    with store.database.reading() as connection:
+        rows = connection.execute(
+            "SELECT key, reference FROM writes WHERE namespace = ? ORDER BY id", (store.namespace,)
+        )
+        return [(row[0], row[1]) for row in rows]
+
+
+def _filesystem_store_cost(store: ContentAddressedToolResultStore, writes: list[tuple[str, str]]) -> tuple[int, int]:
+    """Write the run's results to Haystack's store, one file per write as its compactor does, and measure them."""
+    with tempfile.TemporaryDirectory(prefix="casstore-demo-fs-") as folder:
+        baseline = FileSystemToolResultStore(root=folder)
+        for number, (key, reference) in enumerate(writes):
+            baseline.write(key=f"{number}_{key}", content=store.read(reference))
+        return disk_usage(Path(folder)), len(writes)
+
+
+def print_progress(agent: ScriptedCodingAgent, messages: list[ChatMessage]) -> None:
+    """A one-line progress display on stderr."""
+    offloaded = sum(1 for message in messages if message.meta.get("tool_result_offloaded"))
+    sys.stderr.write(
+        f"\r  step {agent.step}/{agent.steps}  messages {len(messages)}  offloaded in context {offloaded}  "
+        f"context {agent.counter.count(messages=messages)}/{CONTEXT_WINDOW} tokens   "
+    )
+    sys.stderr.flush()
+
+
+def print_summary(summary: DemoSummary) -> None:
+    """Print the run's summary and three `sqlite3` commands to explore its history."""
+    kib = 1024
+    index = Path(summary.root) / "index.db"
+    lines = [
+        f"casstore demo: {summary.steps} agent steps over {summary.corpus} in {summary.seconds:.1f} s",
+        f"  tool results           {summary.tool_results} ({summary.read_backs} read back from the store)",
+        f"  results offloaded      {summary.results_offloaded} in {summary.compactions} compactions",
+        f"  tokens saved           {summary.tokens_saved}",
+        f"  context peak           {summary.peak_context_tokens} of a {summary.context_window}-token window",
+        f"  logical bytes          {summary.logical_bytes / kib:.1f} KiB offloaded",
+        f"  unique bytes           {summary.unique_bytes / kib:.1f} KiB (dedup {summary.dedup_ratio:.2f}x)",
+        f"  stored bytes           {summary.stored_bytes / kib:.1f} KiB (compression {summary.compression_ratio:.2f}x)",
+        f"  on disk, this run      {summary.disk_bytes_added / kib:.1f} KiB "
+        f"(store total {summary.store_disk_bytes / kib:.1f} KiB)",
+        f"  FileSystemToolResultStore would have used {summary.filesystem_store_bytes / kib:.1f} KiB in "
+        f"{summary.filesystem_store_files} files",
+        "",
+        f"The store stays in {summary.root}: try `casstore stats --root {summary.root}` and `casstore log --root "
+        f"{summary.root} --namespace {summary.namespace}`. Explore its history with sqlite3:",
+        *(f'  sqlite3 {index} "{query.format(namespace=summary.namespace)}"' for query in EXPLORE_QUERIES),
+    ]
+    print("\n".join(lines))

@@ -1,0 +1,214 @@
+"""
+Checking and cleaning a store: `verify` re-hashes every blob, `collect_garbage` applies retention.
+
+How `collect_garbage` stays safe beside running writers (the README's "Garbage collection" says the same):
+
+- A write that finds its content already stored refreshes the blob's `last_seen` and adds its `writes` row in one
+  `BEGIN IMMEDIATE` transaction; a write of new content adds the blob row and the `writes` row in one transaction,
+  after checking, under that transaction's lock, that the blob's file is in place.
+- `collect_garbage` deletes a blob only inside a write transaction, only when no `writes` row references it and its
+  `last_seen` is older than the grace period, and removes the blob's file before that transaction commits.
+- SQLite lets one write transaction run at a time, so a blob a writer is referencing is either already referenced
+  (and kept) or already gone (and the writer, which checks under the lock, stores it again).
+- A blob file with no row (a writer's file staged but not yet recorded, or a crash's leftover) is removed only once
+  its modification time is older than the grace period, again under the write lock.
+"""
+
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from casstore.blob_files import BlobFile
+from casstore.errors import CorruptBlobError
+from casstore.index import dangling_writes
+from casstore.store import ContentAddressedToolResultStore
+
+DEFAULT_GRACE = timedelta(hours=1)
+# Rows deleted per transaction, so writers never wait long for the write lock.
+_BATCH = 500
+
+
+@dataclass
+class VerifyReport:
+    """What `verify` found. `ok` is True when nothing is wrong; stray files alone are not an error."""
+
+    blobs_checked: int = 0
+    corrupt: list[tuple[str, str]] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    dangling_writes: list[tuple[str, str]] = field(default_factory=list)
+    stray_files: int = 0
+    stray_bytes: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """:returns: Whether every blob verified and every write has its blob."""
+        return not (self.corrupt or self.missing or self.dangling_writes)
+
+
+def verify(
+    store: ContentAddressedToolResultStore, *, progress: Callable[[int, int], None] | None = None
+) -> VerifyReport:
+    """
+    Re-read and re-hash every blob, and look for writes without a blob and blob files without a row.
+
+    :param store: The store to check (all namespaces).
+    :param progress: Called as `progress(done, total)` after each blob.
+    :returns: What was found.
+    """
+    report = VerifyReport()
+    with store.database.reading() as connection:
+        digests = store.blobs.digests(connection)
+        report.dangling_writes = dangling_writes(connection)
+    for done, digest in enumerate(digests, start=1):
+        try:
+            with store.database.reading() as connection:
+                stored = store.blobs.fetch(connection, digest)
+            store.blobs.load(stored)
+        except CorruptBlobError as error:
+            if error.missing:
+                report.missing.append(digest)
+            else:
+                report.corrupt.append((digest, str(error)))
+        report.blobs_checked = done
+        if progress is not None:
+            progress(done, len(digests))
+    for blob_file in store.blobs.stray_files():
+        with store.database.reading() as connection:
+            if store.blobs.is_stray(connection, blob_file):
+                report.stray_files += 1
+                report.stray_bytes += blob_file.size
+    return report
+
+
+@dataclass
+class GarbageReport:
+    """What `collect_garbage` removed (or, with `dry_run`, would remove)."""
+
+    dry_run: bool
+    writes_forgotten: int = 0
+    offloads_forgotten: int = 0
+    blobs_deleted: int = 0
+    blob_bytes_freed: int = 0
+    stray_files_removed: int = 0
+    stray_bytes_freed: int = 0
+
+
+def collect_garbage(
+    store: ContentAddressedToolResultStore,
+    *,
+    namespace: str | None = None,
+    older_than: timedelta | None = None,
+    grace: timedelta = DEFAULT_GRACE,
+    dry_run: bool = False,
+) -> GarbageReport:
+    """
+    Forget writes, then delete blobs nothing references and stray files, all outside the grace period.
+
+    :param store: The store to clean (any namespace; `store.namespace` is not used).
+    :param namespace: Forget every write and offload of this namespace.
+    :param older_than: Forget writes and offloads older than this. With `namespace`, only that namespace's.
+    :param grace: Blobs seen (written or re-written) and files modified within this period are kept.
+    :param dry_run: Report what would go, and change nothing.
+    :returns: The counts.
+    :raises ValueError: If `grace` or `older_than` is negative.
+    """
+    if grace < timedelta(0) or (older_than is not None and older_than < timedelta(0)):
+        raise ValueError("`grace` and `older_than` must not be negative.")
+    report = GarbageReport(dry_run=dry_run)
+    if dry_run:
+        # The whole collection runs in one transaction that is rolled back; no file is touched.
+        with store.database.lock:
+            connection = store.database.connection
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                _forget(connection, report, namespace=namespace, older_than=older_than)
+                for _digest, stored_size in _collectable_blobs(connection, grace=grace, limit=-1):
+                    report.blobs_deleted += 1
+                    report.blob_bytes_freed += stored_size
+            finally:
+                connection.execute("ROLLBACK")
+    else:
+        with store.database.transaction() as connection:
+            _forget(connection, report, namespace=namespace, older_than=older_than)
+        _delete_unreferenced_blobs(store, report, grace=grace)
+    _remove_stray_files(store, report, grace=grace, dry_run=dry_run)
+    return report
+
+
+def _forget(
+    connection: sqlite3.Connection, report: GarbageReport, *, namespace: str | None, older_than: timedelta | None
+) -> None:
+    if namespace is None and older_than is None:
+        return
+    conditions, parameters = [], []
+    if namespace is not None:
+        conditions.append("namespace = ?")
+        parameters.append(namespace)
+    for table, column, counter in (("writes", "written_at", "writes_forgotten"), ("offloads", "offloaded_at", None)):
+        clauses = list(conditions)
+        values: list[object] = list(parameters)
+        if older_than is not None:
+            clauses.append(f"{column} < strftime('%Y-%m-%d %H:%M:%f', 'now', ?)")
+            values.append(f"-{older_than.total_seconds()} seconds")
+        deleted = connection.execute(f"DELETE FROM {table} WHERE {' AND '.join(clauses)}", values).rowcount
+        if counter:
+            report.writes_forgotten = deleted
+        else:
+            report.offloads_forgotten = deleted
+
+
+def _collectable_blobs(connection: sqlite3.Connection, *, grace: timedelta, limit: int) -> list[tuple[str, int]]:
+    return [
+        (row[0], row[1])
+        for row in connection.execute(
+            """
+            SELECT digest, stored_size FROM blobs
+            WHERE last_seen < strftime('%Y-%m-%d %H:%M:%f', 'now', ?)
+              AND digest NOT IN (SELECT digest FROM writes)
+            LIMIT ?
+            """,
+            (f"-{grace.total_seconds()} seconds", limit),
+        )
+    ]
+
+
+def _delete_unreferenced_blobs(
+    store: ContentAddressedToolResultStore, report: GarbageReport, *, grace: timedelta
+) -> None:
+    while True:
+        with store.database.transaction() as connection:
+            batch = _collectable_blobs(connection, grace=grace, limit=_BATCH)
+            for digest, stored_size in batch:
+                store.blobs.delete(connection, digest)
+                report.blobs_deleted += 1
+                report.blob_bytes_freed += stored_size
+        if len(batch) < _BATCH:
+            return
+
+
+def _remove_stray_files(
+    store: ContentAddressedToolResultStore, report: GarbageReport, *, grace: timedelta, dry_run: bool
+) -> None:
+    for batch in _batches(store.blobs.stray_files()):
+        with store.database.transaction() as connection:
+            cutoff = time.time() - grace.total_seconds()
+            for blob_file in batch:
+                if blob_file.mtime >= cutoff or not store.blobs.is_stray(connection, blob_file):
+                    continue
+                if not dry_run:
+                    store.blobs.remove_stray(blob_file)
+                report.stray_files_removed += 1
+                report.stray_bytes_freed += blob_file.size
+
+
+def _batches(files: Iterator[BlobFile]) -> Iterator[list[BlobFile]]:
+    batch: list[BlobFile] = []
+    for blob_file in files:
+        batch.append(blob_file)
+        if len(batch) == _BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
