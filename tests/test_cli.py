@@ -1,0 +1,257 @@
+"""The `casstore` command, through click's runner and as a real subprocess, on stores the tests build."""
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from casstore import ContentAddressedToolResultStore, OffloadRecord
+from casstore.cli import cli, parse_duration
+from tests.helpers import blake3_hex, blob_files, count_rows, tree_fingerprint
+
+SOURCE = Path(__file__).read_text()
+LARGE = "x = 1\n" * 20_000
+
+
+def _invoke(*arguments: str) -> Result:
+    return CliRunner().invoke(cli, list(arguments), catch_exceptions=False)
+
+
+def _one_line_error(result: Result) -> str:
+    assert result.exit_code != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.output + result.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def built(store_root: Path) -> dict[str, str]:
+    """A store with two namespaces, repeated results, a large blob, a binary one, and offloads."""
+    references = {}
+    with ContentAddressedToolResultStore(store_root, namespace="alice", inline_max=4096) as alice:
+        for attempt in range(3):
+            references["source"] = alice.write(key=f"{attempt}_read_file.txt", content=SOURCE)
+        references["large"] = alice.write(key="big.log", content=LARGE)
+        references["png"] = alice.write(key="plot.png", content=b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+        alice.record_offloads(
+            compaction_id="c1",
+            offloads=[
+                OffloadRecord("read_file", "call_1", [references["source"]], 900, 850),
+                OffloadRecord("read_file", "call_2", [references["large"]], 30_000, 29_950),
+                OffloadRecord("render", None, [references["png"]], 100, 60),
+            ],
+        )
+    with ContentAddressedToolResultStore(store_root, namespace="bob", inline_max=4096) as bob:
+        references["bob"] = bob.write(key="0_search.txt", content=SOURCE)
+        references["bob_only"] = bob.write(key="1_search.txt", content="bob's own result\n" * 400)
+        bob.record_offloads(compaction_id="c2", offloads=[OffloadRecord("search", "s1", [references["bob"]], 900, 840)])
+    return references
+
+
+def test_stats_match_the_index(store_root: Path, built: dict[str, str]) -> None:
+    result = _invoke("stats", "--root", str(store_root), "--json")
+    figures = json.loads(result.output)
+    with sqlite3.connect(store_root / "index.db") as connection:
+        writes, blobs, logical = connection.execute("SELECT writes, blobs, logical_bytes FROM dedup_summary").fetchone()
+    assert (
+        (figures["writes"], figures["blobs"], figures["logical_bytes"]) == (writes, blobs, logical) == (7, 4, logical)
+    )
+    assert logical == 4 * len(SOURCE.encode()) + len(LARGE) + 264 + len("bob's own result\n" * 400)
+    assert figures["dedup_ratio"] > 1
+    assert {row["namespace"]: row["writes"] for row in figures["namespaces"]} == {"alice": 5, "bob": 2}
+    assert {(row["namespace"], row["tool_name"]): row["saved_tokens"] for row in figures["tools"]} == {
+        ("alice", "read_file"): 850 + 29_950,
+        ("alice", "render"): 60,
+        ("bob", "search"): 840,
+    }
+    table = _invoke("stats", "--root", str(store_root)).output
+    assert "dedup ratio" in table and "read_file" in table and "bob" in table
+
+
+def test_log_lists_offloads_newest_first_with_filters(store_root: Path, built: dict[str, str]) -> None:
+    entries = json.loads(_invoke("log", "--root", str(store_root), "--json").output)
+    assert [entry["tool_name"] for entry in entries] == ["search", "render", "read_file", "read_file"]
+    assert entries[0]["references"] == [built["bob"]]
+    only_alice = json.loads(_invoke("log", "--root", str(store_root), "--namespace", "alice", "--json").output)
+    assert {entry["namespace"] for entry in only_alice} == {"alice"}
+    assert len(only_alice) == 3
+    only_render = _invoke("log", "--root", str(store_root), "--tool", "render").output.strip().splitlines()
+    assert len(only_render) == 1 and built["png"] in only_render[0] and "saved 60/100 tokens" in only_render[0]
+    with sqlite3.connect(store_root / "index.db") as connection:
+        connection.execute("UPDATE offloads SET offloaded_at = '2020-01-01 00:00:00.000' WHERE tool_name = 'render'")
+    recent = json.loads(_invoke("log", "--root", str(store_root), "--since", "1d", "--json").output)
+    assert "render" not in {entry["tool_name"] for entry in recent} and len(recent) == 3
+
+
+def test_cat_prints_content_windows_and_binary(store_root: Path, built: dict[str, str], tmp_path: Path) -> None:
+    root = str(store_root)
+    assert _invoke("cat", built["source"], "--root", root, "--namespace", "alice").output == SOURCE
+    window = _invoke("cat", built["source"], "--root", root, "--namespace", "alice", "--lines", "2:4").output
+    assert window == "".join(SOURCE.splitlines(keepends=True)[1:4])
+    assert _invoke("cat", built["large"], "--root", root, "--namespace", "alice", "--lines", "19999:").output == (
+        "x = 1\n" * 2
+    )
+    out = tmp_path / "plot.png"
+    _invoke("cat", built["png"], "--root", root, "--namespace", "alice", "-o", str(out))
+    assert out.read_bytes() == b"\x89PNG\r\n\x1a\n" + bytes(range(256))
+    piped = subprocess.run(
+        [sys.executable, "-m", "casstore", "cat", built["png"], "--root", root, "--namespace", "alice"],
+        capture_output=True,
+        check=True,
+    )
+    assert piped.stdout == out.read_bytes()
+
+
+def test_cat_respects_namespaces(store_root: Path, built: dict[str, str]) -> None:
+    result = _invoke("cat", built["bob_only"], "--root", str(store_root), "--namespace", "alice")
+    assert "No result" in _one_line_error(result)
+
+
+def _damage(store_root: Path, built: dict[str, str]) -> dict[str, str]:
+    """One of each kind of damage; returns the digests involved."""
+    source_digest = blake3_hex(SOURCE.encode())
+    large_digest = blake3_hex(LARGE.encode())
+    bob_only_digest = blake3_hex(("bob's own result\n" * 400).encode())
+    with sqlite3.connect(store_root / "index.db") as connection:
+        stored_in = dict(connection.execute("SELECT digest, stored_in FROM blobs").fetchall())
+        connection.execute("DELETE FROM blobs WHERE digest = ?", (bob_only_digest,))
+    assert stored_in[source_digest] == "file" and stored_in[large_digest] == "index"
+    (source_file,) = [p for p in blob_files(store_root) if p.name.startswith(source_digest[2:])]
+    source_file.write_bytes(source_file.read_bytes()[:-9] + b"corrupted")
+    with sqlite3.connect(store_root / "index.db") as connection:
+        (frame,) = connection.execute("SELECT frame FROM blobs WHERE digest = ?", (large_digest,)).fetchone()
+        connection.execute("UPDATE blobs SET frame = ? WHERE digest = ?", (frame[:-1], large_digest))
+    stray = store_root / "blobs" / "00" / ("0" * 62 + ".zst")
+    stray.parent.mkdir(exist_ok=True)
+    stray.write_bytes(b"left over")
+    return {"corrupt_file": source_digest, "corrupt_inline": large_digest, "dangling": bob_only_digest}
+
+
+def test_verify_passes_on_a_healthy_store(store_root: Path, built: dict[str, str]) -> None:
+    result = _invoke("verify", "--root", str(store_root))
+    assert result.exit_code == 0
+    assert "4 blobs checked" in result.output and result.output.strip().endswith("ok")
+
+
+def test_verify_reports_each_kind_of_damage(store_root: Path, built: dict[str, str]) -> None:
+    damaged = _damage(store_root, built)
+    result = _invoke("verify", "--root", str(store_root), "--json")
+    assert result.exit_code == 1
+    report = json.loads(result.output)
+    assert {digest for digest, _ in report["corrupt"]} == {damaged["corrupt_file"], damaged["corrupt_inline"]}
+    assert report["dangling_writes"] == [["bob", built["bob_only"]]]
+    assert report["stray_files"] == 1 and report["ok"] is False
+    for path in blob_files(store_root):
+        if path.stat().st_size > 100 and not path.name.startswith("0" * 62):
+            path.unlink()
+    missing = json.loads(_invoke("verify", "--root", str(store_root), "--json").output)
+    assert damaged["corrupt_file"] in missing["missing"]
+
+
+def _backdate(store_root: Path, table: str, column: str, when: str, where: str = "1") -> None:
+    with sqlite3.connect(store_root / "index.db") as connection:
+        connection.execute(f"UPDATE {table} SET {column} = ? WHERE {where}", (when,))
+
+
+def test_gc_forgets_a_namespace_and_deletes_only_what_nothing_references(
+    store_root: Path, built: dict[str, str]
+) -> None:
+    before = tree_fingerprint(store_root)
+    dry = json.loads(
+        _invoke("gc", "--root", str(store_root), "--namespace", "bob", "--grace", "0s", "--dry-run", "--json").output
+    )
+    assert tree_fingerprint(store_root) == before
+    assert count_rows(store_root, "writes") == 7
+    real = json.loads(_invoke("gc", "--root", str(store_root), "--namespace", "bob", "--grace", "0s", "--json").output)
+    assert {**dry, "dry_run": False} == real
+    assert (real["writes_forgotten"], real["offloads_forgotten"], real["blobs_deleted"]) == (2, 1, 1)
+    with ContentAddressedToolResultStore(store_root, namespace="alice") as alice:
+        assert alice.read(built["source"]) == SOURCE  # shared with bob, still referenced by alice
+    assert count_rows(store_root, "blobs") == 3
+    assert "unknown namespace 'bob'" in _one_line_error(_invoke("log", "--root", str(store_root), "--namespace", "bob"))
+
+
+def test_gc_older_than_and_the_grace_period(store_root: Path, built: dict[str, str]) -> None:
+    root = str(store_root)
+    _backdate(store_root, "writes", "written_at", "2020-01-01 00:00:00.000", "namespace = 'alice'")
+    kept_by_grace = json.loads(_invoke("gc", "--root", root, "--older-than", "30d", "--json").output)
+    assert kept_by_grace["writes_forgotten"] == 5 and kept_by_grace["blobs_deleted"] == 0
+    assert count_rows(store_root, "blobs") == 4
+    _backdate(store_root, "blobs", "last_seen", "2020-01-01 00:00:00.000")
+    collected = json.loads(_invoke("gc", "--root", root, "--json").output)
+    assert collected["blobs_deleted"] == 2  # the large log and the PNG; SOURCE is still bob's
+    assert {p.name[:8] for p in blob_files(store_root)} == {blake3_hex(SOURCE.encode())[2:10]}
+    with ContentAddressedToolResultStore(store_root, namespace="bob") as bob:
+        assert bob.read(built["bob"]) == SOURCE
+
+
+def test_gc_removes_old_stray_files_and_keeps_fresh_ones(store_root: Path, built: dict[str, str]) -> None:
+    fanout = store_root / "blobs" / "ab"
+    fanout.mkdir(exist_ok=True)
+    old_orphan, fresh_orphan, old_temporary = (
+        fanout / ("1" * 62 + ".zst"),
+        fanout / ("2" * 62 + ".zst"),
+        fanout / ".tmp-dead",
+    )
+    for path in (old_orphan, fresh_orphan, old_temporary):
+        path.write_bytes(b"orphan bytes")
+    an_hour_ago = time.time() - 2 * 3600
+    for path in (old_orphan, old_temporary):
+        os.utime(path, (an_hour_ago, an_hour_ago))
+    report = json.loads(_invoke("gc", "--root", str(store_root), "--json").output)
+    assert report["stray_files_removed"] == 2
+    assert fresh_orphan.exists() and not old_orphan.exists() and not old_temporary.exists()
+    assert _invoke("verify", "--root", str(store_root)).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["stats", "--root", "{missing}"], "no casstore store"),
+        (["cat", "../../etc/passwd", "--root", "{root}"], "is not a casstore reference"),
+        (["cat", "blake3/00/" + "0" * 62 + ".txt", "--root", "{root}", "--namespace", "alice"], "No result"),
+        (["log", "--root", "{root}", "--namespace", "nobody"], "unknown namespace"),
+        (["gc", "--root", "{root}", "--older-than", "soon"], "not a duration"),
+        (["log", "--root", "{root}", "--since", "-5d"], "not a duration"),
+        (["cat", "REF", "--root", "{root}", "--lines", "0:3"], "--lines"),
+        (["gc", "--root", "{root}", "--namespace", "nobody"], "unknown namespace"),
+    ],
+)
+def test_bad_input_is_one_line_and_a_non_zero_exit(
+    store_root: Path, built: dict[str, str], tmp_path: Path, arguments: list[str], message: str
+) -> None:
+    arguments = [
+        a.format(root=store_root, missing=tmp_path / "missing").replace("REF", built["source"]) for a in arguments
+    ]
+    if "--lines" in arguments:
+        arguments += ["--namespace", "alice"]
+    assert message in _one_line_error(_invoke(*arguments))
+
+
+def test_the_console_script_and_module_run(store_root: Path, built: dict[str, str]) -> None:
+    script = Path(sys.executable).parent / "casstore"
+    for command in ([str(script)], [sys.executable, "-m", "casstore"]):
+        completed = subprocess.run(
+            [*command, "stats", "--json"],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "CASSTORE_ROOT": str(store_root)},
+        )
+        assert json.loads(completed.stdout)["writes"] == 7
+        failed = subprocess.run([*command, "stats", "--root", str(store_root / "nope")], capture_output=True, text=True)
+        assert failed.returncode == 1 and failed.stderr.count("\n") == 1 and "Traceback" not in failed.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("45s", 45), ("90m", 5400), ("12h", 43200), ("30d", 2592000), ("2w", 1209600), ("1.5h", 5400)]
+)
+def test_durations(text: str, seconds: int) -> None:
+    assert parse_duration(text).total_seconds() == seconds
