@@ -22,6 +22,13 @@ _BLOB_SUFFIX = ".zst"
 TEMPORARY_PREFIX = ".tmp-"
 
 
+_WRITE_ATTEMPTS = 5
+
+
+class _TemporaryFileRemovedError(FileNotFoundError):
+    """The temporary file of a blob write vanished before its rename."""
+
+
 class UnsafeBlobPathError(OSError):
     """A blob path inside the store is a symlink or not a regular file or folder."""
 
@@ -90,21 +97,31 @@ class BlobDirectory:
         """
         Write the blob file for `digest` atomically: a temporary file in the same folder, then a rename over the name.
 
-        A crash leaves either no file, the whole file, or a `.tmp-` file that `sweep` removes later.
+        A crash leaves either no file, the whole file, or a `.tmp-` file that `gc` removes later. If `gc` removes the
+        temporary file before the rename (possible only with a grace period shorter than the write), the write starts
+        over.
         """
+        for _attempt in range(_WRITE_ATTEMPTS - 1):
+            with contextlib.suppress(_TemporaryFileRemovedError):
+                return self._write_once(digest, frame)
+        return self._write_once(digest, frame)
+
+    def _write_once(self, digest: str, frame: bytes) -> None:
         fanout_fd = self._open_fanout(digest, create=True)
         try:
             temporary = f"{TEMPORARY_PREFIX}{secrets.token_hex(8)}"
-            fd = os.open(
-                temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=fanout_fd
-            )
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(temporary, flags, 0o644, dir_fd=fanout_fd)
             try:
                 with os.fdopen(fd, "wb") as file:
                     file.write(frame)
                     if self.durable:
                         file.flush()
                         os.fsync(file.fileno())
-                os.replace(temporary, _file_name(digest), src_dir_fd=fanout_fd, dst_dir_fd=fanout_fd)
+                try:
+                    os.replace(temporary, _file_name(digest), src_dir_fd=fanout_fd, dst_dir_fd=fanout_fd)
+                except FileNotFoundError as error:
+                    raise _TemporaryFileRemovedError(str(error)) from error
             except BaseException:
                 _unlink_quietly(temporary, dir_fd=fanout_fd)
                 raise

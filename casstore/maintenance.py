@@ -165,7 +165,7 @@ def _collectable_blobs(connection: sqlite3.Connection, *, grace: timedelta, limi
         for row in connection.execute(
             """
             SELECT digest, stored_size FROM blobs
-            WHERE last_seen < strftime('%Y-%m-%d %H:%M:%f', 'now', ?)
+            WHERE last_seen <= strftime('%Y-%m-%d %H:%M:%f', 'now', ?)
               AND digest NOT IN (SELECT digest FROM writes)
             LIMIT ?
             """,
