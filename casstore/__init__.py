@@ -14,6 +14,7 @@ from casstore.errors import (
     InvalidReferenceError,
     ReferenceNotFoundError,
     SchemaError,
+    StorageError,
     StoreClosedError,
 )
 from casstore.index import OffloadRecord
@@ -30,5 +31,6 @@ __all__ = [
     "PreparedWrite",
     "ReferenceNotFoundError",
     "SchemaError",
+    "StorageError",
     "StoreClosedError",
 ]

@@ -229,6 +229,8 @@ class BlobStore:
                 f"Blob {digest} is not a regular file inside the store (a symlink?); refusing to read it.",
                 digest=digest,
             ) from error
+        except OSError as error:
+            raise CorruptBlobError(f"Blob {digest} cannot be read: {error}.", digest=digest) from error
 
     def _compressor(self) -> zstandard.ZstdCompressor:
         compressor: zstandard.ZstdCompressor | None = getattr(self._contexts, "compressor", None)

@@ -287,15 +287,13 @@ def gc(root: Path, namespace: str | None, older_than: str | None, grace: str, dr
 @_json_option
 def demo(root: Path, steps: int | None, corpus: Path | None, as_json: bool) -> None:
     """Run a scripted coding agent over a real folder with the store and compactor, then summarize."""
-    from casstore import demo as demo_module
+    from casstore.demo import print_progress, print_summary, run_demo  # imports the agent stack only when needed
 
-    summary = demo_module.run_demo(
-        root=root, steps=steps, corpus=corpus, progress=None if as_json else demo_module.print_progress
-    )
+    summary = run_demo(root=root, steps=steps, corpus=corpus, progress=None if as_json else print_progress)
     if as_json:
         _print_json(dataclasses.asdict(summary))
     else:
-        demo_module.print_summary(summary)
+        print_summary(summary)
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ import re
 import sys
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,15 +25,18 @@ from haystack.dataclasses import ChatMessage, ToolCall
 from haystack.hooks.compaction import CompactionHook
 from haystack.hooks.tool_result_offloading import FileSystemToolResultStore
 from haystack.token_counters import ApproximateTokenCounter
-from haystack.tools import Tool
+from haystack.tools.tool import Tool
+from haystack.utils.experimental import ExperimentalWarning
 
 from casstore.demo_tools import TEXT_SUFFIXES, make_file_tools
 from casstore.history import disk_usage
 from casstore.store import ContentAddressedToolResultStore
 
 DEFAULT_STEPS = 80
-CONTEXT_WINDOW = 12_000
+CONTEXT_WINDOW = 16_000
+PREVIEW_CHARS = 120
 _REFERENCE_IN_POINTER = re.compile(r"at '(blake3/[^']+)'")
+_OVER_WINDOW = " (over it: offloading shrinks tool results only, and this many steps' own messages outgrew the window)"
 # Printed after a run, for a person to paste.
 EXPLORE_QUERIES = (
     "SELECT * FROM dedup_summary",
@@ -102,6 +106,7 @@ class ScriptedCodingAgent:
         self.reference_parameter = read_tool.parameters.get("required", ["reference"])[0]
         self.random = random.Random(seed)
         self.step = 0
+        self.calls = 0
         self.read_backs = 0
         self.seen: list[str] = []
         self.peak_context_tokens = 0
@@ -149,7 +154,8 @@ class ScriptedCodingAgent:
         return self._call("read_file", path=name)
 
     def _call(self, tool_name: str, **arguments: Any) -> ToolCall:
-        return ToolCall(tool_name=tool_name, arguments=arguments, id=f"call_{self.step}_{tool_name}_{id(arguments)}")
+        self.calls += 1
+        return ToolCall(tool_name=tool_name, arguments=arguments, id=f"call_{self.calls}")
 
 
 def _result_text(message: ChatMessage) -> str:
@@ -184,12 +190,14 @@ def run_demo(*, root: Path, steps: int | None = None, corpus: Path | None = None
         read_tool = make_read_tool(store)
         model = ScriptedCodingAgent(corpus=corpus, steps=steps, read_tool=read_tool)
         model.on_step = progress
-        hook = CompactionHook(
-            compactor=DedupOffloadCompactor(store, min_tokens=100),
-            context_window=CONTEXT_WINDOW,
-            compact_at=0.7,
-            compact_to=0.4,
-        )
+        with warnings.catch_warnings():  # Haystack marks CompactionHook experimental; nothing for a demo user to do
+            warnings.simplefilter("ignore", ExperimentalWarning)
+            hook = CompactionHook(
+                compactor=DedupOffloadCompactor(store, min_tokens=100, preview_chars=PREVIEW_CHARS),
+                context_window=CONTEXT_WINDOW,
+                compact_at=0.7,
+                compact_to=0.4,
+            )
         agent = Agent(
             chat_generator=MockChatGenerator(response_fn=model.respond, meta={"usage": None}),
             tools=[*make_file_tools(corpus), read_tool],
@@ -200,7 +208,7 @@ def run_demo(*, root: Path, steps: int | None = None, corpus: Path | None = None
         figures = _run_figures(store)
         writes = _run_writes(store)
         filesystem_bytes, filesystem_files = _filesystem_store_cost(store, writes)
-    if progress is not None:
+    if progress is not None and sys.stderr.isatty():
         sys.stderr.write("\n")
     tool_results = sum(1 for message in result["messages"] if message.tool_call_result is not None)
     return DemoSummary(
@@ -264,11 +272,15 @@ def _filesystem_store_cost(store: ContentAddressedToolResultStore, writes: list[
 
 
 def print_progress(agent: ScriptedCodingAgent, messages: list[ChatMessage]) -> None:
-    """A one-line progress display on stderr."""
+    """A progress line on stderr: rewritten in place on a terminal, every 20 steps elsewhere."""
+    on_terminal = sys.stderr.isatty()
+    if not on_terminal and agent.step % 20 != 0:
+        return
     offloaded = sum(1 for message in messages if message.meta.get("tool_result_offloaded"))
     sys.stderr.write(
-        f"\r  step {agent.step}/{agent.steps}  messages {len(messages)}  offloaded in context {offloaded}  "
-        f"context {agent.counter.count(messages=messages)}/{CONTEXT_WINDOW} tokens   "
+        f"{chr(13) if on_terminal else ''}  step {agent.step}/{agent.steps}  messages {len(messages)}  "
+        f"offloaded results {offloaded}  context {agent.counter.count(messages=messages)}/{CONTEXT_WINDOW} tokens"
+        f"{'   ' if on_terminal else chr(10)}"
     )
     sys.stderr.flush()
 
@@ -282,7 +294,8 @@ def print_summary(summary: DemoSummary) -> None:
         f"  tool results           {summary.tool_results} ({summary.read_backs} read back from the store)",
         f"  results offloaded      {summary.results_offloaded} in {summary.compactions} compactions",
         f"  tokens saved           {summary.tokens_saved}",
-        f"  context peak           {summary.peak_context_tokens} of a {summary.context_window}-token window",
+        f"  context peak           {summary.peak_context_tokens} of a {summary.context_window}-token window"
+        + ("" if summary.peak_context_tokens <= summary.context_window else _OVER_WINDOW),
         f"  logical bytes          {summary.logical_bytes / kib:.1f} KiB offloaded",
         f"  unique bytes           {summary.unique_bytes / kib:.1f} KiB (dedup {summary.dedup_ratio:.2f}x)",
         f"  stored bytes           {summary.stored_bytes / kib:.1f} KiB (compression {summary.compression_ratio:.2f}x)",

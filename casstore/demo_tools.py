@@ -7,7 +7,7 @@ leaves the folder they were made for.
 
 from pathlib import Path
 
-from haystack.tools import Tool
+from haystack.tools.tool import Tool
 
 MAX_FILE_CHARS = 200_000
 MAX_SEARCH_MATCHES = 200

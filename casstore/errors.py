@@ -46,6 +46,13 @@ class InvalidContentError(CasStoreError, ValueError):
     """The content given to `write` is a `str` that cannot be encoded as UTF-8 (for example a lone surrogate)."""
 
 
+class StorageError(CasStoreError, OSError):
+    """A write could not be stored: the disk is full, a file limit was hit, or the index refused the write.
+
+    Nothing of that write was recorded: the index is left as it was before the write.
+    """
+
+
 class SchemaError(CasStoreError):
     """The index was written by a newer casstore, or is not a casstore index at all."""
 

@@ -5,6 +5,7 @@ It turns Haystack's `write(key=..., content=...)` into a content-addressed blob 
 hands back a hash path as the reference, and resolves references only within its namespace.
 """
 
+import sqlite3
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,13 @@ from haystack.hooks.tool_result_offloading.types import ToolResultStore
 from casstore import index
 from casstore.blobs import BlobStore, StagedBlob, content_digest
 from casstore.database import Database
-from casstore.errors import InvalidContentError, ReferenceNotFoundError
+from casstore.errors import (
+    CasStoreError,
+    CorruptBlobError,
+    InvalidContentError,
+    ReferenceNotFoundError,
+    StorageError,
+)
 from casstore.index import OffloadRecord
 from casstore.references import Reference, extension_of, parse_reference
 
@@ -147,7 +154,20 @@ class ContentAddressedToolResultStore(ToolResultStore):
 
         :param prepared: What `prepare_write` returned.
         :returns: `prepared.reference`.
+        :raises StorageError: If the blob or its history row could not be stored (disk full, file size limit, I/O
+            error); nothing of this write is recorded then.
         """
+        try:
+            return self._write_prepared(prepared)
+        except CasStoreError:
+            raise
+        except (OSError, sqlite3.Error) as error:
+            raise StorageError(
+                f"Could not store {prepared.reference} ({len(prepared.data)} bytes) in {self.root}: {error}. "
+                f"Nothing of this write was recorded; free space or fix the folder, then write again."
+            ) from error
+
+    def _write_prepared(self, prepared: PreparedWrite) -> str:
         staged: StagedBlob | None = None
         while True:
             with self._database.transaction() as connection:
@@ -188,13 +208,19 @@ class ContentAddressedToolResultStore(ToolResultStore):
         :raises CorruptBlobError: If the stored blob is missing or damaged.
         """
         parsed = parse_reference(reference)
-        with self._database.reading() as connection:
-            if not index.is_visible(connection, namespace=self.namespace, reference=str(parsed)):
-                raise ReferenceNotFoundError(
-                    f"No result {parsed} in namespace {self.namespace!r}. References are only readable in the "
-                    f"namespace that wrote them."
-                )
-            stored = self._blobs.fetch(connection, parsed.digest)
+        try:
+            with self._database.reading() as connection:
+                if not index.is_visible(connection, namespace=self.namespace, reference=str(parsed)):
+                    raise ReferenceNotFoundError(
+                        f"No result {parsed} in namespace {self.namespace!r}. References are only readable in the "
+                        f"namespace that wrote them."
+                    )
+                stored = self._blobs.fetch(connection, parsed.digest)
+        except sqlite3.DatabaseError as error:
+            raise CorruptBlobError(
+                f"Cannot look up blob {parsed.digest}: the index is damaged ({error}). See 'Recovery' in the README.",
+                digest=parsed.digest,
+            ) from error
         data = self._blobs.load(stored)
         return data.decode("utf-8") if parsed.is_text else data
 
@@ -208,7 +234,7 @@ class ContentAddressedToolResultStore(ToolResultStore):
         with self._database.transaction() as connection:
             index.record_offloads(connection, namespace=self.namespace, compaction_id=compaction_id, offloads=offloads)
 
-    def _record(self, connection: Any, prepared: PreparedWrite) -> None:
+    def _record(self, connection: sqlite3.Connection, prepared: PreparedWrite) -> None:
         index.record_write(
             connection,
             namespace=self.namespace,

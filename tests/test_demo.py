@@ -1,0 +1,80 @@
+"""The demo: a real agent run whose summary figures agree with the index it leaves behind."""
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from casstore import ContentAddressedToolResultStore
+from casstore.demo import CONTEXT_WINDOW, run_demo
+from casstore.history import disk_usage
+from casstore.maintenance import verify
+
+
+def test_the_demo_summary_matches_the_index(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    summary = run_demo(root=root, steps=40)
+    assert summary.store_disk_bytes == disk_usage(root)
+    with sqlite3.connect(root / "index.db") as connection:
+        offloads, compactions, saved = connection.execute(
+            "SELECT count(*), count(DISTINCT compaction_id), sum(saved_tokens) FROM offloads WHERE namespace = ?",
+            (summary.namespace,),
+        ).fetchone()
+        writes, logical = connection.execute(
+            "SELECT count(*), sum(size) FROM writes WHERE namespace = ?", (summary.namespace,)
+        ).fetchone()
+        unique = connection.execute(
+            "SELECT sum(size) FROM blobs WHERE digest IN (SELECT digest FROM writes WHERE namespace = ?)",
+            (summary.namespace,),
+        ).fetchone()[0]
+    assert summary.steps == 40
+    assert (summary.results_offloaded, summary.compactions, summary.tokens_saved) == (offloads, compactions, saved)
+    assert offloads > 10 and compactions >= 3 and saved > 0
+    assert (summary.logical_bytes, summary.unique_bytes) == (logical, unique)
+    assert summary.dedup_ratio > 1.2 and summary.compression_ratio > 1.5
+    assert summary.read_backs > 0
+    assert summary.peak_context_tokens <= CONTEXT_WINDOW
+    assert summary.filesystem_store_files == writes
+    assert summary.filesystem_store_bytes > 2 * summary.disk_bytes_added
+    with ContentAddressedToolResultStore(root, namespace=summary.namespace) as store:
+        assert verify(store).ok
+
+
+def test_a_second_run_deduplicates_against_the_first(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    first = run_demo(root=root, steps=30)
+    second = run_demo(root=root, steps=30)
+    assert first.namespace != second.namespace
+    assert second.disk_bytes_added < first.disk_bytes_added / 2
+
+
+def test_the_demo_command_prints_a_summary_and_sqlite_commands(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    corpus = Path(__file__).resolve().parent
+    completed = subprocess.run(
+        [sys.executable, "-m", "casstore", "demo", "--steps", "25", "--root", str(root), "--corpus", str(corpus)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "casstore demo: 25 agent steps" in completed.stdout
+    assert "FileSystemToolResultStore would have used" in completed.stdout
+    assert completed.stdout.count(f"sqlite3 {root / 'index.db'}") == 3
+    assert "step 20/25" in completed.stderr
+    as_json = subprocess.run(
+        [sys.executable, "-m", "casstore", "demo", "--steps", "30", "--root", str(root), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(as_json.stdout)["steps"] == 30
+    stats = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "casstore", "stats", "--root", str(root), "--json"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    assert len(stats["namespaces"]) == 2
