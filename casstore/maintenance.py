@@ -22,7 +22,7 @@ from datetime import timedelta
 
 from casstore.blob_files import BlobFile
 from casstore.errors import CorruptBlobError
-from casstore.index import dangling_writes
+from casstore.index import dangling_writes, unreferenced_digests
 from casstore.store import ContentAddressedToolResultStore
 
 DEFAULT_GRACE = timedelta(hours=1)
@@ -32,12 +32,18 @@ _BATCH = 500
 
 @dataclass
 class VerifyReport:
-    """What `verify` found. `ok` is True when nothing is wrong; stray files alone are not an error."""
+    """
+    What `verify` found. `ok` is True when every referenced blob verified and every write has its blob.
+
+    Stray files (no row points at them) and stale rows (an unreferenced blob whose file is gone, as a crash during
+    `gc` can leave) are garbage, not damage: `gc` removes both.
+    """
 
     blobs_checked: int = 0
     corrupt: list[tuple[str, str]] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     dangling_writes: list[tuple[str, str]] = field(default_factory=list)
+    stale_rows: int = 0
     stray_files: int = 0
     stray_bytes: int = 0
 
@@ -61,13 +67,16 @@ def verify(
     with store.database.reading() as connection:
         digests = store.blobs.digests(connection)
         report.dangling_writes = dangling_writes(connection)
+        unreferenced = set(unreferenced_digests(connection))
     for done, digest in enumerate(digests, start=1):
         try:
             with store.database.reading() as connection:
                 stored = store.blobs.fetch(connection, digest)
             store.blobs.load(stored)
         except CorruptBlobError as error:
-            if error.missing:
+            if error.missing and digest in unreferenced:
+                report.stale_rows += 1
+            elif error.missing:
                 report.missing.append(digest)
             else:
                 report.corrupt.append((digest, str(error)))

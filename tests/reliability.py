@@ -1,0 +1,99 @@
+"""Deterministic content and forked writer processes for the reliability tests."""
+
+import hashlib
+import os
+import signal
+import sys
+import traceback
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+from casstore import ContentAddressedToolResultStore
+from casstore.maintenance import collect_garbage
+
+WORDS = Path(__file__).read_text().split()
+
+
+def content_for(seed: int, number: int) -> str | bytes:
+    """
+    Result `number` of a stream: small and large text, repeats of earlier results, and binary parts.
+
+    The same (seed, number) always gives the same content, so a parent process can check what a killed child wrote.
+    """
+    if number % 5 == 4 and number > 0:
+        return content_for(seed, number // 3)  # a repeat of an earlier result
+    digest = hashlib.sha256(f"{seed}:{number}".encode()).digest()
+    kind = digest[0] % 4
+    if kind == 3:
+        return digest * (1 + digest[1] * 40)  # binary, up to ~330 KB, poorly compressible at block level
+    length = (40, 4_000, 120_000)[kind] + digest[2] * 50
+    words = [WORDS[(digest[3] + i * 7 + number) % len(WORDS)] for i in range(length // 6)]
+    return " ".join(words)
+
+
+def fork_writer(
+    root: Path,
+    *,
+    seed: int,
+    count: int,
+    namespace: str = "writer",
+    gc_every: int = 0,
+    threads: int = 1,
+    inline_max: int = 8192,
+) -> tuple[int, int]:
+    """
+    Fork a child that writes `count` results and reports `number reference` on a pipe after each write returns.
+
+    :returns: The child's pid and the read end of the pipe.
+    """
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(write_end)
+        return pid, read_end
+    os.close(read_end)
+    status = 1
+    try:
+        _write_stream(
+            root, write_end, seed=seed, count=count, namespace=namespace, gc_every=gc_every, inline_max=inline_max
+        )
+        status = 0
+    finally:
+        os._exit(status)
+
+
+def _write_stream(
+    root: Path, report: int, *, seed: int, count: int, namespace: str, gc_every: int, inline_max: int
+) -> None:
+    with ContentAddressedToolResultStore(root, namespace=namespace, inline_max=inline_max) as store:
+        for number in range(count):
+            reference = store.write(key=f"{number}_tool_call.txt", content=content_for(seed, number))
+            os.write(report, f"{number} {reference}\n".encode())
+            if gc_every and number % gc_every == gc_every - 1:
+                with ContentAddressedToolResultStore(root, namespace="churn", inline_max=inline_max) as churn:
+                    for other in range(max(0, number - gc_every), number):
+                        churn.write(key="churn.txt", content=content_for(seed + 1, other))
+                    collect_garbage(churn, namespace="churn", grace=timedelta(0))
+
+
+def read_reports(read_end: int) -> list[tuple[int, str]]:
+    """Everything a child reported before it ended; a last line cut by a kill is dropped."""
+    chunks = []
+    while chunk := os.read(read_end, 1 << 16):
+        chunks.append(chunk)
+    os.close(read_end)
+    lines = b"".join(chunks).decode().split("\n")
+    return [(int(number), reference) for number, reference in (line.split(" ") for line in lines[:-1])]
+
+
+def kill_after(pid: int, seconds: float, sleep: Callable[[float], None]) -> int:
+    """SIGKILL `pid` after `seconds`, reap it, and return its wait status."""
+    sleep(seconds)
+    os.kill(pid, signal.SIGKILL)
+    return os.waitpid(pid, 0)[1]
+
+
+def flush_std() -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
