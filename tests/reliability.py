@@ -4,7 +4,6 @@ import hashlib
 import os
 import signal
 import sys
-import traceback
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
