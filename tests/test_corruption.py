@@ -1,13 +1,15 @@
 """Damaged blobs never read back as wrong bytes: every kind of damage is a `CorruptBlobError` naming the digest."""
 
+import contextlib
 import os
+import random
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from casstore import ContentAddressedToolResultStore, CorruptBlobError
+from casstore import ContentAddressedToolResultStore, CorruptBlobError, ReferenceNotFoundError, SchemaError
 from tests.helpers import blake3_hex, blob_files
 
 CONTENT = "def handler(event):\n    return event['body']\n" * 500
@@ -91,3 +93,42 @@ def test_writing_lost_content_again_heals_its_blob(file_store: ContentAddressedT
         path.unlink()
     assert file_store.write(key="again.txt", content=CONTENT) == reference
     assert file_store.read(reference) == CONTENT
+
+
+def _fill(root: Path, count: int) -> dict[str, str]:
+    with ContentAddressedToolResultStore(root, inline_max=4096) as store:
+        return {
+            store.write(key=f"{n}.txt", content=f"result {n}\n" * (10 + 40 * (n % 13))): f"result {n}\n"
+            * (10 + 40 * (n % 13))
+            for n in range(count)
+        }
+
+
+def test_a_deleted_index_makes_every_reference_unknown(store_root: Path) -> None:
+    written = _fill(store_root, 30)
+    (store_root / "index.db").unlink()
+    with ContentAddressedToolResultStore(store_root) as store:
+        for reference in written:
+            with pytest.raises(ReferenceNotFoundError):
+                store.read(reference)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_damaged_index_never_returns_wrong_bytes(store_root: Path, seed: int) -> None:
+    written = _fill(store_root, 150)
+    index = store_root / "index.db"
+    data = bytearray(index.read_bytes())
+    chooser = random.Random(seed)
+    page = 4096
+    for _ in range(3):  # garble three random pages after the header page
+        start = chooser.randrange(1, len(data) // page) * page
+        data[start : start + page] = chooser.randbytes(page)
+    index.write_bytes(bytes(data))
+    try:
+        store = ContentAddressedToolResultStore(store_root)
+    except SchemaError:
+        return  # refusing to open a damaged index is a correct answer
+    with store:
+        for reference, content in written.items():
+            with contextlib.suppress(CorruptBlobError, ReferenceNotFoundError):  # an error is fine; wrong bytes are not
+                assert store.read(reference) == content
