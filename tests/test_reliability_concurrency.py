@@ -1,0 +1,142 @@
+"""Writers (processes with threads), readers and gc on one root at once: nothing escapes, nothing is lost."""
+
+import json
+import os
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from casstore import ContentAddressedToolResultStore
+from casstore.maintenance import collect_garbage, verify
+from tests.helpers import blob_files
+from tests.reliability import content_for
+
+WRITER_PROCESSES, THREADS, WRITES_PER_THREAD = 3, 3, 120
+SECONDS_OF_BACKGROUND = 1.0
+
+
+def _fork(job: Callable[[], dict[str, Any]]) -> tuple[int, int]:
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(write_end)
+        return pid, read_end
+    os.close(read_end)
+    try:
+        outcome = job()
+    except BaseException:
+        outcome = {"errors": [traceback.format_exc()]}
+    os.write(write_end, json.dumps(outcome).encode())
+    os._exit(0)
+
+
+def _collect(pid: int, read_end: int) -> dict[str, Any]:
+    chunks = []
+    while chunk := os.read(read_end, 1 << 16):
+        chunks.append(chunk)
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    result: dict[str, Any] = json.loads(b"".join(chunks))
+    return result
+
+
+def _writer(root: Path, process: int) -> dict[str, Any]:
+    written: list[tuple[int, int, str]] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+    with ContentAddressedToolResultStore(root, namespace=f"writer-{process}", inline_max=4096) as store:
+
+        def work(thread: int) -> None:
+            seed = (process * THREADS + thread) % 4  # seeds overlap across threads and processes
+            for number in range(WRITES_PER_THREAD):
+                try:
+                    reference = store.write(key=f"{thread}_{number}.txt", content=content_for(seed, number))
+                    if store.read(reference) != content_for(seed, number):
+                        raise AssertionError(f"{reference} read back different bytes")
+                    with lock:
+                        written.append((seed, number, reference))
+                except Exception:
+                    with lock:
+                        errors.append(traceback.format_exc())
+
+        threads = [threading.Thread(target=work, args=(thread,)) for thread in range(THREADS)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    return {"written": written, "errors": errors}
+
+
+def _reader(root: Path, until: float) -> dict[str, Any]:
+    reads, errors = 0, []
+    stores: dict[str, ContentAddressedToolResultStore] = {}
+    while time.monotonic() < until:
+        probe = stores.setdefault("default", ContentAddressedToolResultStore(root))
+        with probe.database.reading() as connection:
+            rows = connection.execute(
+                "SELECT namespace, reference FROM writes WHERE namespace LIKE 'writer-%' ORDER BY random() LIMIT 20"
+            ).fetchall()
+        for namespace, reference in rows:
+            store = stores.setdefault(namespace, ContentAddressedToolResultStore(root, namespace=namespace))
+            try:
+                store.read(reference)
+                reads += 1
+            except Exception:
+                errors.append(traceback.format_exc())
+    for store in stores.values():
+        store.close()
+    return {"reads": reads, "errors": errors}
+
+
+def _collector(root: Path, until: float) -> dict[str, Any]:
+    collections, deleted, errors = 0, 0, []
+    with ContentAddressedToolResultStore(root, namespace="churn", inline_max=4096) as churn:
+        number = 0
+        while time.monotonic() < until:
+            try:
+                for _ in range(10):
+                    churn.write(key="churn.txt", content=content_for(number % 4, number))
+                    number += 1
+                deleted += collect_garbage(churn, namespace="churn", grace=timedelta(0)).blobs_deleted
+                collections += 1
+            except Exception:
+                errors.append(traceback.format_exc())
+    return {"collections": collections, "deleted": deleted, "errors": errors}
+
+
+@pytest.mark.slow
+def test_writers_readers_and_gc_at_once(store_root: Path) -> None:
+    ContentAddressedToolResultStore(store_root).close()
+    writers = [_fork(lambda process=process: _writer(store_root, process)) for process in range(WRITER_PROCESSES)]
+    until = time.monotonic() + SECONDS_OF_BACKGROUND
+    reader = _fork(lambda: _reader(store_root, until))
+    collector = _fork(lambda: _collector(store_root, until))
+    writer_outcomes = [_collect(*writer) for writer in writers]
+    reader_outcome, collector_outcome = _collect(*reader), _collect(*collector)
+
+    for outcome in [*writer_outcomes, reader_outcome, collector_outcome]:
+        assert outcome["errors"] == []  # no `database is locked`, no failed read, nothing else
+    assert reader_outcome["reads"] > 0 and collector_outcome["collections"] > 0
+    with ContentAddressedToolResultStore(store_root) as store:
+        with store.database.reading() as connection:
+            counts = dict(connection.execute("SELECT namespace, count(*) FROM writes GROUP BY namespace").fetchall())
+        assert counts == {f"writer-{p}": THREADS * WRITES_PER_THREAD for p in range(WRITER_PROCESSES)}
+        assert verify(store).ok
+    distinct: set[str] = set()
+    for process, outcome in enumerate(writer_outcomes):
+        assert len(outcome["written"]) == THREADS * WRITES_PER_THREAD
+        with ContentAddressedToolResultStore(store_root, namespace=f"writer-{process}") as store:
+            for seed, number, reference in outcome["written"]:
+                assert store.read(reference) == content_for(seed, number)
+                distinct.add(store.prepare_write(key="x", content=content_for(seed, number)).digest)
+    with ContentAddressedToolResultStore(store_root) as store, store.database.reading() as connection:
+        blobs = {row[0] for row in connection.execute("SELECT digest FROM blobs")}
+    assert distinct <= blobs
+    names = [path.name for path in blob_files(store_root)]
+    assert len(names) == len(set(names))
