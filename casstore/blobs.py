@@ -15,6 +15,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 import blake3
@@ -29,6 +30,13 @@ _PARALLEL_HASH_BYTES = 4 * 1024 * 1024
 
 _STORED_IN_INDEX = "index"
 _STORED_IN_FILE = "file"
+
+# How stale `last_seen` may get: a write refreshes it only when it is older than this.
+LAST_SEEN_RESOLUTION = timedelta(seconds=1)
+_REFRESH_SQL = (
+    "SELECT stored_in, last_seen < strftime('%Y-%m-%d %H:%M:%f', 'now', "
+    f"'-{LAST_SEEN_RESOLUTION.total_seconds()} seconds') FROM blobs WHERE digest = ?"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,36 +114,40 @@ class BlobStore:
         """
         if not staged.in_index and not self.files.exists(staged.digest):
             self.files.write(staged.digest, staged.frame)
-        connection.execute(
+        (blob_id,) = connection.execute(
             f"""
-            INSERT INTO blobs (digest, size, stored_size, stored_in, first_seen, last_seen, frame)
-            VALUES (?, ?, ?, ?, {NOW_SQL}, {NOW_SQL}, ?)
+            INSERT INTO blobs (digest, size, stored_size, stored_in, first_seen, last_seen)
+            VALUES (?, ?, ?, ?, {NOW_SQL}, {NOW_SQL})
             ON CONFLICT (digest) DO UPDATE SET
-                last_seen = excluded.last_seen, stored_size = excluded.stored_size,
-                stored_in = excluded.stored_in, frame = excluded.frame
+                last_seen = excluded.last_seen, stored_size = excluded.stored_size, stored_in = excluded.stored_in
+            RETURNING id
             """,
-            (
-                staged.digest,
-                staged.size,
-                len(staged.frame),
-                _STORED_IN_INDEX if staged.in_index else _STORED_IN_FILE,
-                staged.frame if staged.in_index else None,
-            ),
-        )
+            (staged.digest, staged.size, len(staged.frame), _STORED_IN_INDEX if staged.in_index else _STORED_IN_FILE),
+        ).fetchone()
+        if staged.in_index:
+            connection.execute(
+                "INSERT OR REPLACE INTO blob_frames (blob_id, frame) VALUES (?, ?)", (blob_id, staged.frame)
+            )
+        else:
+            connection.execute("DELETE FROM blob_frames WHERE blob_id = ?", (blob_id,))
 
     def refresh(self, connection: sqlite3.Connection, digest: str) -> bool:
         """
         Mark a blob as just seen, inside the caller's write transaction, so `gc` leaves it alone.
 
+        `last_seen` is rewritten only when it is more than `LAST_SEEN_RESOLUTION` old, so a burst of repeated writes
+        costs one row update, not one each; `gc` adds that resolution to its grace period.
+
         :returns: True if the blob is stored; False if it is not (or its file has gone), and the caller must `stage`
             and `put` it.
         """
-        row = connection.execute(
-            f"UPDATE blobs SET last_seen = {NOW_SQL} WHERE digest = ? RETURNING stored_in", (digest,)
-        ).fetchone()
+        row = connection.execute(_REFRESH_SQL, (digest,)).fetchone()
         if row is None:
             return False
-        return row[0] == _STORED_IN_INDEX or self.files.exists(digest)
+        stored_in, stale = row
+        if stale:
+            connection.execute(f"UPDATE blobs SET last_seen = {NOW_SQL} WHERE digest = ?", (digest,))
+        return stored_in == _STORED_IN_INDEX or self.files.exists(digest)
 
     def has(self, connection: sqlite3.Connection, digest: str) -> bool:
         """:returns: Whether a blob row exists for `digest` (its content is not checked; see `get`)."""
@@ -145,12 +157,21 @@ class BlobStore:
         """
         Look up a blob's row: the quick part of `get`, to run while holding the connection.
 
-        :raises CorruptBlobError: If the index has no row for `digest`.
+        :raises CorruptBlobError: If the index has no row for `digest`, or a blob stored in the index has no frame.
         """
-        row = connection.execute("SELECT size, frame FROM blobs WHERE digest = ?", (digest,)).fetchone()
+        row = connection.execute(
+            "SELECT blobs.size, blobs.stored_in, blob_frames.frame FROM blobs "
+            "LEFT JOIN blob_frames ON blob_frames.blob_id = blobs.id WHERE blobs.digest = ?",
+            (digest,),
+        ).fetchone()
         if row is None:
             raise CorruptBlobError(f"Blob {digest} is missing from the index.", digest=digest, missing=True)
-        return StoredBlob(digest=digest, size=row[0], frame=row[1])
+        size, stored_in, frame = row
+        if stored_in == _STORED_IN_INDEX and frame is None:
+            raise CorruptBlobError(
+                f"Blob {digest} is missing: its frame is gone from the index.", digest=digest, missing=True
+            )
+        return StoredBlob(digest=digest, size=size, frame=frame if stored_in == _STORED_IN_INDEX else None)
 
     def load(self, blob: StoredBlob) -> bytes:
         """
@@ -191,10 +212,12 @@ class BlobStore:
 
         :returns: Whether a row was deleted.
         """
-        row = connection.execute("DELETE FROM blobs WHERE digest = ? RETURNING stored_in", (digest,)).fetchone()
+        row = connection.execute("DELETE FROM blobs WHERE digest = ? RETURNING id, stored_in", (digest,)).fetchone()
         if row is None:
             return False
-        if row[0] == _STORED_IN_FILE:
+        blob_id, stored_in = row
+        connection.execute("DELETE FROM blob_frames WHERE blob_id = ?", (blob_id,))
+        if stored_in == _STORED_IN_FILE:
             self.files.remove(digest)
         return True
 

@@ -34,7 +34,10 @@ def record_write(
     size: int,
     reference: str,
 ) -> None:
-    """Append one row to `writes`, inside the caller's transaction."""
+    """Append one row to `writes` and make the reference visible in its namespace, inside the caller's transaction."""
+    connection.execute(
+        "INSERT OR IGNORE INTO visible_references (namespace, reference) VALUES (?, ?)", (namespace, reference)
+    )
     connection.execute(
         f"INSERT INTO writes (namespace, key, digest, kind, size, reference, written_at) "
         f"VALUES (?, ?, ?, ?, ?, ?, {NOW_SQL})",
@@ -45,7 +48,7 @@ def record_write(
 def is_visible(connection: sqlite3.Connection, *, namespace: str, reference: str) -> bool:
     """:returns: Whether `reference` was written in `namespace` (and not forgotten since)."""
     row = connection.execute(
-        "SELECT 1 FROM writes WHERE namespace = ? AND reference = ? LIMIT 1", (namespace, reference)
+        "SELECT 1 FROM visible_references WHERE namespace = ? AND reference = ?", (namespace, reference)
     ).fetchone()
     return row is not None
 
@@ -70,6 +73,27 @@ def record_offloads(
             for offload in offloads
         ],
     )
+
+
+def forget_writes(connection: sqlite3.Connection, *, where: str, parameters: Sequence[object]) -> int:
+    """
+    Delete the writes matching `where` (an SQL condition over `writes`), and the visibility of references no write
+    is left for, inside the caller's transaction.
+
+    :returns: How many writes were deleted.
+    """
+    deleted = connection.execute(f"DELETE FROM writes WHERE {where}", parameters).rowcount
+    if deleted:
+        connection.execute(
+            "DELETE FROM visible_references "
+            "WHERE (namespace, reference) NOT IN (SELECT namespace, reference FROM writes)"
+        )
+    return deleted
+
+
+def forget_offloads(connection: sqlite3.Connection, *, where: str, parameters: Sequence[object]) -> int:
+    """:returns: How many offloads matching `where` (an SQL condition over `offloads`) were deleted."""
+    return connection.execute(f"DELETE FROM offloads WHERE {where}", parameters).rowcount
 
 
 def unreferenced_digests(connection: sqlite3.Connection) -> list[str]:

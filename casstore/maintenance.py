@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from casstore.blob_files import BlobFile
+from casstore.blobs import LAST_SEEN_RESOLUTION
 from casstore.errors import CorruptBlobError
-from casstore.index import dangling_writes, unreferenced_digests
+from casstore.index import dangling_writes, forget_offloads, forget_writes, unreferenced_digests
 from casstore.store import ContentAddressedToolResultStore
 
 DEFAULT_GRACE = timedelta(hours=1)
@@ -151,18 +152,17 @@ def _forget(
 ) -> None:
     if namespace is None and older_than is None:
         return
-    conditions, parameters = [], []
-    if namespace is not None:
-        conditions.append("namespace = ?")
-        parameters.append(namespace)
-    for table, column, counter in (("writes", "written_at", "writes_forgotten"), ("offloads", "offloaded_at", None)):
-        clauses = list(conditions)
-        values: list[object] = list(parameters)
+    for forget, column in ((forget_writes, "written_at"), (forget_offloads, "offloaded_at")):
+        clauses: list[str] = []
+        parameters: list[object] = []
+        if namespace is not None:
+            clauses.append("namespace = ?")
+            parameters.append(namespace)
         if older_than is not None:
             clauses.append(f"{column} < strftime('%Y-%m-%d %H:%M:%f', 'now', ?)")
-            values.append(f"-{older_than.total_seconds()} seconds")
-        deleted = connection.execute(f"DELETE FROM {table} WHERE {' AND '.join(clauses)}", values).rowcount
-        if counter:
+            parameters.append(f"-{older_than.total_seconds()} seconds")
+        deleted = forget(connection, where=" AND ".join(clauses), parameters=parameters)
+        if forget is forget_writes:
             report.writes_forgotten = deleted
         else:
             report.offloads_forgotten = deleted
@@ -178,7 +178,8 @@ def _collectable_blobs(connection: sqlite3.Connection, *, grace: timedelta, limi
               AND digest NOT IN (SELECT digest FROM writes)
             LIMIT ?
             """,
-            (f"-{grace.total_seconds()} seconds", limit),
+            # `last_seen` may lag a write by up to its resolution, so that much is added to the grace period.
+            (f"-{(grace + LAST_SEEN_RESOLUTION).total_seconds()} seconds", limit),
         )
     ]
 

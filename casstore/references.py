@@ -11,7 +11,6 @@ A reference is only a name: the store never turns it into a file path.
 
 import re
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 
 from casstore.errors import InvalidKeyError, InvalidReferenceError
 
@@ -90,7 +89,10 @@ def extension_of(key: object) -> str:
             f"A key must be a non-empty string of at most {MAX_KEY_LENGTH} characters without NUL bytes, "
             f"got {_shorten(key)!r}."
         )
-    extension = PurePosixPath(key.replace("\\", "/")).suffix
+    name = key[max(key.rfind("/"), key.rfind("\\")) + 1 :]
+    dot = name.rfind(".")
+    # As `pathlib` reads a suffix: none for `.bashrc` or `notes.`, `.gz` for `logs.tar.gz`.
+    extension = name[dot:] if 0 < dot < len(name) - 1 else ""
     if extension and not _EXTENSION_PATTERN.fullmatch(extension):
         raise InvalidKeyError(
             f"The key {_shorten(key)!r} ends in the extension {_shorten(extension)!r}, which cannot be part of a "

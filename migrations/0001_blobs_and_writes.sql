@@ -1,13 +1,19 @@
 -- One row per distinct piece of content, keyed by its BLAKE3 digest.
 CREATE TABLE blobs (
-    digest TEXT PRIMARY KEY NOT NULL,                        -- 64 lower-case hex characters
+    id INTEGER PRIMARY KEY,
+    digest TEXT NOT NULL UNIQUE,                             -- 64 lower-case hex characters
     size INTEGER NOT NULL,                                   -- content bytes, uncompressed
     stored_size INTEGER NOT NULL,                            -- bytes of the zstd frame that holds it
     stored_in TEXT NOT NULL CHECK (stored_in IN ('index', 'file')),
     first_seen TEXT NOT NULL,                                -- UTC, 'YYYY-MM-DD HH:MM:SS.SSS'
-    last_seen TEXT NOT NULL,                                 -- refreshed by every write of this content
-    frame BLOB                                               -- the zstd frame when stored_in = 'index'; last, so
-                                                             -- scans of the other columns skip its pages
+    last_seen TEXT NOT NULL                                  -- refreshed by writes of this content (to the second)
+);
+
+-- The zstd frames of blobs stored in the index (stored_in = 'index'), apart from `blobs` so that refreshing
+-- `last_seen` or scanning sizes never rewrites or reads the frames' pages.
+CREATE TABLE blob_frames (
+    blob_id INTEGER PRIMARY KEY,                             -- blobs.id
+    frame BLOB NOT NULL
 );
 
 -- One row per call to `write`: the offload history.
@@ -22,5 +28,10 @@ CREATE TABLE writes (
     written_at TEXT NOT NULL                                 -- UTC, 'YYYY-MM-DD HH:MM:SS.SSS'
 );
 
--- `read` asks: was this reference written in this namespace?
-CREATE INDEX writes_by_namespace_reference ON writes (namespace, reference);
+-- The references each namespace may read: one row per distinct (namespace, reference) in `writes`. `read` looks
+-- here; a repeated write finds its row already present and changes nothing.
+CREATE TABLE visible_references (
+    namespace TEXT NOT NULL,
+    reference TEXT NOT NULL,
+    PRIMARY KEY (namespace, reference)
+) WITHOUT ROWID;

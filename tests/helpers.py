@@ -34,3 +34,19 @@ def tree_fingerprint(root: Path) -> dict[str, str]:
 def snapshot(root: Path) -> tuple[int, int, list[Path]]:
     """(write rows, blob rows, blob files): what a failed write must leave unchanged."""
     return count_rows(root, "writes"), count_rows(root, "blobs"), blob_files(root)
+
+
+def inline_frame(root: Path, digest: str) -> bytes:
+    """The zstd frame of a blob stored in the index."""
+    with sqlite3.connect(root / "index.db") as connection:
+        row = connection.execute(
+            "SELECT frame FROM blob_frames JOIN blobs ON blobs.id = blob_frames.blob_id WHERE digest = ?", (digest,)
+        ).fetchone()
+    return bytes(row[0])
+
+
+def replace_inline_frame(root: Path, digest: str, frame: bytes) -> None:
+    with sqlite3.connect(root / "index.db") as connection:
+        connection.execute(
+            "UPDATE blob_frames SET frame = ? WHERE blob_id = (SELECT id FROM blobs WHERE digest = ?)", (frame, digest)
+        )

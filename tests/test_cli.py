@@ -13,7 +13,7 @@ from click.testing import CliRunner, Result
 
 from casstore import ContentAddressedToolResultStore, OffloadRecord
 from casstore.cli import cli, parse_duration
-from tests.helpers import blake3_hex, blob_files, count_rows, tree_fingerprint
+from tests.helpers import blake3_hex, blob_files, count_rows, inline_frame, replace_inline_frame, tree_fingerprint
 
 SOURCE = Path(__file__).read_text()
 LARGE = "x = 1\n" * 20_000
@@ -125,9 +125,7 @@ def _damage(store_root: Path, built: dict[str, str]) -> dict[str, str]:
     assert stored_in[source_digest] == "file" and stored_in[large_digest] == "index"
     (source_file,) = [p for p in blob_files(store_root) if p.name.startswith(source_digest[2:])]
     source_file.write_bytes(source_file.read_bytes()[:-9] + b"corrupted")
-    with sqlite3.connect(store_root / "index.db") as connection:
-        (frame,) = connection.execute("SELECT frame FROM blobs WHERE digest = ?", (large_digest,)).fetchone()
-        connection.execute("UPDATE blobs SET frame = ? WHERE digest = ?", (frame[:-1], large_digest))
+    replace_inline_frame(store_root, large_digest, inline_frame(store_root, large_digest)[:-1])
     stray = store_root / "blobs" / "00" / ("0" * 62 + ".zst")
     stray.parent.mkdir(exist_ok=True)
     stray.write_bytes(b"left over")
@@ -163,6 +161,7 @@ def _backdate(store_root: Path, table: str, column: str, when: str, where: str =
 def test_gc_forgets_a_namespace_and_deletes_only_what_nothing_references(
     store_root: Path, built: dict[str, str]
 ) -> None:
+    _backdate(store_root, "blobs", "last_seen", "2020-01-01 00:00:00.000")  # seen long ago, beyond any grace
     before = tree_fingerprint(store_root)
     dry = json.loads(
         _invoke("gc", "--root", str(store_root), "--namespace", "bob", "--grace", "0s", "--dry-run", "--json").output

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from casstore import ContentAddressedToolResultStore, CorruptBlobError, ReferenceNotFoundError, SchemaError
-from tests.helpers import blake3_hex, blob_files
+from tests.helpers import blake3_hex, blob_files, inline_frame, replace_inline_frame
 
 CONTENT = "def handler(event):\n    return event['body']\n" * 500
 OTHER = "a different result entirely\n" * 800
@@ -27,9 +27,7 @@ def _damage_file(root: Path, damage: Callable[[bytes], bytes]) -> None:
 
 def _damage_inline(root: Path, damage: Callable[[bytes], bytes]) -> None:
     digest = blake3_hex(CONTENT.encode())
-    with sqlite3.connect(root / "index.db") as connection:
-        (frame,) = connection.execute("SELECT frame FROM blobs WHERE digest = ?", (digest,)).fetchone()
-        connection.execute("UPDATE blobs SET frame = ? WHERE digest = ?", (damage(frame), digest))
+    replace_inline_frame(root, digest, damage(inline_frame(root, digest)))
 
 
 DAMAGES: dict[str, Callable[[bytes], bytes]] = {

@@ -8,23 +8,24 @@ from datetime import timedelta
 from pathlib import Path
 
 from casstore import ContentAddressedToolResultStore
+from casstore.blobs import LAST_SEEN_RESOLUTION
 from casstore.index import record_write
 from casstore.maintenance import collect_garbage, verify
 
-CONTENTS = [f"result {number}\n" * (30 + 700 * (number % 4)) for number in range(12)]
+CONTENTS = [f"result {number}\n" * (30 + 700 * (number % 4)) for number in range(240)]
 
 WRITER = """
 import json, random, sys, time
 from casstore import ContentAddressedToolResultStore
-root, seconds = sys.argv[1], float(sys.argv[2])
-contents = json.loads(open(sys.argv[3]).read())
+root, seconds, contents = sys.argv[1], float(sys.argv[2]), json.loads(open(sys.argv[3]).read())
+order = list(range(len(contents)))
+random.Random(int(sys.argv[4])).shuffle(order)
 written, failures = [], 0
-deadline = time.monotonic() + seconds
-with ContentAddressedToolResultStore(root, namespace="live", inline_max=0) as store:
-    while time.monotonic() < deadline:
-        content = random.choice(contents)
-        reference = store.write(key="live.txt", content=content)
-        if store.read(reference) != content:
+with ContentAddressedToolResultStore(root, namespace="live-" + sys.argv[4], inline_max=0) as store:
+    for number in order:  # each content once, spread over the run, so most writes meet a blob gc may be deleting
+        time.sleep(seconds / len(order))
+        reference = store.write(key="live.txt", content=contents[number])
+        if store.read(reference) != contents[number]:
             failures += 1
         written.append(reference)
 print(json.dumps({"written": written, "failures": failures}))
@@ -32,37 +33,43 @@ print(json.dumps({"written": written, "failures": failures}))
 
 
 def test_writers_racing_gc_lose_nothing(store_root: Path) -> None:
+    """
+    Writers write contents that gc keeps deleting: a churn namespace writes them all, and gc forgets it and collects
+    every blob no writer references yet, with no grace period, over and over. Only the transaction protocol protects
+    a writer that meets a blob in the middle of being deleted.
+    """
     ContentAddressedToolResultStore(store_root).close()
     contents_file = store_root.parent / "contents.json"
     contents_file.write_text(json.dumps(CONTENTS))
     writers = [
         subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(store_root), "4", str(contents_file)], stdout=subprocess.PIPE, text=True
+            [sys.executable, "-c", WRITER, str(store_root), "4", str(contents_file), str(seed)],
+            stdout=subprocess.PIPE,
+            text=True,
         )
-        for _ in range(2)
+        for seed in range(2)
     ]
     collections = deleted = 0
-    deadline = time.monotonic() + 4
     with ContentAddressedToolResultStore(store_root, namespace="churn", inline_max=0) as churn:
-        while time.monotonic() < deadline:
+        while any(writer.poll() is None for writer in writers):
             for content in CONTENTS:
                 churn.write(key="churn.txt", content=content)
-            # Forget the churn namespace and collect at once, with no grace: only the transaction protocol
-            # protects what the writers are referencing.
+            time.sleep(LAST_SEEN_RESOLUTION.total_seconds() * 1.1)  # what gc adds to the grace period
             report = collect_garbage(churn, namespace="churn", grace=timedelta(0))
             collections += 1
             deleted += report.blobs_deleted
     outcomes = [json.loads(writer.communicate(timeout=60)[0]) for writer in writers]
     assert all(writer.returncode == 0 for writer in writers)
     assert sum(outcome["failures"] for outcome in outcomes) == 0
-    written = {reference for outcome in outcomes for reference in outcome["written"]}
-    assert collections > 5 and deleted > 0  # gc really ran and really deleted while the writers wrote
-    with ContentAddressedToolResultStore(store_root, namespace="live") as live:
-        by_reference = {live.prepare_write(key="x.txt", content=c).reference: c for c in CONTENTS}
-        for reference in written:
-            assert live.read(reference) == by_reference[reference]
-        report = verify(live)
-    assert report.ok, report
+    assert collections >= 2 and deleted > len(CONTENTS) // 2  # gc really deleted, many times, while writers wrote
+    for seed, outcome in enumerate(outcomes):
+        assert len(outcome["written"]) == len(CONTENTS)
+        with ContentAddressedToolResultStore(store_root, namespace=f"live-{seed}") as live:
+            by_reference = {live.prepare_write(key="x.txt", content=c).reference: c for c in CONTENTS}
+            for reference in outcome["written"]:
+                assert live.read(reference) == by_reference[reference]
+            report = verify(live)
+        assert report.ok, report
 
 
 def test_a_blob_staged_before_gc_and_recorded_after_it_still_reads(store_root: Path) -> None:
@@ -90,6 +97,8 @@ def test_a_blob_staged_before_gc_and_recorded_after_it_still_reads(store_root: P
 def test_a_write_after_gc_deleted_its_blob_stores_it_again(store_root: Path) -> None:
     with ContentAddressedToolResultStore(store_root, inline_max=0) as store:
         store.write(key="a.txt", content=CONTENTS[2])
+        with store.database.transaction() as connection:  # as if the write were long ago
+            connection.execute("UPDATE blobs SET last_seen = '2020-01-01 00:00:00.000'")
         collect_garbage(store, namespace="default", grace=timedelta(0))
         assert not list((store_root / "blobs").rglob("*.zst"))
         reference = store.write(key="b.txt", content=CONTENTS[2])

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from casstore import ContentAddressedToolResultStore
+from casstore.blobs import LAST_SEEN_RESOLUTION
 from casstore.maintenance import collect_garbage, verify
 from tests.reliability import content_for, fork_writer, kill_after, read_reports
 
@@ -39,6 +40,7 @@ def test_sigkilled_writers_lose_nothing_they_reported(store_root: Path) -> None:
             report = verify(store)
         assert report.ok, f"after kill {kill}: {report}"
     assert reported_total > KILLS  # the children really wrote before they died
+    time.sleep(LAST_SEEN_RESOLUTION.total_seconds() * 1.1)  # gc adds this to any grace period
     with ContentAddressedToolResultStore(store_root) as store:
         collect_garbage(store, grace=timedelta(0))
         after_gc = verify(store)
