@@ -1,0 +1,364 @@
+"""
+`DedupOffloadCompactor`: offloads older tool results to a store and leaves a reference in their place.
+
+It does the job of Haystack's `ToolResultOffloadCompactor`, with the same rules and the same reference text, but with a
+content-addressed store underneath it writes only what it replaces, stores identical results once, and records every
+offload in the store's history.
+"""
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+from uuid import uuid4
+
+from haystack import logging
+from haystack.core.serialization import default_from_dict, default_to_dict
+from haystack.dataclasses import ChatMessage
+from haystack.hooks.tool_result_offloading.types import ToolResultStore
+from haystack.token_counters import TokenCounter
+from haystack.utils.deserialization import deserialize_component_inplace
+
+from casstore import OffloadRecord, PreparedWrite
+from compactor.parts import Part, key_part, result_parts
+from compactor.pointers import (
+    COMPACTION_META_KEY,
+    COMPACTION_STRATEGY,
+    OFFLOADED_META_KEY,
+    content_blocks,
+    describe_block,
+    is_empty,
+    is_text_only,
+    offloaded_message,
+    pointer_text,
+)
+from compactor.steps import protected_result_positions
+
+logger = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class _PreparingStore(Protocol):
+    """A store that can tell a write's reference before storing anything (`ContentAddressedToolResultStore`)."""
+
+    def prepare_write(self, *, key: str, content: str | bytes) -> PreparedWrite: ...
+
+    def write_prepared(self, prepared: PreparedWrite) -> str: ...
+
+
+@runtime_checkable
+class _HistoryStore(Protocol):
+    """A store that keeps a history of offloads (`ContentAddressedToolResultStore`)."""
+
+    def record_offloads(self, *, compaction_id: str, offloads: list[OffloadRecord]) -> None: ...
+
+
+@dataclass
+class _Compaction:
+    """What one `compact` call has done so far."""
+
+    compaction_id: str = field(default_factory=lambda: uuid4().hex)
+    # For a store without prepared writes: the reference each distinct part was written under in this call.
+    references: dict[tuple[bool, str, str | bytes], str] = field(default_factory=dict)
+    offloads: list[OffloadRecord] = field(default_factory=list)
+
+
+class DedupOffloadCompactor:
+    """
+    Offloads older tool results to a `ToolResultStore` and leaves a reference in their place, writing each once.
+
+    A drop-in replacement for Haystack's `ToolResultOffloadCompactor` in a `CompactionHook`:
+
+    ```python
+    from haystack.hooks.compaction import CompactionHook
+
+    from casstore import ContentAddressedToolResultStore
+    from compactor import DedupOffloadCompactor, make_read_tool
+
+    store = ContentAddressedToolResultStore("tool_results", namespace="run-42")
+    hook = CompactionHook(compactor=DedupOffloadCompactor(store), context_window=128_000)
+    # Agent(chat_generator=..., tools=[*my_tools, make_read_tool(store)], hooks={"before_llm": [hook]})
+    ```
+
+    Results are offloaded oldest first until the conversation fits the target. Results of the latest `min_keep_steps`
+    tool-calling steps, error results, results already offloaded or compacted, empty results, small results, and
+    image or file results for a store without binary support stay. The reference text and the message meta are what
+    Haystack's compactor writes, so Haystack's hooks and compactors treat the message as offloaded.
+
+    With a `ContentAddressedToolResultStore` (any store with `prepare_write` and `write_prepared`), each reference is
+    known before anything is written, so a result is written only once it is certain to be replaced: a result that
+    stays in the conversation leaves nothing in the store. Identical results share one blob and one reference, and
+    every offload is appended to the store's `offloads` table. With any other store, results are written first and
+    measured after, as Haystack does, but identical parts within one `compact` call still share one reference.
+    """
+
+    def __init__(
+        self, store: ToolResultStore, *, min_keep_steps: int = 1, min_tokens: int = 200, preview_chars: int = 200
+    ) -> None:
+        """
+        Create the compactor.
+
+        :param store: Where offloaded results are written. Image and file results are only offloaded to a store that
+            sets `supports_binary_content`. A result whose write fails stays in the conversation, with a warning.
+        :param min_keep_steps: How many of the most recent tool-calling Agent steps keep their results, even when the
+            target is missed. At least 1, so the model always sees its latest results.
+        :param min_tokens: Only results larger than this many tokens are offloaded.
+        :param preview_chars: How many leading characters of each offloaded text the reference quotes. Images and files
+            are described by MIME type and size instead.
+        :raises ValueError: If `min_keep_steps` is less than 1, or `min_tokens` or `preview_chars` is negative.
+        """
+        if min_keep_steps < 1:
+            raise ValueError(
+                f"`min_keep_steps` must be at least 1, got {min_keep_steps}. The most recent tool-calling step "
+                f"holds results the model may still need."
+            )
+        if min_tokens < 0:
+            raise ValueError(f"`min_tokens` must be at least 0, got {min_tokens}.")
+        if preview_chars < 0:
+            raise ValueError(f"`preview_chars` must be at least 0, got {preview_chars}.")
+        self.store = store
+        self.min_keep_steps = min_keep_steps
+        self.min_tokens = min_tokens
+        self.preview_chars = preview_chars
+
+    def compact(
+        self, messages: list[ChatMessage], target_tokens: int, token_counter: TokenCounter
+    ) -> list[ChatMessage] | None:
+        """
+        Offload tool results, oldest first, until the conversation fits within `target_tokens`.
+
+        :param messages: The conversation, oldest to newest. It is not changed.
+        :param target_tokens: The token count the conversation should fit within.
+        :param token_counter: Measures the conversation, each result, and each reference.
+        :returns: A new list with older results replaced by references, or None when nothing was offloaded.
+        """
+        current_tokens = token_counter.count(messages=messages)
+        if current_tokens <= target_tokens:
+            return None
+        protected = protected_result_positions(messages, keep_steps=self.min_keep_steps)
+        compaction = _Compaction()
+        compacted = list(messages)
+        changed = False
+        for index, message in enumerate(messages):
+            if message.tool_call_result is None or index in protected:
+                continue
+            replacement = self._offload(message, token_counter=token_counter, compaction=compaction)
+            if replacement is None:
+                continue
+            compacted[index], saved_tokens = replacement
+            current_tokens -= saved_tokens
+            changed = True
+            if current_tokens <= target_tokens:
+                break
+        if not changed:
+            return None
+        self._record_history(compaction)
+        return compacted
+
+    async def compact_async(
+        self, messages: list[ChatMessage], target_tokens: int, token_counter: TokenCounter
+    ) -> list[ChatMessage] | None:
+        """
+        Run `compact` in a worker thread, so store writes and token counting do not block the event loop.
+
+        :param messages: The conversation, oldest to newest. It is not changed.
+        :param target_tokens: The token count the conversation should fit within.
+        :param token_counter: Measures the conversation, each result, and each reference.
+        :returns: A new list with older results replaced by references, or None when nothing was offloaded.
+        """
+        return await asyncio.to_thread(self.compact, messages, target_tokens, token_counter)
+
+    def _offload(
+        self, message: ChatMessage, *, token_counter: TokenCounter, compaction: _Compaction
+    ) -> tuple[ChatMessage, int] | None:
+        """
+        Replace one tool result by its references, if that is allowed and saves tokens.
+
+        :returns: The offloaded message and the tokens it saves, or None when the result stays.
+        """
+        result = message.tool_call_result
+        # Errors, results another compactor rewrote, and results that already are references stay.
+        if (
+            result is None
+            or result.error
+            or message.meta.get(OFFLOADED_META_KEY)
+            or COMPACTION_META_KEY in message.meta
+        ):
+            return None
+        original_tokens = token_counter.count(messages=[message])
+        if original_tokens <= self.min_tokens:
+            return None
+        blocks = content_blocks(result)
+        if is_empty(blocks):
+            return None
+        if not getattr(self.store, "supports_binary_content", False) and not is_text_only(blocks):
+            logger.warning(
+                "Tool '{tool}' produced a result with image or file content, but {store} does not support binary "
+                "content; leaving the result in context.",
+                tool=result.origin.tool_name,
+                store=type(self.store).__name__,
+            )
+            return None
+        compaction_meta: dict[str, Any] = {"strategy": COMPACTION_STRATEGY, "original_tokens": original_tokens}
+        if isinstance(self.store, _HistoryStore):
+            compaction_meta["compaction_id"] = compaction.compaction_id
+        preparing = isinstance(self.store, _PreparingStore)
+        # A content-addressed key is only recorded, so it names the call. Other stores get a random part, which keeps
+        # keys unique across runs sharing the store, with or without a tool call id.
+        key_id = key_part(result.origin.id or uuid4().hex) if preparing else uuid4().hex
+        try:
+            parts = result_parts(result, blocks, key_id=key_id)
+        except Exception as error:  # such as an image whose base64 payload does not decode
+            _warn_failed_write(message, self.store, error)
+            return None
+        if isinstance(self.store, _PreparingStore):
+            offloaded = self._offload_prepared(message, parts, self.store, compaction_meta, token_counter)
+        else:
+            offloaded = self._offload_written(message, parts, compaction, compaction_meta, token_counter)
+        if offloaded is None:
+            return None
+        message_out, references, saved_tokens = offloaded
+        compaction.offloads.append(
+            OffloadRecord(
+                tool_name=result.origin.tool_name,
+                tool_call_id=result.origin.id,
+                references=references,
+                original_tokens=original_tokens,
+                saved_tokens=saved_tokens,
+            )
+        )
+        return message_out, saved_tokens
+
+    def _offload_prepared(
+        self,
+        message: ChatMessage,
+        parts: list[Part],
+        store: _PreparingStore,
+        compaction_meta: dict[str, Any],
+        token_counter: TokenCounter,
+    ) -> tuple[ChatMessage, list[str], int] | None:
+        """
+        Learn the references without writing, measure the offloaded message, and write only if it saves tokens.
+
+        :returns: The offloaded message, its references and the tokens it saves, or None when the result stays.
+        """
+        try:
+            writes = [store.prepare_write(key=part.key, content=part.payload) for part in parts]
+        except Exception as error:
+            _warn_failed_write(message, self.store, error)
+            return None
+        references = [write.reference for write in writes]
+        offloaded = self._offloaded(message, parts, references, compaction_meta)
+        saved_tokens = compaction_meta["original_tokens"] - token_counter.count(messages=[offloaded])
+        # A reference can cost more than a small result; then nothing is written at all.
+        if saved_tokens <= 0:
+            return None
+        try:
+            for write in writes:
+                store.write_prepared(write)
+        except Exception as error:
+            _warn_failed_write(message, self.store, error)
+            return None
+        return offloaded, references, saved_tokens
+
+    def _offload_written(
+        self,
+        message: ChatMessage,
+        parts: list[Part],
+        compaction: _Compaction,
+        compaction_meta: dict[str, Any],
+        token_counter: TokenCounter,
+    ) -> tuple[ChatMessage, list[str], int] | None:
+        """
+        Write the parts (each distinct part once per `compact` call), then measure the offloaded message.
+
+        :returns: The offloaded message, its references and the tokens it saves, or None when the result stays.
+        """
+        references: list[str] = []
+        try:
+            for part in parts:
+                reference = compaction.references.get(part.identity)
+                if reference is None:
+                    reference = self.store.write(key=part.key, content=part.payload)
+                    compaction.references[part.identity] = reference
+                references.append(reference)
+        except Exception as error:
+            _warn_failed_write(message, self.store, error)
+            return None
+        offloaded = self._offloaded(message, parts, references, compaction_meta)
+        saved_tokens = compaction_meta["original_tokens"] - token_counter.count(messages=[offloaded])
+        # As in Haystack, a store that cannot tell a reference in advance keeps an entry that turned out unused.
+        return (offloaded, references, saved_tokens) if saved_tokens > 0 else None
+
+    def _offloaded(
+        self, message: ChatMessage, parts: list[Part], references: list[str], compaction_meta: dict[str, Any]
+    ) -> ChatMessage:
+        descriptions = [
+            describe_block(part.block, payload=part.payload, reference=reference, preview_chars=self.preview_chars)
+            for part, reference in zip(parts, references, strict=True)
+        ]
+        return offloaded_message(
+            message, pointer=pointer_text(descriptions), references=references, compaction=compaction_meta
+        )
+
+    def _record_history(self, compaction: _Compaction) -> None:
+        """Append one `compact` call's offloads to the store's history, if it keeps one."""
+        if not compaction.offloads or not isinstance(self.store, _HistoryStore):
+            return
+        try:
+            self.store.record_offloads(compaction_id=compaction.compaction_id, offloads=compaction.offloads)
+        except Exception as error:
+            # The results are stored and referenced; only the history row is missing, so the run goes on.
+            logger.warning(
+                "Offloaded {count} tool results to {store}, but could not record them in its history. Error: {error}",
+                count=len(compaction.offloads),
+                store=type(self.store).__name__,
+                error=error,
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """
+        Serialize the compactor, including its store.
+
+        :returns: A dictionary for Haystack's serialization.
+        """
+        return default_to_dict(
+            self,
+            store=self.store.to_dict(),
+            min_keep_steps=self.min_keep_steps,
+            min_tokens=self.min_tokens,
+            preview_chars=self.preview_chars,
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "DedupOffloadCompactor":
+        """
+        Rebuild the compactor and its store from what `to_dict` produced.
+
+        The store's class must be importable under Haystack's deserialization allowlist: for casstore's store, the
+        application opts in, for example with `HAYSTACK_DESERIALIZATION_ALLOWLIST=casstore,compactor`.
+
+        :param data: A dictionary produced by `to_dict`. It is not changed.
+        :returns: The compactor.
+        :raises DeserializationError: If the store's class cannot be imported or is not on the allowlist.
+        """
+        init_parameters = dict(data.get("init_parameters", {}))
+        if init_parameters.get("store") is not None:
+            deserialize_component_inplace(init_parameters, key="store")
+        return default_from_dict(cls, {**data, "init_parameters": init_parameters})
+
+    def __repr__(self) -> str:
+        return (
+            f"DedupOffloadCompactor(store={self.store!r}, min_keep_steps={self.min_keep_steps}, "
+            f"min_tokens={self.min_tokens}, preview_chars={self.preview_chars})"
+        )
+
+
+def _warn_failed_write(message: ChatMessage, store: ToolResultStore, error: Exception) -> None:
+    """Offloading only saves context, so a failed write leaves the result where it is and the Agent goes on."""
+    result = message.tool_call_result
+    logger.warning(
+        "Failed to offload the result of tool '{tool}' to {store}; leaving the result in context. Error: {error}",
+        tool=result.origin.tool_name if result is not None else "?",
+        store=type(store).__name__,
+        error=error,
+    )
