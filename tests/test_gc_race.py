@@ -59,6 +59,7 @@ def test_writers_racing_gc_lose_nothing(store_root: Path) -> None:
             collections += 1
             deleted += report.blobs_deleted
     outcomes = [json.loads(writer.communicate(timeout=60)[0]) for writer in writers]
+    print(f"gc race: {collections} collections deleted {deleted} blobs while 2 writers wrote {2 * len(CONTENTS)}")
     assert all(writer.returncode == 0 for writer in writers)
     assert sum(outcome["failures"] for outcome in outcomes) == 0
     assert collections >= 2 and deleted > len(CONTENTS) // 2  # gc really deleted, many times, while writers wrote
