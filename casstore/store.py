@@ -7,6 +7,7 @@ hands back a hash path as the reference, and resolves references only within its
 
 import sqlite3
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -157,29 +158,46 @@ class ContentAddressedToolResultStore(ToolResultStore):
         :raises StorageError: If the blob or its history row could not be stored (disk full, file size limit, I/O
             error); nothing of this write is recorded then.
         """
+        return self.write_prepared_many([prepared])[0]
+
+    def write_prepared_many(self, prepared: Sequence[PreparedWrite]) -> list[str]:
+        """
+        Store several prepared writes (the parts of one tool result) together: all of them, or none.
+
+        :param prepared: What `prepare_write` returned, for each part.
+        :returns: Their references, in order.
+        :raises StorageError: If any part could not be stored; then none of them is recorded.
+        """
         try:
-            return self._write_prepared(prepared)
+            return self._write_all(prepared)
         except CasStoreError:
             raise
         except (OSError, sqlite3.Error) as error:
+            size = sum(len(write.data) for write in prepared)
             raise StorageError(
-                f"Could not store {prepared.reference} ({len(prepared.data)} bytes) in {self.root}: {error}. "
-                f"Nothing of this write was recorded; free space or fix the folder, then write again."
+                f"Could not store {len(prepared)} result part(s) ({size} bytes) in {self.root}: {error}. Nothing of "
+                f"this write was recorded; free space or fix the folder, then write again."
             ) from error
 
-    def _write_prepared(self, prepared: PreparedWrite) -> str:
-        staged: StagedBlob | None = None
+    def _write_all(self, prepared: Sequence[PreparedWrite]) -> list[str]:
+        # One transaction records every part. New content is compressed (and a large blob's file written) outside it,
+        # so the write lock is held only for row operations; then the transaction runs again.
+        staged: dict[str, StagedBlob] = {}
         while True:
             with self._database.transaction() as connection:
-                if staged is not None:
-                    self._blobs.put(connection, staged)
-                    self._record(connection, prepared)
-                    return prepared.reference
-                if self._blobs.refresh(connection, prepared.digest):
-                    self._record(connection, prepared)
-                    return prepared.reference
-            # New content: compress (and write a large blob's file) without holding the write lock, then go again.
-            staged = self._blobs.stage(prepared.digest, prepared.data)
+                missing = {
+                    write.digest: write
+                    for write in prepared
+                    if write.digest not in staged and not self._blobs.refresh(connection, write.digest)
+                }
+                if not missing:
+                    for blob in staged.values():
+                        self._blobs.put(connection, blob)
+                    for write in prepared:
+                        self._record(connection, write)
+                    return [write.reference for write in prepared]
+            for digest, write in missing.items():
+                staged[digest] = self._blobs.stage(digest, write.data)
 
     def write(self, *, key: str, content: str | bytes) -> str:
         """

@@ -42,7 +42,7 @@ class _PreparingStore(Protocol):
 
     def prepare_write(self, *, key: str, content: str | bytes) -> PreparedWrite: ...
 
-    def write_prepared(self, prepared: PreparedWrite) -> str: ...
+    def write_prepared_many(self, prepared: list[PreparedWrite]) -> list[str]: ...
 
 
 @runtime_checkable
@@ -84,11 +84,12 @@ class DedupOffloadCompactor:
     image or file results for a store without binary support stay. The reference text and the message meta are what
     Haystack's compactor writes, so Haystack's hooks and compactors treat the message as offloaded.
 
-    With a `ContentAddressedToolResultStore` (any store with `prepare_write` and `write_prepared`), each reference is
-    known before anything is written, so a result is written only once it is certain to be replaced: a result that
-    stays in the conversation leaves nothing in the store. Identical results share one blob and one reference, and
-    every offload is appended to the store's `offloads` table. With any other store, results are written first and
-    measured after, as Haystack does, but identical parts within one `compact` call still share one reference.
+    With a `ContentAddressedToolResultStore` (any store with `prepare_write` and `write_prepared_many`), each reference
+    is known before anything is written, so a result is written only once it is certain to be replaced: a result that
+    stays in the conversation leaves nothing in the store, and a result's parts are stored together or not at all.
+    Identical results share one blob and one reference, and every offload is appended to the store's `offloads` table.
+    With any other store, results are written first and measured after, as Haystack does, but identical parts within
+    one `compact` call still share one reference.
     """
 
     def __init__(
@@ -253,8 +254,7 @@ class DedupOffloadCompactor:
         if saved_tokens <= 0:
             return None
         try:
-            for write in writes:
-                store.write_prepared(write)
+            store.write_prepared_many(writes)  # all parts or none
         except Exception as error:
             _warn_failed_write(message, self.store, error)
             return None

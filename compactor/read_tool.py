@@ -348,7 +348,7 @@ def _integer(name: str, value: object, default: int | None, minimum: int, maximu
     """An integer argument, accepting a number written as a string; None gives `default`."""
     if value is None:
         return default
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and value.strip().isdecimal():
         value = int(value.strip())
     if isinstance(value, float) and value.is_integer():
         value = int(value)

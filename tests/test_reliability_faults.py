@@ -161,3 +161,22 @@ def test_a_200_mb_result_round_trips_in_bounded_memory(store_root: Path) -> None
     assert write_extra <= 2.0
     assert read_extra <= 3.0
     assert len(blob_files(store_root)) == 1
+
+
+def test_the_parts_of_one_result_are_stored_together_or_not_at_all(store_root: Path) -> None:
+    ContentAddressedToolResultStore(store_root, inline_max=1024).close()
+    before = snapshot(store_root)
+    small, large = "a small first part\n" * 10, os.urandom(1 << 20)
+
+    def job() -> dict[str, Any]:
+        _limit_file_size(256 * 1024)
+        with ContentAddressedToolResultStore(store_root, inline_max=1024) as store:
+            parts = [store.prepare_write(key="0.txt", content=small), store.prepare_write(key="1.png", content=large)]
+            try:
+                store.write_prepared_many(parts)
+            except StorageError:
+                return {"refused": True}
+        return {"refused": False}
+
+    assert _in_child(job) == {"refused": True}
+    assert snapshot(store_root) == before  # not even the small part that fitted

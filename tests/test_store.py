@@ -281,3 +281,15 @@ def test_prepare_write_stores_nothing_until_written(store: ContentAddressedToolR
         store.read(prepared.reference)
     assert store.write_prepared(prepared) == prepared.reference == store.write(key="b.txt", content="later")
     assert store.read(prepared.reference) == "later"
+
+
+def test_write_prepared_many_stores_every_part_in_order(store: ContentAddressedToolResultStore) -> None:
+    parts = [
+        store.prepare_write(key="0.txt", content="first"),
+        store.prepare_write(key="1.png", content=b"\x89PNG second"),
+        store.prepare_write(key="2.txt", content="first"),
+    ]
+    references = store.write_prepared_many(parts)
+    assert references == [part.reference for part in parts]
+    assert [store.read(reference) for reference in references] == ["first", b"\x89PNG second", "first"]
+    assert (count_rows(store.root, "writes"), count_rows(store.root, "blobs")) == (3, 2)
