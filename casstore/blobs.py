@@ -22,7 +22,7 @@ import blake3
 import zstandard
 
 from casstore.blob_files import BlobDirectory, BlobFile, UnsafeBlobPathError
-from casstore.database import NOW_SQL
+from casstore.database import NOW_SQL, SHIFTED_NOW_SQL, ago
 from casstore.errors import CorruptBlobError
 
 # Above this size, BLAKE3 hashes with several threads.
@@ -33,10 +33,8 @@ _STORED_IN_FILE = "file"
 
 # How stale `last_seen` may get: a write refreshes it only when it is older than this.
 LAST_SEEN_RESOLUTION = timedelta(seconds=1)
-_REFRESH_SQL = (
-    "SELECT stored_in, last_seen < strftime('%Y-%m-%d %H:%M:%f', 'now', "
-    f"'-{LAST_SEEN_RESOLUTION.total_seconds()} seconds') FROM blobs WHERE digest = ?"
-)
+_REFRESH_SQL = f"SELECT stored_in, last_seen < {SHIFTED_NOW_SQL} FROM blobs WHERE digest = ?"
+_REFRESH_AGO = ago(LAST_SEEN_RESOLUTION)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +139,7 @@ class BlobStore:
         :returns: True if the blob is stored; False if it is not (or its file has gone), and the caller must `stage`
             and `put` it.
         """
-        row = connection.execute(_REFRESH_SQL, (digest,)).fetchone()
+        row = connection.execute(_REFRESH_SQL, (_REFRESH_AGO, digest)).fetchone()
         if row is None:
             return False
         stored_in, stale = row

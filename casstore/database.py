@@ -7,10 +7,12 @@ transaction starts with `BEGIN IMMEDIATE` and waits (up to `busy_timeout`) for t
 `database is locked`.
 """
 
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 
 from sqlite_utils import Database as SqliteUtilsDatabase
@@ -23,6 +25,13 @@ DEFAULT_BUSY_TIMEOUT_SECONDS = 60.0
 
 # The time format of every timestamp column: UTC, sortable as text, and what SQLite's own `datetime()` compares with.
 NOW_SQL = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
+# The same, shifted by a parameter such as '-3600.0 seconds' (see `ago`).
+SHIFTED_NOW_SQL = "strftime('%Y-%m-%d %H:%M:%f', 'now', ?)"
+
+
+def ago(period: timedelta) -> str:
+    """:returns: The parameter for `SHIFTED_NOW_SQL` that means `period` before now."""
+    return f"-{period.total_seconds()} seconds"
 
 
 class Database:
@@ -39,49 +48,62 @@ class Database:
             changed in that case.
         """
         self.path = path
-        self.lock = threading.RLock()
+        self._durable = durable
+        self._busy_timeout = busy_timeout
+        self._closed = False
+        self._open_here()
         try:
-            self._connection: sqlite3.Connection | None = sqlite3.connect(
-                path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
-            )
-        except sqlite3.Error as error:
-            raise SchemaError(f"Cannot open the index {path}: {error}.") from error
-        try:
-            self._prepare(durable=durable)
+            self._prepare()
         except BaseException:
-            self._connection.close()
-            self._connection = None
+            self.close()
             raise
 
-    @property
-    def connection(self) -> sqlite3.Connection:
-        """:raises StoreClosedError: If the database was closed."""
-        if self._connection is None:
-            raise StoreClosedError("This casstore store is closed; open a new ContentAddressedToolResultStore.")
-        return self._connection
+    def _open_here(self) -> None:
+        """Open a connection, and a lock for it, owned by this process."""
+        self._pid = os.getpid()
+        self._lock = threading.RLock()
+        try:
+            self._connection = sqlite3.connect(
+                self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
+            )
+            self._connection.execute(f"PRAGMA synchronous={'FULL' if self._durable else 'NORMAL'}")
+        except sqlite3.Error as error:
+            raise _unusable(self.path, error) from error
 
-    def _prepare(self, *, durable: bool) -> None:
-        connection = self.connection
+    def _prepare(self) -> None:
+        connection = self._connection
         try:
             sqlite_utils_db = SqliteUtilsDatabase(connection, recursive_triggers=False, execute_plugins=False)
             _refuse_unknown_schema(sqlite_utils_db, self.path)
             if connection.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 connection.execute("PRAGMA journal_mode=WAL")
-            connection.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
             if MIGRATIONS.pending(sqlite_utils_db):
-                self._migrate(sqlite_utils_db)
+                # The write lock keeps processes opening a new root at once from applying a migration twice.
+                with self.transaction():
+                    _refuse_unknown_schema(sqlite_utils_db, self.path)
+                    MIGRATIONS.apply(sqlite_utils_db)
+                    connection.execute(f"PRAGMA user_version = {len(MIGRATION_NAMES)}")
         except sqlite3.DatabaseError as error:
-            raise SchemaError(
-                f"{self.path} is not a usable casstore index ({error}). If it is damaged, move it aside: see "
-                f"'Recovery' in the casstore README."
-            ) from error
+            raise _unusable(self.path, error) from error
 
-    def _migrate(self, sqlite_utils_db: SqliteUtilsDatabase) -> None:
-        # The write lock keeps two processes opening a new root at once from applying the same migration twice.
-        with self.transaction():
-            _refuse_unknown_schema(sqlite_utils_db, self.path)
-            MIGRATIONS.apply(sqlite_utils_db)
-            self.connection.execute(f"PRAGMA user_version = {len(MIGRATION_NAMES)}")
+    @contextmanager
+    def _held(self) -> Iterator[sqlite3.Connection]:
+        """Hold the connection for this thread, reopening it first in a forked child."""
+        if self._pid != os.getpid():
+            self._reopen_after_fork()
+        with self._lock:
+            if self._closed:
+                raise StoreClosedError("This casstore store is closed; open a new ContentAddressedToolResultStore.")
+            yield self._connection
+
+    def _reopen_after_fork(self) -> None:
+        # SQLite forbids using a connection across fork(), and the lock may have been held by a thread that does not
+        # exist in the child. The inherited connection is kept, never used or closed: closing it could disturb the
+        # parent's locks on index.db.
+        with _FORK_LOCK:
+            if self._pid != os.getpid():
+                _INHERITED_CONNECTIONS.append(self._connection)
+                self._open_here()
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -90,16 +112,45 @@ class Database:
 
         :returns: A context manager yielding the connection.
         """
-        with self.lock:
-            connection = self.connection
+        with self._held() as connection:
             connection.execute("BEGIN IMMEDIATE")
             try:
                 yield connection
+                connection.execute("COMMIT")
             except BaseException:
                 if connection.in_transaction:
                     connection.execute("ROLLBACK")
                 raise
-            connection.execute("COMMIT")
+
+    @contextmanager
+    def rolled_back(self) -> Iterator[sqlite3.Connection]:
+        """
+        Run a write transaction that is always rolled back: a dry run sees its own changes and keeps none.
+
+        :returns: A context manager yielding the connection.
+        """
+        with self._held() as connection:
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                yield connection
+            finally:
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+
+    @contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """
+        Run reads in one read transaction, so they all see the same committed state.
+
+        :returns: A context manager yielding the connection.
+        """
+        with self._held() as connection:
+            connection.execute("BEGIN")
+            try:
+                yield connection
+            finally:
+                if connection.in_transaction:
+                    connection.execute("COMMIT")
 
     @contextmanager
     def reading(self) -> Iterator[sqlite3.Connection]:
@@ -108,15 +159,37 @@ class Database:
 
         :returns: A context manager yielding the connection.
         """
-        with self.lock:
-            yield self.connection
+        with self._held() as connection:
+            yield connection
 
     def close(self) -> None:
         """Close the connection. Later use raises `StoreClosedError`; closing twice is harmless."""
-        with self.lock:
-            if self._connection is not None:
+        if self._pid != os.getpid():
+            self._reopen_after_fork()
+        with self._lock:
+            if not self._closed:
+                self._closed = True
                 self._connection.close()
-                self._connection = None
+
+
+# Connections inherited across fork(): kept alive so that they are never closed in the child.
+_INHERITED_CONNECTIONS: list[sqlite3.Connection] = []
+_FORK_LOCK = threading.Lock()
+
+
+def _reset_fork_lock() -> None:
+    global _FORK_LOCK  # noqa: PLW0603 - a lock held at fork time must not stay held in the child
+    _FORK_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_fork_lock)
+
+
+def _unusable(path: Path, error: sqlite3.Error) -> SchemaError:
+    return SchemaError(
+        f"{path} is not a usable casstore index ({error}). If it is damaged, move it aside: see 'Recovery' in the "
+        f"casstore README."
+    )
 
 
 def _refuse_unknown_schema(sqlite_utils_db: SqliteUtilsDatabase, path: Path) -> None:

@@ -13,6 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from casstore.database import SHIFTED_NOW_SQL, ago
 from casstore.store import ContentAddressedToolResultStore
 
 
@@ -130,8 +131,8 @@ def offload_log(
         clauses.append("tool_name = ?")
         parameters.append(tool)
     if since is not None:
-        clauses.append("offloaded_at >= strftime('%Y-%m-%d %H:%M:%f', 'now', ?)")
-        parameters.append(f"-{since.total_seconds()} seconds")
+        clauses.append(f"offloaded_at >= {SHIFTED_NOW_SQL}")
+        parameters.append(ago(since))
     parameters.append(-1 if limit is None else limit)
     with store.database.reading() as connection:
         rows = _rows(

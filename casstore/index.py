@@ -36,7 +36,8 @@ def record_write(
 ) -> None:
     """Append one row to `writes` and make the reference visible in its namespace, inside the caller's transaction."""
     connection.execute(
-        "INSERT OR IGNORE INTO visible_references (namespace, reference) VALUES (?, ?)", (namespace, reference)
+        "INSERT OR IGNORE INTO visible_references (digest, namespace, reference) VALUES (?, ?, ?)",
+        (digest, namespace, reference),
     )
     connection.execute(
         f"INSERT INTO writes (namespace, key, digest, kind, size, reference, written_at) "
@@ -45,10 +46,11 @@ def record_write(
     )
 
 
-def is_visible(connection: sqlite3.Connection, *, namespace: str, reference: str) -> bool:
-    """:returns: Whether `reference` was written in `namespace` (and not forgotten since)."""
+def is_visible(connection: sqlite3.Connection, *, namespace: str, digest: str, reference: str) -> bool:
+    """:returns: Whether `reference` (of content `digest`) was written in `namespace` and not forgotten since."""
     row = connection.execute(
-        "SELECT 1 FROM visible_references WHERE namespace = ? AND reference = ?", (namespace, reference)
+        "SELECT 1 FROM visible_references WHERE digest = ? AND namespace = ? AND reference = ?",
+        (digest, namespace, reference),
     ).fetchone()
     return row is not None
 
@@ -98,7 +100,17 @@ def forget_offloads(connection: sqlite3.Connection, *, where: str, parameters: S
 
 def unreferenced_digests(connection: sqlite3.Connection) -> list[str]:
     """:returns: Digests of blobs that no write references any more."""
-    return [row[0] for row in connection.execute("SELECT digest FROM blobs EXCEPT SELECT digest FROM writes")]
+    return [
+        row[0] for row in connection.execute("SELECT digest FROM blobs EXCEPT SELECT digest FROM visible_references")
+    ]
+
+
+def is_referenced(connection: sqlite3.Connection, digest: str) -> bool:
+    """:returns: Whether any write (in any namespace) references the blob `digest`."""
+    return (
+        connection.execute("SELECT 1 FROM visible_references WHERE digest = ? LIMIT 1", (digest,)).fetchone()
+        is not None
+    )
 
 
 def dangling_writes(connection: sqlite3.Connection) -> list[tuple[str, str]]:

@@ -22,6 +22,7 @@ from datetime import timedelta
 
 from casstore.blob_files import BlobFile
 from casstore.blobs import LAST_SEEN_RESOLUTION
+from casstore.database import SHIFTED_NOW_SQL, ago
 from casstore.errors import CorruptBlobError
 from casstore.index import dangling_writes, forget_offloads, forget_writes, unreferenced_digests
 from casstore.store import ContentAddressedToolResultStore
@@ -65,31 +66,43 @@ def verify(
     :returns: What was found.
     """
     report = VerifyReport()
-    with store.database.reading() as connection:
-        digests = store.blobs.digests(connection)
-        report.dangling_writes = dangling_writes(connection)
-        unreferenced = set(unreferenced_digests(connection))
-    for done, digest in enumerate(digests, start=1):
-        try:
+    with store.keep_open():
+        with store.database.snapshot() as connection:
+            digests = store.blobs.digests(connection)
+            report.dangling_writes = dangling_writes(connection)
+            unreferenced = set(unreferenced_digests(connection))
+        for done, digest in enumerate(digests, start=1):
+            _verify_blob(store, report, digest, unreferenced=digest in unreferenced)
+            report.blobs_checked = done
+            if progress is not None:
+                progress(done, len(digests))
+        for blob_file in store.blobs.stray_files():
             with store.database.reading() as connection:
-                stored = store.blobs.fetch(connection, digest)
-            store.blobs.load(stored)
-        except CorruptBlobError as error:
-            if error.missing and digest in unreferenced:
-                report.stale_rows += 1
-            elif error.missing:
-                report.missing.append(digest)
-            else:
-                report.corrupt.append((digest, str(error)))
-        report.blobs_checked = done
-        if progress is not None:
-            progress(done, len(digests))
-    for blob_file in store.blobs.stray_files():
-        with store.database.reading() as connection:
-            if store.blobs.is_stray(connection, blob_file):
-                report.stray_files += 1
-                report.stray_bytes += blob_file.size
+                if store.blobs.is_stray(connection, blob_file):
+                    report.stray_files += 1
+                    report.stray_bytes += blob_file.size
     return report
+
+
+def _verify_blob(
+    store: ContentAddressedToolResultStore, report: VerifyReport, digest: str, *, unreferenced: bool
+) -> None:
+    try:
+        with store.database.reading() as connection:
+            stored = store.blobs.fetch(connection, digest)
+        store.blobs.load(stored)
+    except CorruptBlobError as error:
+        if not error.missing:
+            report.corrupt.append((digest, str(error)))
+            return
+        with store.database.reading() as connection:
+            collected_meanwhile = not store.blobs.has(connection, digest)
+        if collected_meanwhile:
+            return  # a concurrent gc deleted it after the list was taken
+        if unreferenced:
+            report.stale_rows += 1
+        else:
+            report.missing.append(digest)
 
 
 @dataclass
@@ -127,23 +140,19 @@ def collect_garbage(
     if grace < timedelta(0) or (older_than is not None and older_than < timedelta(0)):
         raise ValueError("`grace` and `older_than` must not be negative.")
     report = GarbageReport(dry_run=dry_run)
-    if dry_run:
-        # The whole collection runs in one transaction that is rolled back; no file is touched.
-        with store.database.lock:
-            connection = store.database.connection
-            connection.execute("BEGIN IMMEDIATE")
-            try:
+    with store.keep_open():
+        if dry_run:
+            # The whole collection runs in one transaction that is rolled back; no file is touched.
+            with store.database.rolled_back() as connection:
                 _forget(connection, report, namespace=namespace, older_than=older_than)
-                for _digest, stored_size in _collectable_blobs(connection, grace=grace, limit=-1):
+                for _digest, stored_size in _collectable_blobs(connection, grace=grace):
                     report.blobs_deleted += 1
                     report.blob_bytes_freed += stored_size
-            finally:
-                connection.execute("ROLLBACK")
-    else:
-        with store.database.transaction() as connection:
-            _forget(connection, report, namespace=namespace, older_than=older_than)
-        _delete_unreferenced_blobs(store, report, grace=grace)
-    _remove_stray_files(store, report, grace=grace, dry_run=dry_run)
+        else:
+            with store.database.transaction() as connection:
+                _forget(connection, report, namespace=namespace, older_than=older_than)
+            _delete_unreferenced_blobs(store, report, grace=grace)
+        _remove_stray_files(store, report, grace=grace, dry_run=dry_run)
     return report
 
 
@@ -159,8 +168,8 @@ def _forget(
             clauses.append("namespace = ?")
             parameters.append(namespace)
         if older_than is not None:
-            clauses.append(f"{column} < strftime('%Y-%m-%d %H:%M:%f', 'now', ?)")
-            parameters.append(f"-{older_than.total_seconds()} seconds")
+            clauses.append(f"{column} < {SHIFTED_NOW_SQL}")
+            parameters.append(ago(older_than))
         deleted = forget(connection, where=" AND ".join(clauses), parameters=parameters)
         if forget is forget_writes:
             report.writes_forgotten = deleted
@@ -168,34 +177,37 @@ def _forget(
             report.offloads_forgotten = deleted
 
 
-def _collectable_blobs(connection: sqlite3.Connection, *, grace: timedelta, limit: int) -> list[tuple[str, int]]:
-    return [
-        (row[0], row[1])
-        for row in connection.execute(
-            """
-            SELECT digest, stored_size FROM blobs
-            WHERE last_seen <= strftime('%Y-%m-%d %H:%M:%f', 'now', ?)
-              AND digest NOT IN (SELECT digest FROM writes)
-            LIMIT ?
-            """,
-            # `last_seen` may lag a write by up to its resolution, so that much is added to the grace period.
-            (f"-{(grace + LAST_SEEN_RESOLUTION).total_seconds()} seconds", limit),
-        )
-    ]
+_COLLECTABLE = (
+    f"last_seen <= {SHIFTED_NOW_SQL} AND NOT EXISTS (SELECT 1 FROM visible_references WHERE digest = blobs.digest)"
+)
+
+
+def _grace_parameter(grace: timedelta) -> str:
+    # `last_seen` may lag a write by up to its resolution, so that much is added to the grace period.
+    return ago(grace + LAST_SEEN_RESOLUTION)
+
+
+def _collectable_blobs(connection: sqlite3.Connection, *, grace: timedelta) -> list[tuple[str, int]]:
+    rows = connection.execute(f"SELECT digest, stored_size FROM blobs WHERE {_COLLECTABLE}", (_grace_parameter(grace),))
+    return [(row[0], row[1]) for row in rows]
 
 
 def _delete_unreferenced_blobs(
     store: ContentAddressedToolResultStore, report: GarbageReport, *, grace: timedelta
 ) -> None:
-    while True:
+    # Candidates come from one scan without the write lock; each is checked again, by key, under the lock, so a
+    # writer waits for at most one batch of deletions, however large the store.
+    with store.database.reading() as connection:
+        candidates = _collectable_blobs(connection, grace=grace)
+    for start in range(0, len(candidates), _BATCH):
         with store.database.transaction() as connection:
-            batch = _collectable_blobs(connection, grace=grace, limit=_BATCH)
-            for digest, stored_size in batch:
-                store.blobs.delete(connection, digest)
-                report.blobs_deleted += 1
-                report.blob_bytes_freed += stored_size
-        if len(batch) < _BATCH:
-            return
+            for digest, stored_size in candidates[start : start + _BATCH]:
+                still_collectable = connection.execute(
+                    f"SELECT 1 FROM blobs WHERE digest = ? AND {_COLLECTABLE}", (digest, _grace_parameter(grace))
+                ).fetchone()
+                if still_collectable and store.blobs.delete(connection, digest):
+                    report.blobs_deleted += 1
+                    report.blob_bytes_freed += stored_size
 
 
 def _remove_stray_files(

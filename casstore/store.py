@@ -6,8 +6,8 @@ hands back a hash path as the reference, and resolves references only within its
 """
 
 import sqlite3
-import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -26,6 +26,7 @@ from casstore.errors import (
     ReferenceNotFoundError,
     StorageError,
 )
+from casstore.guard import OpenGuard
 from casstore.index import OffloadRecord
 from casstore.references import Reference, extension_of, parse_reference
 
@@ -116,7 +117,7 @@ class ContentAddressedToolResultStore(ToolResultStore):
         except BaseException:
             self._database.close()
             raise
-        self._close_lock = threading.Lock()
+        self._guard = OpenGuard()
 
     def prepare_write(self, *, key: str, content: str | bytes) -> PreparedWrite:
         """
@@ -169,7 +170,8 @@ class ContentAddressedToolResultStore(ToolResultStore):
         :raises StorageError: If any part could not be stored; then none of them is recorded.
         """
         try:
-            return self._write_all(prepared)
+            with self._guard.held():
+                return self._write_all(prepared)
         except CasStoreError:
             raise
         except (OSError, sqlite3.Error) as error:
@@ -226,9 +228,17 @@ class ContentAddressedToolResultStore(ToolResultStore):
         :raises CorruptBlobError: If the stored blob is missing or damaged.
         """
         parsed = parse_reference(reference)
+        with self._guard.held():
+            return self._read(parsed)
+
+    def _read(self, parsed: Reference) -> str | bytes:
         try:
-            with self._database.reading() as connection:
-                if not index.is_visible(connection, namespace=self.namespace, reference=str(parsed)):
+            # One read transaction: a concurrent `gc` cannot forget the reference between the two lookups.
+            with self._database.snapshot() as connection:
+                visible = index.is_visible(
+                    connection, namespace=self.namespace, digest=parsed.digest, reference=str(parsed)
+                )
+                if not visible:
                     raise ReferenceNotFoundError(
                         f"No result {parsed} in namespace {self.namespace!r}. References are only readable in the "
                         f"namespace that wrote them."
@@ -249,7 +259,7 @@ class ContentAddressedToolResultStore(ToolResultStore):
         :param compaction_id: An id shared by all offloads of one `compact` call.
         :param offloads: One record per tool result that was replaced by references.
         """
-        with self._database.transaction() as connection:
+        with self._guard.held(), self._database.transaction() as connection:
             index.record_offloads(connection, namespace=self.namespace, compaction_id=compaction_id, offloads=offloads)
 
     def _record(self, connection: sqlite3.Connection, prepared: PreparedWrite) -> None:
@@ -273,9 +283,23 @@ class ContentAddressedToolResultStore(ToolResultStore):
         """The store's blob layer, for maintenance (`casstore.maintenance`)."""
         return self._blobs
 
+    @contextmanager
+    def keep_open(self) -> Iterator[None]:
+        """
+        Hold off `close()` until the block ends: for maintenance (`casstore.maintenance`) that uses the layers directly.
+
+        :raises StoreClosedError: If the store is closed.
+        """
+        with self._guard.held():
+            yield
+
     def close(self) -> None:
-        """Close the index and the blob folder. Later calls raise `StoreClosedError`; closing twice is harmless."""
-        with self._close_lock:
+        """
+        Close the index and the blob folder, after waiting for operations in flight in other threads.
+
+        Later calls raise `StoreClosedError`; closing twice is harmless.
+        """
+        if self._guard.close():
             self._database.close()
             self._blobs.close()
 

@@ -29,9 +29,11 @@ CREATE TABLE writes (
 );
 
 -- The references each namespace may read: one row per distinct (namespace, reference) in `writes`. `read` looks
--- here; a repeated write finds its row already present and changes nothing.
+-- here; a repeated write finds its row already present and changes nothing. Keyed by digest first, so the same key
+-- also answers gc's question "does anything still reference this blob?".
 CREATE TABLE visible_references (
+    digest TEXT NOT NULL,                                    -- blobs.digest
     namespace TEXT NOT NULL,
     reference TEXT NOT NULL,
-    PRIMARY KEY (namespace, reference)
+    PRIMARY KEY (digest, namespace, reference)
 ) WITHOUT ROWID;

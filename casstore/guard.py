@@ -1,0 +1,67 @@
+"""
+`OpenGuard`: lets `close()` wait for operations in flight, so nothing uses a file descriptor after it is closed.
+
+Without it, a thread staging a blob while another thread closes the store could write through a descriptor number
+that the process has already reused for something else, outside the store.
+"""
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from casstore.errors import StoreClosedError
+
+
+class OpenGuard:
+    """Counts operations in flight; `close` refuses new ones and waits for the running ones to end."""
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self._pid = os.getpid()
+        self._condition = threading.Condition()
+        self._active = 0
+        self._closing = False
+
+    def _for_this_process(self) -> None:
+        # After fork(), operations counted in the parent belong to threads the child does not have.
+        if self._pid != os.getpid():
+            closing = self._closing
+            self._reset()
+            self._closing = closing
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """
+        Keep the store open for the duration of the block.
+
+        :raises StoreClosedError: If the store is closed or closing.
+        """
+        self._for_this_process()
+        with self._condition:
+            if self._closing:
+                raise StoreClosedError("This casstore store is closed; open a new ContentAddressedToolResultStore.")
+            self._active += 1
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._active -= 1
+                if self._active == 0:
+                    self._condition.notify_all()
+
+    def close(self) -> bool:
+        """
+        Refuse new operations and wait for the running ones to end.
+
+        :returns: True the first time, False if the guard was already closed.
+        """
+        self._for_this_process()
+        with self._condition:
+            if self._closing:
+                return False
+            self._closing = True
+            self._condition.wait_for(lambda: self._active == 0)
+            return True
