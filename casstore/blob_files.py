@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from casstore.errors import CasStoreError
+from casstore.errors import CasStoreError, StoreClosedError
 
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _BLOB_SUFFIX = ".zst"
@@ -57,7 +57,10 @@ class BlobDirectory:
         """
         self.path = path
         self.durable = durable
-        path.mkdir(parents=True, exist_ok=True)
+        if not path.is_dir():
+            path.mkdir(parents=True, exist_ok=True)
+            if durable:
+                _fsync_directory(path.parent)
         try:
             self._fd: int | None = os.open(path, _DIRECTORY_FLAGS)
         except OSError as error:
@@ -68,7 +71,7 @@ class BlobDirectory:
     @property
     def _root(self) -> int:
         if self._fd is None:
-            raise CasStoreError("The blob folder is closed.")
+            raise StoreClosedError("This casstore store is closed; open a new ContentAddressedToolResultStore.")
         return self._fd
 
     def close(self) -> None:
@@ -184,6 +187,8 @@ class BlobDirectory:
                 raise
         with contextlib.suppress(FileExistsError):  # another writer made it first
             os.mkdir(fanout, mode=0o755, dir_fd=self._root)
+            if self.durable:  # the new folder's entry must survive power loss as much as the file in it
+                os.fsync(self._root)
         return _open_no_follow(fanout, _DIRECTORY_FLAGS, dir_fd=self._root)
 
 
@@ -199,6 +204,14 @@ def _files_in(fanout: str, fanout_fd: int) -> Iterator[BlobFile]:
         if digest is None and not name.startswith(TEMPORARY_PREFIX):
             continue
         yield BlobFile(digest=digest, size=status.st_size, mtime=status.st_mtime, fanout=fanout, name=name)
+
+
+def _fsync_directory(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _file_name(digest: str) -> str:

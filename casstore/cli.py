@@ -9,6 +9,7 @@ usage error), never a traceback.
 import dataclasses
 import json
 import re
+import sqlite3
 import sys
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -40,7 +41,7 @@ class _OneLineErrors(click.Group):
         except click.ClickException as error:
             click.echo(f"casstore: error: {error.format_message()}", err=True)
             sys.exit(error.exit_code)
-        except CasStoreError as error:
+        except (CasStoreError, sqlite3.Error, OSError) as error:
             click.echo(f"casstore: error: {error}", err=True)
             sys.exit(1)
         except click.exceptions.Abort:
@@ -55,11 +56,14 @@ def parse_duration(text: str) -> timedelta:
     :raises click.ClickException: If `text` is not such a duration.
     """
     match = _DURATION.fullmatch(text.strip())
-    if match is None:
-        raise click.ClickException(
-            f"{text!r} is not a duration; use a number and a unit, such as 30d, 12h, 90m or 45s."
-        )
-    return timedelta(**{_UNITS[match[2]]: float(match[1])})
+    try:
+        if match is not None:
+            return timedelta(**{_UNITS[match[2]]: float(match[1])})
+    except OverflowError:
+        pass
+    raise click.ClickException(
+        f"{text!r} is not a duration; use a number and a unit, such as 30d, 12h, 90m or 45s (at most 999999999d)."
+    )
 
 
 def _root_option(function: F) -> F:
@@ -82,7 +86,10 @@ def _open(root: Path, namespace: str = "default") -> ContentAddressedToolResultS
         raise click.ClickException(
             f"no casstore store at {root} (no {INDEX_FILE_NAME}); pass --root or set CASSTORE_ROOT."
         )
-    return ContentAddressedToolResultStore(root, namespace=namespace)
+    try:
+        return ContentAddressedToolResultStore(root, namespace=namespace)
+    except ValueError as error:  # a namespace the store refuses
+        raise click.ClickException(str(error)) from error
 
 
 def _require_namespace(store: ContentAddressedToolResultStore, namespace: str | None) -> None:
@@ -212,7 +219,9 @@ def _line_window(text: str, line_range: str) -> str:
         raise click.ClickException(f"--lines takes A:B with 1-based line numbers, such as 10:20; got {line_range!r}.")
     first = int(match[1]) if match[1] else 1
     last = int(match[2]) if match[2] else None
-    lines = text.splitlines(keepends=True)
+    # Lines end at "\n" only, as in the read-back tool, so both number the lines of a result alike.
+    pieces = text.split("\n")
+    lines = [piece + "\n" for piece in pieces[:-1]] + ([pieces[-1]] if pieces[-1] else [])
     return "".join(lines[first - 1 : last])
 
 

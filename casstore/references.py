@@ -79,15 +79,16 @@ def extension_of(key: object) -> str:
     :param key: The key passed to `write`, such as `3_read_file_call_1.txt`.
     :returns: The key's extension (`.txt`), or an empty string when it has none.
     :raises TypeError: If `key` is not a string.
-    :raises InvalidKeyError: If `key` is empty, longer than `MAX_KEY_LENGTH`, contains a NUL byte, or ends in an
+    :raises InvalidKeyError: If `key` is empty, longer than `MAX_KEY_LENGTH`, contains a NUL byte or a lone
+        surrogate (not encodable as UTF-8), or ends in an
         extension that is not short and plain ASCII (letters, digits, `_`, `+`, `-`; at most 16 characters).
     """
     if not isinstance(key, str):
         raise TypeError(f"A key must be a string such as 'search_1.txt', got {type(key).__name__}.")
-    if not key or len(key) > MAX_KEY_LENGTH or "\x00" in key:
+    if not key or len(key) > MAX_KEY_LENGTH or "\x00" in key or not _is_utf8_encodable(key):
         raise InvalidKeyError(
-            f"A key must be a non-empty string of at most {MAX_KEY_LENGTH} characters without NUL bytes, "
-            f"got {_shorten(key)!r}."
+            f"A key must be a non-empty string of at most {MAX_KEY_LENGTH} characters, encodable as UTF-8 and "
+            f"without NUL bytes, got {_shorten(key)!r}."
         )
     name = key[max(key.rfind("/"), key.rfind("\\")) + 1 :]
     dot = name.rfind(".")
@@ -99,6 +100,14 @@ def extension_of(key: object) -> str:
             f"reference. Use a short ASCII extension such as '.txt' or '.png'."
         )
     return extension
+
+
+def _is_utf8_encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _shorten(text: str, limit: int = 80) -> str:

@@ -1,12 +1,17 @@
 """Deterministic content and forked writer processes for the reliability tests."""
 
 import hashlib
+import json
 import os
+import select
 import signal
 import sys
+import time
+import traceback
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from casstore import ContentAddressedToolResultStore
 from casstore.maintenance import collect_garbage
@@ -38,7 +43,6 @@ def fork_writer(
     count: int,
     namespace: str = "writer",
     gc_every: int = 0,
-    threads: int = 1,
     inline_max: int = 8192,
 ) -> tuple[int, int]:
     """
@@ -58,6 +62,9 @@ def fork_writer(
             root, write_end, seed=seed, count=count, namespace=namespace, gc_every=gc_every, inline_max=inline_max
         )
         status = 0
+    except BaseException:
+        traceback.print_exc()  # the test then fails with "ended on its own", and this says why
+        sys.stderr.flush()
     finally:
         os._exit(status)
 
@@ -93,6 +100,48 @@ def kill_after(pid: int, seconds: float, sleep: Callable[[float], None]) -> int:
     return os.waitpid(pid, 0)[1]
 
 
-def flush_std() -> None:
-    sys.stdout.flush()
-    sys.stderr.flush()
+def fork_job(job: Callable[[], dict[str, Any]]) -> tuple[int, int]:
+    """
+    Run `job` in a forked child, which reports its JSON result (or its traceback) on a pipe.
+
+    :returns: The child's pid and the read end of the pipe, for `collect`.
+    """
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(write_end)
+        return pid, read_end
+    os.close(read_end)
+    try:
+        outcome = job()
+    except BaseException:
+        outcome = {"crashed": traceback.format_exc()}
+    os.write(write_end, json.dumps(outcome).encode())
+    os._exit(0)
+
+
+def collect(pid: int, read_end: int, *, timeout: float = 120.0) -> dict[str, Any]:
+    """:returns: What the child of `fork_job` reported; fails the test if it crashed or hung past `timeout`."""
+    chunks = []
+    deadline = time.monotonic() + timeout
+    while True:
+        ready, _, _ = select.select([read_end], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            os.close(read_end)
+            raise AssertionError(f"the forked child did not finish within {timeout} s")
+        chunk = os.read(read_end, 1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    outcome: dict[str, Any] = json.loads(b"".join(chunks))
+    assert "crashed" not in outcome, outcome.get("crashed")
+    return outcome
+
+
+def run_forked(job: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Run `job` in a forked child (so resource limits and crashes stay there) and return what it reported."""
+    return collect(*fork_job(job))

@@ -109,6 +109,13 @@ def test_cat_prints_content_windows_and_binary(store_root: Path, built: dict[str
     assert piped.stdout == out.read_bytes()
 
 
+def test_cat_numbers_lines_as_the_read_tool_does(store_root: Path) -> None:
+    with ContentAddressedToolResultStore(store_root) as store:
+        reference = store.write(key="odd.txt", content="hello\fworld\u2028still line one\r\nline2\nline3")
+    assert _invoke("cat", reference, "--root", str(store_root), "--lines", "2:2").output == "line2\n"
+    assert _invoke("cat", reference, "--root", str(store_root), "--lines", "3:").output == "line3"
+
+
 def test_cat_respects_namespaces(store_root: Path, built: dict[str, str]) -> None:
     result = _invoke("cat", built["bob_only"], "--root", str(store_root), "--namespace", "alice")
     assert "No result" in _one_line_error(result)
@@ -221,6 +228,9 @@ def test_gc_removes_old_stray_files_and_keeps_fresh_ones(store_root: Path, built
         (["log", "--root", "{root}", "--since", "-5d"], "not a duration"),
         (["cat", "REF", "--root", "{root}", "--lines", "0:3"], "--lines"),
         (["gc", "--root", "{root}", "--namespace", "nobody"], "unknown namespace"),
+        (["cat", "REF", "--root", "{root}", "--namespace", ""], "namespace"),
+        (["gc", "--root", "{root}", "--older-than", "99999999999d"], "not a duration"),
+        (["log", "--root", "{root}", "--since", "1e400d"], "not a duration"),
     ],
 )
 def test_bad_input_is_one_line_and_a_non_zero_exit(
@@ -229,7 +239,7 @@ def test_bad_input_is_one_line_and_a_non_zero_exit(
     arguments = [
         a.format(root=store_root, missing=tmp_path / "missing").replace("REF", built["source"]) for a in arguments
     ]
-    if "--lines" in arguments:
+    if "--lines" in arguments and "--namespace" not in arguments:
         arguments += ["--namespace", "alice"]
     assert message in _one_line_error(_invoke(*arguments))
 

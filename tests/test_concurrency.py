@@ -7,7 +7,8 @@ import threading
 from pathlib import Path
 
 from casstore import ContentAddressedToolResultStore
-from tests.helpers import blob_files, count_rows
+from casstore.maintenance import verify
+from tests.helpers import count_rows
 
 WRITER = """
 import json, sys
@@ -72,6 +73,7 @@ def test_processes_share_one_root(store_root: Path) -> None:
             assert store.read(reference) == content
     assert count_rows(store_root, "writes") == workers * per_worker * 2
     assert count_rows(store_root, "blobs") == _expected_blobs(written)
-    files = blob_files(store_root)
-    assert not [path for path in files if path.name.startswith(".tmp-")]
-    assert len({path.name for path in files}) == len(files)
+    with ContentAddressedToolResultStore(store_root) as store:
+        report = verify(store)
+    # Each blob is stored once: one row per digest, its frame or its file, no temporary or extra file beside them.
+    assert report.ok and report.stray_files == 0

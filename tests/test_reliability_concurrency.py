@@ -1,11 +1,8 @@
 """Writers (processes with threads), readers and gc on one root at once: nothing escapes, nothing is lost."""
 
-import json
-import os
 import threading
 import time
 import traceback
-from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -15,36 +12,10 @@ import pytest
 from casstore import ContentAddressedToolResultStore
 from casstore.blobs import LAST_SEEN_RESOLUTION
 from casstore.maintenance import collect_garbage, verify
-from tests.helpers import blob_files
-from tests.reliability import content_for
+from tests.reliability import collect, content_for, fork_job
 
 WRITER_PROCESSES, THREADS, WRITES_PER_THREAD = 3, 3, 120
 SECONDS_OF_BACKGROUND = 3.0
-
-
-def _fork(job: Callable[[], dict[str, Any]]) -> tuple[int, int]:
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid:
-        os.close(write_end)
-        return pid, read_end
-    os.close(read_end)
-    try:
-        outcome = job()
-    except BaseException:
-        outcome = {"errors": [traceback.format_exc()]}
-    os.write(write_end, json.dumps(outcome).encode())
-    os._exit(0)
-
-
-def _collect(pid: int, read_end: int) -> dict[str, Any]:
-    chunks = []
-    while chunk := os.read(read_end, 1 << 16):
-        chunks.append(chunk)
-    os.close(read_end)
-    os.waitpid(pid, 0)
-    result: dict[str, Any] = json.loads(b"".join(chunks))
-    return result
 
 
 def _writer(root: Path, process: int) -> dict[str, Any]:
@@ -115,12 +86,12 @@ def _collector(root: Path, until: float) -> dict[str, Any]:
 @pytest.mark.slow
 def test_writers_readers_and_gc_at_once(store_root: Path) -> None:
     ContentAddressedToolResultStore(store_root).close()
-    writers = [_fork(lambda process=process: _writer(store_root, process)) for process in range(WRITER_PROCESSES)]
+    writers = [fork_job(lambda process=process: _writer(store_root, process)) for process in range(WRITER_PROCESSES)]
     until = time.monotonic() + SECONDS_OF_BACKGROUND
-    reader = _fork(lambda: _reader(store_root, until))
-    collector = _fork(lambda: _collector(store_root, until))
-    writer_outcomes = [_collect(*writer) for writer in writers]
-    reader_outcome, collector_outcome = _collect(*reader), _collect(*collector)
+    reader = fork_job(lambda: _reader(store_root, until))
+    collector = fork_job(lambda: _collector(store_root, until))
+    writer_outcomes = [collect(*writer) for writer in writers]
+    reader_outcome, collector_outcome = collect(*reader), collect(*collector)
 
     for outcome in [*writer_outcomes, reader_outcome, collector_outcome]:
         assert outcome["errors"] == []  # no `database is locked`, no failed read, nothing else
@@ -145,5 +116,7 @@ def test_writers_readers_and_gc_at_once(store_root: Path) -> None:
         f"writes; {reader_outcome['reads']} concurrent reads; {collector_outcome['collections']} gc runs deleting "
         f"{collector_outcome['deleted']} blobs; errors: 0"
     )
-    names = [path.name for path in blob_files(store_root)]
-    assert len(names) == len(set(names))
+    with ContentAddressedToolResultStore(store_root) as store:
+        report = verify(store)
+    # Each blob is stored once: one row per digest (the key), its frame or its file, and no file beside them.
+    assert report.ok and report.stray_files == 0 and report.stale_rows == 0

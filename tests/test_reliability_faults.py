@@ -6,8 +6,6 @@ import resource
 import signal
 import subprocess
 import sys
-import traceback
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,29 +17,7 @@ from casstore import ContentAddressedToolResultStore, StorageError
 from casstore.maintenance import verify
 from compactor import DedupOffloadCompactor
 from tests.helpers import blob_files, snapshot
-
-
-def _in_child(job: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """Run `job` in a forked child (so resource limits stay there) and return what it reported."""
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read_end)
-        try:
-            outcome = job()
-        except BaseException:
-            outcome = {"crashed": traceback.format_exc()}
-        os.write(write_end, json.dumps(outcome).encode())
-        os._exit(0)
-    os.close(write_end)
-    chunks = []
-    while chunk := os.read(read_end, 1 << 16):
-        chunks.append(chunk)
-    os.close(read_end)
-    os.waitpid(pid, 0)
-    outcome: dict[str, Any] = json.loads(b"".join(chunks))
-    assert "crashed" not in outcome, outcome.get("crashed")
-    return outcome
+from tests.reliability import run_forked
 
 
 def _limit_file_size(limit: int) -> None:
@@ -79,7 +55,7 @@ def test_a_blob_file_too_large_for_the_file_size_limit(store_root: Path) -> None
             )
         return {"error": error, "compacted": compacted is not None}
 
-    outcome = _in_child(job)
+    outcome = run_forked(job)
     assert outcome["error"] and "Nothing of this write was recorded" in outcome["error"]
     assert outcome["compacted"] is False  # the result stayed in the conversation
     assert snapshot(store_root) == before  # no row, no blob, no temporary file left behind
@@ -104,15 +80,18 @@ def test_the_index_refusing_a_write(store_root: Path) -> None:
                     store.write(key=f"{number}.txt", content=f"result {number}\n" * 300)
                 except StorageError as raised:
                     errors.append(str(raised))
-        return {"errors": len(errors)}
+            # The same store, connection and all, works again once space is back: no transaction was left open.
+            resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+            recovered = store.read(store.write(key="after.txt", content="after the fault")) == "after the fault"
+        return {"errors": len(errors), "recovered": recovered}
 
-    outcome = _in_child(job)
-    assert outcome["errors"] > 0
+    outcome = run_forked(job)
+    assert outcome["errors"] > 0 and outcome["recovered"]
     with ContentAddressedToolResultStore(store_root) as store:
         assert verify(store).ok
         with store.database.reading() as connection:
             written = connection.execute("SELECT count(*) FROM writes").fetchone()[0]
-        assert written == 1 + 50 - outcome["errors"]
+        assert written == 1 + 50 - outcome["errors"] + 1
 
 
 @pytest.mark.parametrize(
@@ -178,5 +157,5 @@ def test_the_parts_of_one_result_are_stored_together_or_not_at_all(store_root: P
                 return {"refused": True}
         return {"refused": False}
 
-    assert _in_child(job) == {"refused": True}
+    assert run_forked(job) == {"refused": True}
     assert snapshot(store_root) == before  # not even the small part that fitted

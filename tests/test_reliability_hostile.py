@@ -105,7 +105,7 @@ def test_fuzzed_references_never_read_anything(two_namespaces: tuple, reference:
 
 
 @FUZZ
-@given(key=st.text(max_size=1100), content=st.text(max_size=50))
+@given(key=st.text(alphabet=st.characters(exclude_categories=()), max_size=1100), content=st.text(max_size=50))
 def test_fuzzed_keys_are_recorded_or_refused_and_never_touch_the_file_system(
     store: ContentAddressedToolResultStore, tmp_path: Path, key: str, content: str
 ) -> None:

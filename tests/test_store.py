@@ -144,6 +144,16 @@ def test_unrecordable_keys_raise_invalid_key_error_and_store_nothing(
     assert snapshot(store.root) == before
 
 
+@pytest.mark.parametrize("key", ["a\ud800.txt", "\udfff", "ok.t\udc80"])
+def test_keys_that_are_not_utf8_encodable_are_refused_before_anything_is_stored(
+    file_store: ContentAddressedToolResultStore, key: str
+) -> None:
+    before = snapshot(file_store.root)
+    with pytest.raises(InvalidKeyError, match="UTF-8"):
+        file_store.write(key=key, content="a result large enough for a blob file\n" * 1000)
+    assert snapshot(file_store.root) == before
+
+
 def test_a_non_string_key_raises_type_error(store: ContentAddressedToolResultStore) -> None:
     with pytest.raises(TypeError):
         store.write(key=7, content="content")  # type: ignore[arg-type]
