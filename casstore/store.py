@@ -5,8 +5,9 @@ It turns Haystack's `write(key=..., content=...)` into a content-addressed blob 
 hands back a hash path as the reference, and resolves references only within its namespace.
 """
 
+import contextlib
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +35,9 @@ INDEX_FILE_NAME = "index.db"
 BLOB_DIRECTORY_NAME = "blobs"
 DEFAULT_NAMESPACE = "default"
 # Measured with `python -m benchmarks --inline-sweep`: see the README's Performance section.
-DEFAULT_INLINE_MAX = 16 * 1024
+DEFAULT_INLINE_MAX = 64 * 1024
+# How many recently written digests a store remembers, to skip asking the index whether their content is new.
+_RECENT_DIGESTS = 65_536
 MAX_NAMESPACE_LENGTH = 256
 
 
@@ -118,6 +121,8 @@ class ContentAddressedToolResultStore(ToolResultStore):
             self._database.close()
             raise
         self._guard = OpenGuard()
+        # Digests this store wrote lately, oldest first: a hint that their content is stored, never trusted alone.
+        self._recent_digests: dict[str, None] = {}
 
     def prepare_write(self, *, key: str, content: str | bytes) -> PreparedWrite:
         """
@@ -182,9 +187,16 @@ class ContentAddressedToolResultStore(ToolResultStore):
             ) from error
 
     def _write_all(self, prepared: Sequence[PreparedWrite]) -> list[str]:
-        # One transaction records every part. New content is compressed (and a large blob's file written) outside it,
-        # so the write lock is held only for row operations; then the transaction runs again.
+        # One transaction records every part. New content is compressed (and a large blob's file written) before it,
+        # so the write lock is held only for row operations. Which parts are new is asked without the lock, and not
+        # at all for content this store wrote lately; the transaction settles it either way (content another writer
+        # stored meanwhile, or that gc removed), and goes again if a part turns out to be missing.
         staged: dict[str, StagedBlob] = {}
+        unknown = [write for write in prepared if write.digest not in self._recent_digests]
+        if unknown:
+            with self._database.reading() as connection:
+                new = {write.digest: write for write in unknown if not self._blobs.has(connection, write.digest)}
+            staged = {digest: self._blobs.stage(digest, write.data) for digest, write in new.items()}
         while True:
             with self._database.transaction() as connection:
                 missing = {
@@ -197,9 +209,18 @@ class ContentAddressedToolResultStore(ToolResultStore):
                         self._blobs.put(connection, blob)
                     for write in prepared:
                         self._record(connection, write)
+                    self._remember(write.digest for write in prepared)
                     return [write.reference for write in prepared]
             for digest, write in missing.items():
                 staged[digest] = self._blobs.stage(digest, write.data)
+
+    def _remember(self, digests: Iterable[str]) -> None:
+        recent = self._recent_digests
+        for digest in digests:
+            recent[digest] = None
+        while len(recent) > _RECENT_DIGESTS:
+            with contextlib.suppress(KeyError, RuntimeError, StopIteration):  # another thread trimmed it first
+                del recent[next(iter(recent))]
 
     def write(self, *, key: str, content: str | bytes) -> str:
         """

@@ -1,0 +1,432 @@
+"""
+Timing the two stores on the same trace: writes, reads, bytes on disk, and the floor a duplicate write can reach.
+
+Both stores start from fresh roots in every repetition and write the same slices of the trace with the same keys
+(`{step}_{tool}_{call_id}.txt`, as Haystack's offload hook makes them). Slices ("chunks") alternate which store goes
+first, so a burst of slow file creation or a page-cache flush lands on both alike. Every write and read is timed on
+its own with `time.perf_counter_ns`; each read is checked to return exactly what was written.
+
+The floor of a duplicate write is measured in the same run, on the same duplicate contents: encode the text, hash it
+with BLAKE3, and insert one row into a WAL-mode SQLite table with `synchronous=NORMAL`, committing it. No store that
+records every write in SQLite can do less. The floor of a new write adds what storing new content must do: compress
+it with zstd (level 3, a reused context) and put the frame in that committed row.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import random
+import shutil
+import sqlite3
+import stat
+import time
+from array import array
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import blake3
+import zstandard
+from haystack.hooks.tool_result_offloading import FileSystemToolResultStore
+
+from benchmarks.trace import PackedTrace
+from casstore import ContentAddressedToolResultStore
+
+CASSTORE = "casstore"
+BASELINE = "baseline"
+STORES = (CASSTORE, BASELINE)
+
+
+class _Store(Protocol):
+    def write(self, *, key: str, content: str | bytes) -> str: ...
+
+    def read(self, reference: str) -> str | bytes: ...
+
+
+def open_store(name: str, root: Path, *, inline_max: int | None = None) -> _Store:
+    """
+    Open a fresh store of either kind at `root`.
+
+    :param name: `CASSTORE` or `BASELINE`.
+    :param root: An empty folder (created if missing).
+    :param inline_max: casstore's `inline_max`; its default when `None`.
+    :returns: The store.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    if name == CASSTORE:
+        if inline_max is None:
+            return ContentAddressedToolResultStore(root)
+        return ContentAddressedToolResultStore(root, inline_max=inline_max)
+    if name == BASELINE:
+        return FileSystemToolResultStore(root)
+    raise ValueError(f"Unknown store {name!r}.")
+
+
+def close_store(store: object) -> None:
+    """Close a store if it has anything to close (Haystack's file store has not)."""
+    close: Callable[[], None] | None = getattr(store, "close", None)
+    if close is not None:
+        close()
+
+
+@dataclass(frozen=True, slots=True)
+class DiskUsage:
+    """What a store left on disk: allocated blocks (as `du` counts them), file bytes, and how many files."""
+
+    blocks_bytes: int
+    file_bytes: int
+    files: int
+    directories: int
+
+    def to_dict(self) -> dict[str, int]:
+        """:returns: The figures as JSON values."""
+        return {
+            "blocks_bytes": self.blocks_bytes,
+            "file_bytes": self.file_bytes,
+            "files": self.files,
+            "directories": self.directories,
+        }
+
+
+def disk_usage(root: Path) -> DiskUsage:
+    """
+    Sum `st_blocks * 512` and `st_size` over every file and folder under `root` (`index.db`, `-wal`, `-shm` included).
+
+    :param root: A store's root.
+    :returns: The usage; folders count toward blocks but not toward file bytes.
+    """
+    blocks = size = files = directories = 0
+    for folder, subfolders, names in os.walk(root):
+        for name in (*subfolders, *names):
+            status = os.lstat(os.path.join(folder, name))
+            blocks += status.st_blocks * 512
+            if stat.S_ISDIR(status.st_mode):
+                directories += 1
+            else:
+                files += 1
+                size += status.st_size
+    return DiskUsage(blocks_bytes=blocks, file_bytes=size, files=files, directories=directories)
+
+
+class Floor:
+    """The least a recorded write can cost: BLAKE3 of the content plus one committed SQLite row (and zstd if new)."""
+
+    def __init__(self, path: Path) -> None:
+        """:param path: A new SQLite file."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._connection = sqlite3.connect(path, isolation_level=None)
+        self._connection.execute("PRAGMA journal_mode=WAL")
+        self._connection.execute("PRAGMA synchronous=NORMAL")
+        self._connection.execute(
+            "CREATE TABLE writes (id INTEGER PRIMARY KEY, key TEXT NOT NULL, digest TEXT NOT NULL, size INTEGER, "
+            "frame BLOB)"
+        )
+        self._compressor = zstandard.ZstdCompressor(level=3, write_checksum=True, write_content_size=True)
+
+    def write(self, *, key: str, content: str | bytes) -> str:
+        """Hash `content` and commit one row; the same work as a store's duplicate write, and nothing else."""
+        data = content.encode("utf-8") if isinstance(content, str) else content
+        digest = blake3.blake3(data).hexdigest()
+        self._connection.execute("BEGIN")
+        self._connection.execute("INSERT INTO writes (key, digest, size) VALUES (?, ?, ?)", (key, digest, len(data)))
+        self._connection.execute("COMMIT")
+        return digest
+
+    def write_new(self, *, key: str, content: str | bytes) -> str:
+        """Hash and compress `content`, then commit one row holding the frame: the least new content can cost."""
+        data = content.encode("utf-8") if isinstance(content, str) else content
+        digest = blake3.blake3(data).hexdigest()
+        frame = self._compressor.compress(data)
+        self._connection.execute("BEGIN")
+        self._connection.execute(
+            "INSERT INTO writes (key, digest, size, frame) VALUES (?, ?, ?, ?)", (key, digest, len(data), frame)
+        )
+        self._connection.execute("COMMIT")
+        return digest
+
+    def close(self) -> None:
+        """Close the database."""
+        self._connection.close()
+
+
+@dataclass(slots=True)
+class StoreRepetition:
+    """One store's raw measurements in one repetition."""
+
+    write_ns: array[int] = field(default_factory=lambda: array("q"))
+    read_ns: array[int] = field(default_factory=lambda: array("q"))
+    chunk_ns: list[int] = field(default_factory=list)
+    disk_open: DiskUsage | None = None
+    disk_closed: DiskUsage | None = None
+    read_mismatches: int = 0
+
+
+@dataclass(slots=True)
+class Repetition:
+    """Both stores' measurements in one repetition, and the duplicate floor's."""
+
+    index: int
+    stores: dict[str, StoreRepetition]
+    floor_ns: array[int]
+    floor_indices: array[int]
+    floor_new_ns: array[int]
+    floor_new_indices: array[int]
+    read_indices: list[int]
+
+
+def _percentile(values: Sequence[int] | array[int], fraction: float) -> float:
+    if len(values) == 0:
+        return float("nan")
+    ordered = sorted(values)
+    return float(ordered[min(len(ordered) - 1, int(fraction * len(ordered)))])
+
+
+def summarize(repetition: Repetition, trace: PackedTrace) -> dict[str, dict[str, float]]:
+    """
+    Reduce one repetition to its figures, per store (and `floor`).
+
+    :returns: `{store: {figure: value}}`; times in microseconds (whole-trace time in seconds), sizes in bytes.
+    """
+    new = [index for index in range(len(trace)) if trace.is_new[index]]
+    duplicate = [index for index in range(len(trace)) if not trace.is_new[index]]
+    tenth = max(1, len(trace) // 10)
+    first, last = range(tenth), range(len(trace) - tenth, len(trace))
+    figures: dict[str, dict[str, float]] = {}
+    for name, measured in repetition.stores.items():
+        ns = measured.write_ns
+        values: dict[str, float] = {"write_total_s": sum(ns) / 1e9}
+        for label, indices in (("new", new), ("duplicate", duplicate)):
+            picked = [ns[index] for index in indices]
+            for fraction in (0.5, 0.9, 0.99):
+                values[f"write_{label}_p{round(fraction * 100)}_us"] = _percentile(picked, fraction) / 1e3
+        values["write_all_p50_us"] = _percentile(ns, 0.5) / 1e3
+        for label, selection in (("all", None), ("new", True), ("duplicate", False)):
+            early = [ns[i] for i in first if selection is None or trace.is_new[i] == selection]
+            late = [ns[i] for i in last if selection is None or trace.is_new[i] == selection]
+            values[f"first10_{label}_p50_us"] = _percentile(early, 0.5) / 1e3
+            values[f"last10_{label}_p50_us"] = _percentile(late, 0.5) / 1e3
+            values[f"growth_{label}"] = values[f"last10_{label}_p50_us"] / values[f"first10_{label}_p50_us"]
+        values["read_p50_us"] = _percentile(measured.read_ns, 0.5) / 1e3
+        values["read_p90_us"] = _percentile(measured.read_ns, 0.9) / 1e3
+        values["read_mismatches"] = float(measured.read_mismatches)
+        values["reads_checked"] = float(len(measured.read_ns))
+        for state, usage in (("open", measured.disk_open), ("closed", measured.disk_closed)):
+            if usage is not None:
+                values[f"du_{state}_bytes"] = float(usage.blocks_bytes)
+                values[f"file_bytes_{state}"] = float(usage.file_bytes)
+                values[f"files_{state}"] = float(usage.files)
+                values[f"directories_{state}"] = float(usage.directories)
+        figures[name] = values
+    floor = repetition.floor_ns
+    figures["floor"] = {
+        "write_duplicate_p50_us": _percentile(floor, 0.5) / 1e3,
+        "write_duplicate_p90_us": _percentile(floor, 0.9) / 1e3,
+        "write_new_p50_us": _percentile(repetition.floor_new_ns, 0.5) / 1e3,
+        "write_new_p90_us": _percentile(repetition.floor_new_ns, 0.9) / 1e3,
+    }
+    # The same writes, timed in the stores: each floor is compared with exactly the writes it was measured on.
+    for name, measured in repetition.stores.items():
+        picked = [measured.write_ns[index] for index in repetition.floor_indices]
+        figures[name]["write_floor_items_p50_us"] = _percentile(picked, 0.5) / 1e3
+        picked = [measured.write_ns[index] for index in repetition.floor_new_indices]
+        figures[name]["write_floor_new_items_p50_us"] = _percentile(picked, 0.5) / 1e3
+    ratios = [
+        casstore / baseline
+        for casstore, baseline in zip(
+            repetition.stores[CASSTORE].chunk_ns, repetition.stores[BASELINE].chunk_ns, strict=True
+        )
+        if baseline > 0
+    ]
+    figures["chunks"] = {
+        "count": float(len(ratios)),
+        "ratio_p10": _percentile([round(ratio * 1e6) for ratio in ratios], 0.1) / 1e6,
+        "ratio_p50": _percentile([round(ratio * 1e6) for ratio in ratios], 0.5) / 1e6,
+        "ratio_p90": _percentile([round(ratio * 1e6) for ratio in ratios], 0.9) / 1e6,
+    }
+    return figures
+
+
+def _chunks(total: int, size: int) -> Iterator[tuple[int, int, int]]:
+    for number, start in enumerate(range(0, total, size)):
+        yield number, start, min(total, start + size)
+
+
+def _timed_writes(
+    store: _Store, items: list[tuple[str, str | bytes]], into: array[int], start: int, refs: list[str]
+) -> int:
+    clock = time.perf_counter_ns
+    write = store.write
+    began = clock()
+    for offset, (key, content) in enumerate(items):
+        before = clock()
+        refs[start + offset] = write(key=key, content=content)
+        into[start + offset] = clock() - before
+    return clock() - began
+
+
+def _same(expected: str | bytes, got: str | bytes) -> bool:
+    if type(expected) is type(got):
+        return expected == got
+    # Haystack's file store returns bytes that happen to be UTF-8 as text.
+    as_bytes = got.encode("utf-8") if isinstance(got, str) else got
+    return as_bytes == (expected.encode("utf-8") if isinstance(expected, str) else expected)
+
+
+def run_repetition(
+    trace: PackedTrace,
+    workdir: Path,
+    *,
+    index: int,
+    chunk_writes: int,
+    reads: int,
+    seed: int,
+    inline_max: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Repetition:
+    """
+    Write the whole trace into a fresh store of each kind, alternating chunks, then time random reads.
+
+    :param trace: The packed trace.
+    :param workdir: Where the stores' roots go (removed afterwards).
+    :param index: The repetition's number: it decides which store starts and which references are read.
+    :param chunk_writes: Writes per chunk; the stores take turns chunk by chunk.
+    :param reads: How many random references to read back from each store.
+    :param seed: Seeds the choice of references to read.
+    :param inline_max: casstore's `inline_max`; its default when `None`.
+    :param progress: Called with a short status line now and then.
+    :returns: The raw measurements.
+    """
+    total = len(trace)
+    roots = {name: workdir / f"rep{index}-{name}" for name in STORES}
+    for root in roots.values():
+        shutil.rmtree(root, ignore_errors=True)
+    stores = {name: open_store(name, roots[name], inline_max=inline_max) for name in STORES}
+    floor = Floor(workdir / f"rep{index}-floor" / "floor.db")
+    results = {name: StoreRepetition(write_ns=array("q", bytes(8 * total))) for name in STORES}
+    references = {name: [""] * total for name in STORES}
+    floor_ns, floor_indices, floor_new_ns, floor_new_indices = array("q"), array("q"), array("q"), array("q")
+    # Start from a clean slate: the previous repetition's deleted files and the pack are flushed, not pending.
+    os.sync()
+    try:
+        for number, start, stop in _chunks(total, chunk_writes):
+            items = trace.load(start, stop)
+            order = STORES if (number + index) % 2 == 0 else STORES[::-1]
+            gc.collect()
+            for name in order:
+                elapsed = _timed_writes(stores[name], items, results[name].write_ns, start, references[name])
+                results[name].chunk_ns.append(elapsed)
+            for offset, (key, content) in enumerate(items):
+                new = trace.is_new[start + offset]
+                before = time.perf_counter_ns()
+                if new:
+                    floor.write_new(key=key, content=content)
+                else:
+                    floor.write(key=key, content=content)
+                elapsed = time.perf_counter_ns() - before
+                (floor_new_ns if new else floor_ns).append(elapsed)
+                (floor_new_indices if new else floor_indices).append(start + offset)
+            if progress is not None and number % 20 == 0:
+                progress(f"repetition {index + 1}: wrote {stop}/{total}")
+        for name in STORES:
+            results[name].disk_open = disk_usage(roots[name])
+        read_indices = random.Random(f"reads/{seed}/{index}").choices(range(total), k=min(reads, total))
+        for number, start, stop in _chunks(len(read_indices), 200):
+            picked = read_indices[start:stop]
+            expected = [trace.load(position, position + 1)[0][1] for position in picked]
+            order = STORES if (number + index) % 2 == 0 else STORES[::-1]
+            for name in order:
+                read = stores[name].read
+                measured = results[name]
+                for position, content in zip(picked, expected, strict=True):
+                    reference = references[name][position]
+                    before = time.perf_counter_ns()
+                    got = read(reference)
+                    measured.read_ns.append(time.perf_counter_ns() - before)
+                    if not _same(content, got):
+                        measured.read_mismatches += 1
+    finally:
+        floor.close()
+        for store in stores.values():
+            close_store(store)
+    for name in STORES:
+        results[name].disk_closed = disk_usage(roots[name])
+        shutil.rmtree(roots[name], ignore_errors=True)
+    shutil.rmtree(workdir / f"rep{index}-floor", ignore_errors=True)
+    return Repetition(
+        index=index,
+        stores=results,
+        floor_ns=floor_ns,
+        floor_indices=floor_indices,
+        floor_new_ns=floor_new_ns,
+        floor_new_indices=floor_new_indices,
+        read_indices=read_indices,
+    )
+
+
+def chunk_series(repetition: Repetition) -> dict[str, list[float]]:
+    """:returns: Each store's write time per chunk, in milliseconds, in trace order (to see swings over time)."""
+    return {name: [round(ns / 1e6, 3) for ns in measured.chunk_ns] for name, measured in repetition.stores.items()}
+
+
+def inline_sweep(
+    trace: PackedTrace,
+    workdir: Path,
+    *,
+    values: Sequence[int],
+    repetitions: int,
+    chunk_writes: int,
+    progress: Callable[[str], None] | None = None,
+) -> list[dict[str, float]]:
+    """
+    Write the whole trace into casstore once per `inline_max` value (and repetition): time, bytes on disk, files.
+
+    Values take turns chunk by chunk, like the two stores in `run_repetition`.
+
+    :returns: One row per value: `inline_max`, median whole-trace write seconds, per-write p50 (new and duplicate),
+        `du` bytes and file count after closing.
+    """
+    rows: dict[int, dict[str, list[float]]] = {value: {} for value in values}
+    total = len(trace)
+    for repetition in range(repetitions):
+        roots = {value: workdir / f"sweep{repetition}-{value}" for value in values}
+        for root in roots.values():
+            shutil.rmtree(root, ignore_errors=True)
+        stores = {value: open_store(CASSTORE, roots[value], inline_max=value) for value in values}
+        times = {value: array("q", bytes(8 * total)) for value in values}
+        references = [""] * total
+        try:
+            for number, start, stop in _chunks(total, chunk_writes):
+                items = trace.load(start, stop)
+                shift = (number + repetition) % len(values)
+                gc.collect()
+                for value in [*values[shift:], *values[:shift]]:
+                    _timed_writes(stores[value], items, times[value], start, references)
+        finally:
+            for store in stores.values():
+                close_store(store)
+        for value in values:
+            usage = disk_usage(roots[value])
+            ns = times[value]
+            row = rows[value]
+            row.setdefault("write_total_s", []).append(sum(ns) / 1e9)
+            new = [ns[i] for i in range(total) if trace.is_new[i]]
+            duplicate = [ns[i] for i in range(total) if not trace.is_new[i]]
+            row.setdefault("write_new_p50_us", []).append(_percentile(new, 0.5) / 1e3)
+            row.setdefault("write_duplicate_p50_us", []).append(_percentile(duplicate, 0.5) / 1e3)
+            row.setdefault("du_bytes", []).append(float(usage.blocks_bytes))
+            row.setdefault("files", []).append(float(usage.files))
+            shutil.rmtree(roots[value], ignore_errors=True)
+        if progress is not None:
+            progress(f"inline sweep: repetition {repetition + 1}/{repetitions} done")
+    return [
+        {"inline_max": float(value), **{name: _median(samples) for name, samples in rows[value].items()}}
+        for value in values
+    ]
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2

@@ -1,0 +1,71 @@
+"""A smoke run of `python -m benchmarks`: the small trace, one repetition, every figure present and sane."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from benchmarks.__main__ import main
+from benchmarks.report import FIGURES
+from benchmarks.trace import SIZES, materialize
+
+
+@pytest.mark.slow
+def test_small_trace_one_repetition(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result_path = tmp_path / "result.json"
+    assert main(["--repetitions", "1", "--reads", "300", "--json", str(result_path), "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    result = json.loads(result_path.read_text())
+
+    # The trace is printed first, with its logical and unique bytes and duplicate ratio.
+    assert printed.startswith("trace small:")
+    trace = result["trace"]
+    assert trace["results"] == SIZES["small"].results
+    assert 0 < trace["unique_bytes"] < trace["logical_bytes"]
+    assert 0 < trace["duplicate_ratio"] < 1
+    assert trace["binary_writes"] > 0  # images in multi-part results
+
+    figures = result["figures"]
+    for figure in FIGURES:
+        entry = figures[figure.key]
+        # A ratio is undefined only where the baseline has nothing (it creates no folders).
+        fields = ("casstore", "baseline") if entry["baseline"] == 0 else ("casstore", "baseline", "ratio", "ratio_min")
+        for field in fields:
+            value = entry[field]
+            assert value is not None and not math.isnan(value), (figure.key, field)
+    # Every read was compared with what was written, and all were equal.
+    for store in ("casstore", "baseline"):
+        assert figures["reads_checked"][store] == 300
+        assert figures["read_mismatches"][store] == 0
+    # casstore keeps each distinct result once, compressed, mostly inside index.db.
+    assert figures["du_closed_bytes"]["casstore"] < figures["du_closed_bytes"]["baseline"]
+    assert figures["file_bytes_closed"]["casstore"] < trace["unique_bytes"]
+    assert figures["files_closed"]["casstore"] < figures["files_closed"]["baseline"] == trace["writes"]
+
+    assert result["floor"]["floor_p50_us"] > 0
+    assert result["floor"]["new_floor_p50_us"] > 0
+    assert set(result["growth"]["casstore"]) == {"all", "new", "duplicate", "worst"}
+    assert len(result["chunk_series_ms"][0]["casstore"]) == result["chunks"]["count"]
+    memory = result["memory"]
+    assert memory["casstore"]["peak_rss_bytes"] > 0 and memory["baseline"]["peak_rss_bytes"] > 0
+    compactor = result["compactor"]
+    assert compactor["DedupOffloadCompactor"]["calls"] > 0
+    assert compactor["DedupOffloadCompactor"]["tokens_saved"] > 0
+    assert compactor["ToolResultOffloadCompactor"]["tokens_saved"] > 0
+    names = {check["name"] for check in result["targets"]}
+    assert {"whole-trace write time", "write, duplicate, p50 / floor", "peak memory, casstore - baseline"} <= names
+    assert "| figure | casstore | FileSystemToolResultStore |" in printed
+
+
+def test_trace_is_deterministic(tmp_path: Path) -> None:
+    size = SIZES["small"]
+    first = tmp_path / "first"
+    second = tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    one = materialize(size, 7, first)
+    two = materialize(size, 7, second)
+    assert one.fingerprint == two.fingerprint
+    assert (first / "trace.pack").read_bytes() == (second / "trace.pack").read_bytes()
+    assert one.load(0, 5) == two.load(0, 5)
