@@ -72,6 +72,15 @@ def parse_reference(reference: object) -> Reference:
     )
 
 
+def is_plain_extension(extension: str) -> bool:
+    """
+    :param extension: An extension with its dot, such as `.png`.
+    :returns: Whether it can end a write key and a reference: a letter or digit, then up to 15 letters, digits, `_`,
+        `+` or `-`, all ASCII. Whoever builds keys (`DedupOffloadCompactor`) checks with this same rule.
+    """
+    return _EXTENSION_PATTERN.fullmatch(extension) is not None
+
+
 def extension_of(key: object) -> str:
     """
     Return the extension of a write key, checking that the key can be recorded.
@@ -94,7 +103,7 @@ def extension_of(key: object) -> str:
     dot = name.rfind(".")
     # As `pathlib` reads a suffix: none for `.bashrc` or `notes.`, `.gz` for `logs.tar.gz`.
     extension = name[dot:] if 0 < dot < len(name) - 1 else ""
-    if extension and not _EXTENSION_PATTERN.fullmatch(extension):
+    if extension and not is_plain_extension(extension):
         raise InvalidKeyError(
             f"The key {_shorten(key)!r} ends in the extension {_shorten(extension)!r}, which cannot be part of a "
             f"reference. Use a short ASCII extension such as '.txt' or '.png'."

@@ -18,12 +18,13 @@ message and leave it alone.
 
 import base64
 import mimetypes
-import re
 from collections.abc import Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
 from haystack.dataclasses import ChatMessage, FileContent, ImageContent, TextContent, ToolCallResult
+
+from casstore.references import is_plain_extension
 
 # Marks an offloaded tool-result message; its value is the list of references, one per part (Haystack's value).
 OFFLOADED_META_KEY = "tool_result_offloaded"
@@ -35,9 +36,6 @@ COMPACTION_STRATEGY = "tool_result_offloading"
 TEXT_EXTENSION = ".txt"
 # The extension of an image or file whose name and MIME type give none (Haystack's choice).
 FALLBACK_EXTENSION = ".bin"
-# An extension taken from a tool-provided filename is kept only when it is short and plain, so it is safe in a store
-# key and in a reference.
-_PLAIN_EXTENSION = re.compile(r"\.[A-Za-z0-9][A-Za-z0-9_+-]{0,15}", re.ASCII)
 
 ContentBlock = TextContent | ImageContent | FileContent
 
@@ -102,10 +100,11 @@ def block_extension(block: ContentBlock) -> str:
         return TEXT_EXTENSION
     filename = block.filename if isinstance(block, FileContent) else None
     filename_extension = PurePosixPath(filename.replace("\\", "/")).suffix if filename else ""
-    if _PLAIN_EXTENSION.fullmatch(filename_extension):
+    # A tool-provided name's extension is kept only if the store's own rule finds it short and plain.
+    if is_plain_extension(filename_extension):
         return filename_extension
     mime_extension = mimetypes.guess_extension(block.mime_type) if block.mime_type else None
-    if mime_extension and _PLAIN_EXTENSION.fullmatch(mime_extension):
+    if mime_extension and is_plain_extension(mime_extension):
         return mime_extension
     return FALLBACK_EXTENSION
 

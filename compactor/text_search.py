@@ -3,8 +3,15 @@ The lines of a long text that match a regular expression, found in linear time a
 
 Patterns run on RE2, which has no backtracking: matching takes time linear in the text whatever the pattern, so a
 pattern from a prompt injection cannot stall the agent. Capture groups are off (they are what makes RE2 slow on long
-matches), a pattern is matched within one line (`\\n` never matches; `^` and `$` match at line boundaries), the text is
-searched in chunks of whole lines, and the search stops at a deadline, saying where to go on from.
+matches), a pattern is matched within one line (`\\n` never matches; `^` and `$` match at line boundaries), and the
+search stops at a deadline, saying where to go on from.
+
+Linear is not cheap: one RE2 call costs up to the text's length times the size of the compiled program, when its DFA
+gives up and it simulates the program. So the text is searched in chunks of whole lines sized from the program's size,
+each costing a bounded amount of work, and the deadline is checked between chunks; a line longer than a chunk is
+searched in overlapping pieces, and the answer says that a long match across two pieces may be missed. Patterns whose
+program is too large are refused with a message saying what to simplify; their size is checked with little memory
+for RE2, so that a huge program fails to compile quickly.
 """
 
 import time
@@ -16,13 +23,28 @@ import re2
 from compactor.text_window import Position, line_count, locate
 
 MAX_PATTERN_LENGTH = 1000
+# The most instructions a compiled pattern (forward or reverse) may have. A search costs up to the text's length times
+# this; common patterns compile to tens or hundreds, `.{0,1000}` to about 9,000.
+MAX_PROGRAM_SIZE = 10_000
 # The most matches one answer looks for, whatever `limit` says: more would not fit in the answer anyway.
 MAX_MATCHES = 500
-# How many bytes of whole lines one RE2 call searches, so the deadline is checked often enough.
-_CHUNK_BYTES = 4 * 1024 * 1024
+# RE2's memory for one pattern, its programs and DFA caches: when checking its size, small so that huge programs fail
+# to compile quickly (in about 15 ms); when searching, enough for the DFA of a pattern such as .{0,1000}x on a long
+# line, which otherwise falls back to simulating the program, hundreds of times slower. Not more: when the DFA does
+# give up, each call first spends work filling this memory (some 7 ms for 4 MiB).
+_CHECK_MEM = 2 * 1024 * 1024
+_SEARCH_MEM = 4 * 1024 * 1024
+# Bytes times program instructions one RE2 call may search: some 40 ms at the slowest rate measured, about 20 ns per
+# byte and instruction when the DFA gives up (calls measured at 50 ms at most, on a 2-core machine). The deadline,
+# checked between calls, is overrun by about that much.
+_WORK_PER_CALL = 2_000_000
+# The bounds on how many bytes one RE2 call searches, whatever the program's size.
+_MIN_CHUNK_BYTES = 512
+_MAX_CHUNK_BYTES = 4 * 1024 * 1024
 _SHOWN_PATTERN_CHARS = 60
 _ENCODING = "utf-8"
 _ERRORS = "surrogatepass"
+_NEWLINE = ord("\n")
 
 
 class PatternError(ValueError):
@@ -35,24 +57,70 @@ def compile_pattern(pattern: str) -> Any:
 
     :param pattern: An RE2 regular expression, matched within one line.
     :returns: The compiled expression.
-    :raises PatternError: If the pattern is too long or RE2 cannot compile it.
+    :raises PatternError: If the pattern is too long, RE2 cannot compile it, or its program is too large.
     """
     if len(pattern) > MAX_PATTERN_LENGTH:
         raise PatternError(f"The pattern has {len(pattern)} characters; use at most {MAX_PATTERN_LENGTH}.")
+    try:
+        regex = re2.compile(f"(?m){pattern}", _options(_CHECK_MEM))
+    except re2.error as error:
+        reason = error.args[0] if error.args else "invalid pattern"
+        reason = (reason.decode(_ENCODING, "replace") if isinstance(reason, bytes) else str(reason))[:200]
+        if "pattern too large" in reason:
+            raise PatternError(_too_large(pattern, None)) from None
+        counts = (
+            " A count may be at most 1000, and counts nested in counts multiply, to at most 1000: write large ones as "
+            "* or +."
+            if "repetition size" in reason
+            else ""
+        )
+        raise PatternError(
+            f"The pattern {_shown(pattern)} is not a valid RE2 regular expression ({reason}).{counts} RE2 supports the "
+            f"usual syntax (classes, groups, alternation, repetition, (?i) for case-insensitive) but no backreferences "
+            f"and no lookahead or lookbehind; escape literal characters such as ( [ . * + ? with a backslash."
+        ) from None
+    # The reverse program, which finds where a match starts, is compiled here: -1 means it was too large to compile.
+    size = _program_size(regex)
+    if size < 0 or size > MAX_PROGRAM_SIZE:
+        raise PatternError(_too_large(pattern, size if size > 0 else None))
+    return re2.compile(f"(?m){pattern}", _options(_SEARCH_MEM))
+
+
+def _options(max_mem: int) -> Any:
     options = re2.Options()
     options.never_nl = True
     options.never_capture = True
     options.log_errors = False
-    try:
-        return re2.compile(f"(?m){pattern}", options)
-    except re2.error as error:
-        reason = error.args[0] if error.args else "invalid pattern"
-        reason = (reason.decode(_ENCODING, "replace") if isinstance(reason, bytes) else str(reason))[:200]
-        raise PatternError(
-            f"The pattern {_shown(pattern)} is not a valid RE2 regular expression ({reason}). RE2 supports the usual "
-            f"syntax (classes, groups, alternation, repetition, (?i) for case-insensitive) but no backreferences and "
-            f"no lookahead or lookbehind; escape literal characters such as ( [ . * + ? with a backslash."
-        ) from None
+    options.max_mem = max_mem
+    return options
+
+
+def _program_size(regex: Any) -> int:
+    """
+    The size of a compiled pattern's larger program (forward or reverse), in RE2 instructions.
+
+    :param regex: A pattern compiled by RE2.
+    :returns: The number of instructions, or -1 if RE2 could not compile one of the programs.
+    """
+    sizes = (regex.programsize, regex.reverseprogramsize)
+    return -1 if min(sizes) < 0 else max(sizes)
+
+
+def _too_large(pattern: str, size: int | None) -> str:
+    """The message refusing a pattern whose program is too large, saying what to simplify."""
+    compiled = f"{size:,}" if size is not None else "too many"
+    return (
+        f"The pattern {_shown(pattern)} is too complex to search: it compiles to {compiled} RE2 instructions, and at "
+        f"most {MAX_PROGRAM_SIZE:,} are allowed. Simplify it: RE2 copies what a counted repetition repeats once per "
+        f"count, so write large counts such as .{{0,500}} or [a-z]{{200}}, and counts nested in counts, as * or +; use "
+        f"fewer alternatives and fewer broad classes such as \\pL, or \\w under (?i). Or search for one distinctive "
+        f"part of it and read around the matching lines with `offset`."
+    )
+
+
+def _chunk_bytes(regex: Any) -> int:
+    """How many bytes one RE2 call searches, so that its cost stays about `_WORK_PER_CALL` whatever the pattern."""
+    return max(_MIN_CHUNK_BYTES, min(_MAX_CHUNK_BYTES, _WORK_PER_CALL // max(_program_size(regex), 1)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +142,8 @@ class _Found:
     # Where the listing goes on from (after the last hit or where the deadline struck), or None when it is complete.
     resume: Position | None
     timed_out: bool
+    # Whether a line longer than a chunk was searched in overlapping pieces, so a long match across two may be missed.
+    split: bool
 
 
 class _Cursor:
@@ -137,26 +207,40 @@ def search(
     footers = [
         _footer(Position(big, big), tool_name, timed_out=flag, seconds=deadline_seconds) for flag in (True, False)
     ]
-    budget = max_chars - len(header) - max(map(len, footers)) - 2
+    chunk = _chunk_bytes(regex)
+    note = _split_note(chunk)
+    budget = max_chars - len(header) - max(map(len, footers)) - len(note) - 3
     if budget < 100:
         raise ValueError(f"`max_chars` of {max_chars} leaves no room for matches in the answer; raise it.")
     width = min(300, budget // 4)
     found = _find(
-        text, regex, start=begin, line=start.line, limit=min(limit, MAX_MATCHES), width=width, seconds=deadline_seconds
+        text,
+        regex,
+        start=begin,
+        line=start.line,
+        limit=min(limit, MAX_MATCHES),
+        width=width,
+        seconds=deadline_seconds,
+        chunk=chunk,
     )
+    notes = f"\n{note}" if found.split else ""
     if not found.hits and found.resume is None:
-        return f"[No line matches {_shown(pattern)} {where} on; the result has {total} lines.]"
+        return f"[No line matches {_shown(pattern)} {where} on; the result has {total} lines.]{notes}"
     body, listed = _render(text, found.hits, context=context, width=width, budget=budget, total=total)
     resume = found.hits[listed].resume if listed < len(found.hits) else found.resume
     timed_out = found.timed_out and listed == len(found.hits)
     footer = _footer(resume, tool_name, timed_out=timed_out, seconds=deadline_seconds)
-    return f"{header}\n{body}\n{footer}"
+    return f"{header}\n{body}{notes}\n{footer}"
 
 
-def _find(text: str, regex: Any, *, start: int, line: int, limit: int, width: int, seconds: float) -> _Found:
+def _find(
+    text: str, regex: Any, *, start: int, line: int, limit: int, width: int, seconds: float, chunk: int
+) -> _Found:
     """
     Find up to `limit` matches from index `start` on: the first of each line of at most `width` characters, which is
     shown whole, and every one in a longer line, which is shown around each match.
+
+    Each RE2 call searches at most `chunk` bytes (`_chunk_end`), so the deadline is checked often enough.
     """
     deadline = time.monotonic() + seconds
     data = text.encode(_ENCODING, _ERRORS)
@@ -166,18 +250,19 @@ def _find(text: str, regex: Any, *, start: int, line: int, limit: int, width: in
     position = start_byte
     hits: list[_Hit] = []
     searched = False  # at least one search runs, so every call makes progress
+    split = False
     while position < len(data):
         if searched and time.monotonic() > deadline:
             cursor.advance(position)
-            return _Found(hits, cursor.position, timed_out=True)
-        chunk_end = data.find(b"\n", position + _CHUNK_BYTES) if position + _CHUNK_BYTES < len(data) else -1
-        chunk_end = len(data) if chunk_end < 0 else chunk_end
+            return _Found(hits, cursor.position, timed_out=True, split=split)
+        chunk_end, following = _chunk_end(data, position, chunk)
+        split = split or (chunk_end < len(data) and data[chunk_end] != _NEWLINE)
         match = regex.search(data, position, chunk_end)
         searched = True
         if match is None:
             if chunk_end >= len(data):
-                return _Found(hits, None, timed_out=False)
-            position = chunk_end + 1
+                return _Found(hits, None, timed_out=False, split=split)
+            position = following
             continue
         match_start, match_end = match.span()
         cursor.advance(position)
@@ -196,12 +281,12 @@ def _find(text: str, regex: Any, *, start: int, line: int, limit: int, width: in
         resume = Position(cursor.line, 0 if from_line_start else begin - cursor.line_start)
         hit = _Hit(cursor.line, cursor.line_start, line_end, begin, end, resume)
         if len(hits) == limit:
-            return _Found(hits, hit.resume, timed_out=False)
+            return _Found(hits, hit.resume, timed_out=False, split=split)
         hits.append(hit)
         if short:
             next_line = data.find(b"\n", match_end)
             if next_line < 0:
-                return _Found(hits, None, timed_out=False)
+                return _Found(hits, None, timed_out=False, split=split)
             position = next_line + 1
         else:
             # Matches inside the text shown around this one are visible there, so the search goes on after it.
@@ -209,7 +294,25 @@ def _find(text: str, regex: Any, *, start: int, line: int, limit: int, width: in
             position = max(match_end, match_start + len(text[begin:shown_end].encode(_ENCODING, _ERRORS)))
             if position == match_start:
                 position = _next_character(data, match_start)
-    return _Found(hits, None, timed_out=False)
+    return _Found(hits, None, timed_out=False, split=split)
+
+
+def _chunk_end(data: bytes, position: int, chunk: int) -> tuple[int, int]:
+    """
+    Where the chunk searched from `position` ends, and where the next one starts.
+
+    :returns: The end of the last whole line within `chunk` bytes and the start of the next line; or, in a line longer
+        than `chunk`, the end of a piece of it and a start a quarter of a chunk before that end, so that a match shorter
+        than the overlap is found whole in one of the pieces. RE2 sees the text around a piece, so `^`, `$` and `\\b`
+        do not match at its ends.
+    """
+    if position + chunk >= len(data):
+        return len(data), len(data)
+    newline = data.rfind(b"\n", position, position + chunk)
+    if newline >= 0:
+        return newline, newline + 1
+    end = max(_character_start(data, position + chunk), _next_character(data, position))
+    return end, max(_character_start(data, end - chunk // 4), _next_character(data, position))
 
 
 def _render(text: str, hits: list[_Hit], *, context: int, width: int, budget: int, total: int) -> tuple[str, int]:
@@ -293,6 +396,21 @@ def _footer(resume: Position | None, tool_name: str, *, timed_out: bool, seconds
             f"same reference and pattern and {arguments} to search on.]"
         )
     return f"[More matches follow: call {tool_name} again with the same reference and pattern and {arguments}.]"
+
+
+def _split_note(chunk: int) -> str:
+    """What the answer says when a line was searched in pieces."""
+    return (
+        f"[Lines longer than {chunk:,} bytes are searched in overlapping pieces: a match longer than {chunk // 4:,} "
+        f"bytes that crosses from one piece to the next may be missed.]"
+    )
+
+
+def _character_start(data: bytes, index: int) -> int:
+    """The index of the first byte of the UTF-8 character that the byte at `index` belongs to."""
+    while index > 0 and 0x80 <= data[index] < 0xC0:
+        index -= 1
+    return index
 
 
 def _next_character(data: bytes, index: int) -> int:

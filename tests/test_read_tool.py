@@ -2,6 +2,7 @@
 
 import base64
 import json
+import random
 import re
 import time
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ from jsonschema import Draft202012Validator
 from test_compactor_helpers import PayloadCounter, image_block, pdf_bytes, png_bytes
 
 from casstore import ContentAddressedToolResultStore
-from compactor import DedupOffloadCompactor, make_read_tool
+from compactor import DedupOffloadCompactor, make_read_tool, text_search
 
 pytestmark = pytest.mark.filterwarnings("ignore::haystack.utils.experimental.ExperimentalWarning")
 
@@ -62,6 +63,54 @@ def _read_all(tool: Tool, reference: str, *, limit: int | None = None, cap: int 
         if limit is not None:
             arguments["limit"] = limit
     raise AssertionError("the footers never reached the end")
+
+
+def _matching_lines_found(tool: Tool, reference: str, *, pattern: str, limit: int, cap: int) -> set[int]:
+    """Follow a pattern's footers to the end as a model would; every answer must respect the cap."""
+    found: set[int] = set()
+    arguments: dict[str, Any] = {"reference": reference, "pattern": pattern, "limit": limit}
+    for _ in range(10_000):
+        answer = tool.invoke(**arguments)
+        assert isinstance(answer, str) and len(answer) <= cap
+        found |= {int(row[1]) for row in re.finditer(r"^(\d+)(?:@\d+)?: ", answer, re.MULTILINE)}
+        following = _NEXT.search(answer.splitlines()[-1])
+        if following is None:
+            return found
+        arguments = {**arguments, "offset": int(following[1]), "char_offset": int(following[2] or 0)}
+    raise AssertionError("the footers never reached the end")
+
+
+# Patterns RE2 cannot run with its DFA on a text of random a and b: one call costs the text's length times the size of
+# the compiled program. The first four are a reviewer's; the 523-character alternation took 27.7 s on 4 MB when the
+# text was searched in one call.
+_EXPENSIVE_PATTERNS = [
+    "a[ab]{20}c",
+    "(?:a[ab]{20}|b[ab]{19}a)[ab]*c",
+    "(" + "|".join(f"[ab]{{{number}}}a[ab]{{{30 - number}}}" for number in range(30)) + ")c",
+    "(?:[ab]*a[ab]{22}){3}c",
+    # Large counted repetitions, big alternations, counted repeats nested in counted repeats.
+    "a[ab]{999}c",
+    "(?:[ab]{1,20}a){30}c",
+    "(?:" + "|".join(f".{{{number}}}a.{{{30 - number}}}" for number in range(30)) + ")c",
+    "(?:[ab]{0,30}a){10}c",
+    "(?:(?:[ab]{2,5}){4,8}a){6}c",
+]
+
+
+@pytest.fixture(scope="module")
+def expensive_texts(shared_store: ContentAddressedToolResultStore) -> dict[str, str]:
+    """References to 4 MB of random a and b, in lines of 100 characters and in one line."""
+    letters = _a_and_b(4_000_000, seed=1)
+    lines = "\n".join(letters[start : start + 100] for start in range(0, len(letters), 100))
+    return {
+        "lines": shared_store.write(key="ab_lines.txt", content=lines),
+        "one line": shared_store.write(key="ab_line.txt", content=letters),
+    }
+
+
+def _a_and_b(count: int, *, seed: int) -> str:
+    """`count` random letters a and b: the text on which RE2's DFA gives up for many counted repetitions."""
+    return random.Random(seed).randbytes(count).translate(bytes(ord("ab"[byte & 1]) for byte in range(256))).decode()
 
 
 class TestText:
@@ -207,23 +256,70 @@ class TestPattern:
     def test_following_the_footers_finds_every_matching_line(
         self, shared_store: ContentAddressedToolResultStore, lines: list[str], pattern: str, limit: int
     ) -> None:
-        text = "\n".join(lines)
-        reference = shared_store.write(key="p.txt", content=text)
+        reference = shared_store.write(key="p.txt", content="\n".join(lines))
         tool = make_read_tool(shared_store, max_chars=1_500)
-        found: set[int] = set()
-        arguments: dict[str, Any] = {"reference": reference, "pattern": pattern, "limit": limit}
-        for _ in range(10_000):
-            answer = tool.invoke(**arguments)
-            assert isinstance(answer, str) and len(answer) <= 1_500
-            found |= {int(row[1]) for row in re.finditer(r"^(\d+)(?:@\d+)?: ", answer, re.MULTILINE)}
-            following = _NEXT.search(answer.splitlines()[-1])
-            if following is None:
-                break
-            arguments = {**arguments, "offset": int(following[1]), "char_offset": int(following[2] or 0)}
+        found = _matching_lines_found(tool, reference, pattern=pattern, limit=limit, cap=1_500)
         # A final newline ends the last line rather than starting an empty one.
         real_lines = lines[:-1] if lines[-1] == "" else lines
         expected = {number for number, line in enumerate(real_lines, start=1) if re.search(pattern, line)}
         assert found == expected
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(
+        lines=st.lists(st.text(alphabet="abc xyzé日", max_size=700), min_size=1, max_size=40),
+        pattern=st.sampled_from(["a", "^b", "c$", "x{1,3}y", "[ab]{3}", "a z|zz", "", r"\bxyz\b", "é日|日 "]),
+        limit=st.integers(1, 30),
+    )
+    def test_lines_searched_in_pieces_still_yield_every_short_match(
+        self,
+        shared_store: ContentAddressedToolResultStore,
+        monkeypatch: pytest.MonkeyPatch,
+        lines: list[str],
+        pattern: str,
+        limit: int,
+    ) -> None:
+        # Chunks of 64 bytes: most lines are searched in pieces overlapping by 16 bytes, longer than any match here.
+        monkeypatch.setattr(text_search, "_WORK_PER_CALL", 1)
+        monkeypatch.setattr(text_search, "_MIN_CHUNK_BYTES", 64)
+        reference = shared_store.write(key="p.txt", content="\n".join(lines))
+        tool = make_read_tool(shared_store, max_chars=1_500)
+        found = _matching_lines_found(tool, reference, pattern=pattern, limit=limit, cap=1_500)
+        real_lines = lines[:-1] if lines[-1] == "" else lines
+        # RE2's \b knows only ASCII word characters.
+        expected = {number for number, line in enumerate(real_lines, start=1) if re.search(pattern, line, re.ASCII)}
+        assert found == expected
+
+    def test_a_line_searched_in_pieces_says_so(
+        self, store: ContentAddressedToolResultStore, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setattr(text_search, "_WORK_PER_CALL", 1)
+        monkeypatch.setattr(text_search, "_MIN_CHUNK_BYTES", 64)
+        text = "short line\n" + "x" * 1_000 + "NEEDLE" + "y" * 1_000 + "\nlast"
+        reference = store.write(key="long.txt", content=text)
+        tool = make_read_tool(store)
+        lines = tool.invoke(reference=reference, pattern="NEEDLE").splitlines()
+        assert lines[1].startswith("1- short line")
+        assert lines[2].startswith("2@1000: ...") and "NEEDLE" in lines[2]
+        note = (
+            "[Lines longer than 64 bytes are searched in overlapping pieces: a match longer than 16 bytes that crosses "
+            "from one piece to the next may be missed.]"
+        )
+        assert lines[-2:] == [note, "[No more matches.]"]
+        assert tool.invoke(reference=reference, pattern="MISSING").splitlines() == [
+            "[No line matches 'MISSING' from line 1 on; the result has 3 lines.]",
+            note,
+        ]
+        # A match across the end of a piece is found in the next one, which starts 16 bytes before that end.
+        shifted = "\n".join("é" * (shift % 2) + "x" * shift + "NEEDLE" + "y" * 200 for shift in range(200))
+        found = _matching_lines_found(
+            tool, store.write(key="shifted.txt", content=shifted), pattern="NEEDLE", limit=500, cap=CAP
+        )
+        assert found == set(range(1, 201))
+        # Lines that fit a chunk are searched whole, and nothing is said.
+        assert tool.invoke(reference=reference, pattern="last", offset=3).splitlines()[-2:] == [
+            "3: last",
+            "[No more matches.]",
+        ]
 
     def test_matches_in_a_long_line_are_shown_around_them(self, store: ContentAddressedToolResultStore) -> None:
         minified = json.dumps([{"id": number, "ok": number != 4321} for number in range(10_000)])
@@ -259,6 +355,66 @@ class TestPattern:
         answer = make_read_tool(store).invoke(reference=reference, pattern=pattern)
         assert time.monotonic() - started < 5
         assert isinstance(answer, str) and len(answer) <= CAP
+
+    @pytest.mark.parametrize("layout", ["lines", "one line"])
+    @pytest.mark.parametrize("pattern", _EXPENSIVE_PATTERNS)
+    def test_an_expensive_pattern_answers_by_the_deadline(
+        self, shared_store: ContentAddressedToolResultStore, expensive_texts: dict[str, str], pattern: str, layout: str
+    ) -> None:
+        seconds = 0.5
+        tool = make_read_tool(shared_store, search_seconds=seconds)
+        started = time.monotonic()
+        answer = tool.invoke(reference=expensive_texts[layout], pattern=pattern)
+        elapsed = time.monotonic() - started
+        # Each RE2 call searches a chunk sized to cost about 50 ms, so the deadline is overrun by about that much;
+        # the slack is for a loaded machine. Searching the 4 MB in one call took up to 28 s.
+        assert elapsed < seconds + 2, f"{elapsed:.1f} s"
+        assert isinstance(answer, str) and len(answer) <= CAP
+        # No line holds a c: the search either went through the whole text, or says it stopped and where to go on.
+        finished = answer.startswith("[No line matches ")
+        footer = answer.splitlines()[-1]
+        assert finished or (
+            footer.startswith("[The search stopped after 0.5 seconds at line ") and _NEXT.search(footer) is not None
+        )
+        if pattern == _EXPENSIVE_PATTERNS[2]:
+            assert not finished  # about 30 s of work on the machine this was measured on
+
+    def test_an_expensive_search_goes_on_where_it_stopped(
+        self, shared_store: ContentAddressedToolResultStore, expensive_texts: dict[str, str]
+    ) -> None:
+        tool = make_read_tool(shared_store, search_seconds=0.3)
+        arguments: dict[str, Any] = {"reference": expensive_texts["one line"], "pattern": _EXPENSIVE_PATTERNS[2]}
+        reached = 0
+        for _ in range(3):
+            started = time.monotonic()
+            answer = tool.invoke(**arguments)
+            assert time.monotonic() - started < 0.3 + 2
+            lines = answer.splitlines()
+            assert lines[-2].startswith("[Lines longer than ") and "may be missed" in lines[-2]
+            following = _NEXT.search(lines[-1])
+            assert following is not None and "stopped" in lines[-1]
+            assert int(following[1]) == 1 and int(following[2]) > reached
+            reached = int(following[2])
+            arguments = {**arguments, "offset": 1, "char_offset": reached}
+
+    @pytest.mark.parametrize(
+        ("pattern", "complaint"),
+        [
+            (r"(?:\pL{3}.){40}Q", "too complex to search: it compiles to too many RE2 instructions"),
+            (".{0,1000}.{0,200}", "too complex to search: it compiles to 10,804 RE2 instructions"),
+            ("(?:" + "|".join(f"a.{{{number}}}b" for number in range(1, 60)) + ")c", "at most 10,000 are allowed"),
+            ("(?:a{100}){20}", "counts nested in counts multiply"),
+        ],
+    )
+    def test_a_too_complex_pattern_is_a_message(
+        self, store: ContentAddressedToolResultStore, pattern: str, complaint: str
+    ) -> None:
+        reference = store.write(key="log.txt", content=self.LOG)
+        started = time.monotonic()
+        answer = make_read_tool(store).invoke(reference=reference, pattern=pattern)
+        assert time.monotonic() - started < 2
+        assert isinstance(answer, str) and answer.startswith("Error: The pattern ") and complaint in answer
+        assert "write large counts such as .{0,500} or [a-z]{200}" in answer or "write large ones as * or +" in answer
 
     def test_a_search_that_runs_out_of_time_says_where_to_go_on(self, store: ContentAddressedToolResultStore) -> None:
         text = "".join(f"{number} " + "filler " * 20 + "\n" for number in range(60_000)) + "needle\n"

@@ -1,5 +1,5 @@
 """
-Shared helpers for the compactor and read-tool tests (this module holds no tests).
+Shared helpers for the compactor and read-tool tests.
 
 Conversations are built like Haystack's own compaction tests, and sized with a deterministic counter that measures
 images and files by their base64 payload, the way a provider-side counter would.
