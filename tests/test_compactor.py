@@ -13,13 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from haystack.dataclasses import ChatMessage, ToolCall
-from haystack.hooks.compaction import ToolResultOffloadCompactor, ToolResultPruningCompactor
-from haystack.hooks.compaction.utils import _COMPACTION_META_KEY
-from haystack.hooks.tool_result_offloading import FileSystemToolResultStore
-from haystack.hooks.tool_result_offloading.utils import _OFFLOADED_META_KEY
-from haystack.tools import ToolsType
-from test_compactor_helpers import (
+from compactor_helpers import (
     PayloadCounter,
     file_block,
     image_block,
@@ -31,6 +25,12 @@ from test_compactor_helpers import (
     tool_result,
     zoo_conversation,
 )
+from haystack.dataclasses import ChatMessage, ToolCall
+from haystack.hooks.compaction import ToolResultOffloadCompactor, ToolResultPruningCompactor
+from haystack.hooks.compaction.utils import _COMPACTION_META_KEY
+from haystack.hooks.tool_result_offloading import FileSystemToolResultStore
+from haystack.hooks.tool_result_offloading.utils import _OFFLOADED_META_KEY
+from haystack.tools import ToolsType
 
 import compactor
 from casstore import ContentAddressedToolResultStore

@@ -7,12 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from haystack.dataclasses import ChatMessage, TextContent
-from haystack.hooks.compaction import ToolResultOffloadCompactor
-from haystack.hooks.tool_result_offloading import FileSystemToolResultStore
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
-from test_compactor_helpers import (
+from compactor_helpers import (
     ContentBlock,
     PayloadCounter,
     file_block,
@@ -23,6 +18,11 @@ from test_compactor_helpers import (
     tool_pairs_intact,
     tool_result,
 )
+from haystack.dataclasses import ChatMessage, TextContent
+from haystack.hooks.compaction import ToolResultOffloadCompactor
+from haystack.hooks.tool_result_offloading import FileSystemToolResultStore
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 from casstore import ContentAddressedToolResultStore
 from compactor import DedupOffloadCompactor

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from compactor_helpers import PayloadCounter, image_block, pdf_bytes, png_bytes
 from haystack.components.agents import Agent
 from haystack.components.generators.chat import MockChatGenerator
 from haystack.dataclasses import ChatMessage, ImageContent, TextContent, ToolCall
@@ -19,7 +20,6 @@ from haystack.tools import Tool, create_tool_from_function
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
-from test_compactor_helpers import PayloadCounter, image_block, pdf_bytes, png_bytes
 
 from casstore import ContentAddressedToolResultStore
 from compactor import DedupOffloadCompactor, make_read_tool, text_search
