@@ -240,6 +240,14 @@ def _result(
                     for summary in summaries
                 ]
             ),
+            "read_floor_p50_us": median([summary["floor"]["read_p50_us"] for summary in summaries]),
+            "read_floor_over_baseline": median(
+                [summary["floor"]["read_p50_us"] / summary[BASELINE]["read_p50_us"] for summary in summaries]
+            ),
+            "frame_bytes": median([summary["floor"]["frame_bytes"] for summary in summaries]),
+            "frames_over_baseline_du": median(
+                [summary["floor"]["frame_bytes"] / summary[BASELINE]["du_closed_bytes"] for summary in summaries]
+            ),
         },
         "chunks": {key: median([summary["chunks"][key] for summary in summaries]) for key in summaries[0]["chunks"]},
         "growth": growth,

@@ -124,6 +124,9 @@ class Floor:
             "frame BLOB)"
         )
         self._compressor = zstandard.ZstdCompressor(level=3, write_checksum=True, write_content_size=True)
+        self._decompressor = zstandard.ZstdDecompressor()
+        # The compressed bytes of each distinct content once: what the blobs alone take, without index or history.
+        self.frame_bytes = 0
 
     def write(self, *, key: str, content: str | bytes) -> str:
         """Hash `content` and commit one row; the same work as a store's duplicate write, and nothing else."""
@@ -139,12 +142,27 @@ class Floor:
         data = content.encode("utf-8") if isinstance(content, str) else content
         digest = blake3.blake3(data).hexdigest()
         frame = self._compressor.compress(data)
+        self.frame_bytes += len(frame)
         self._connection.execute("BEGIN")
         self._connection.execute(
             "INSERT INTO writes (key, digest, size, frame) VALUES (?, ?, ?, ?)", (key, digest, len(data), frame)
         )
         self._connection.execute("COMMIT")
         return digest
+
+    def frame(self, content: str | bytes) -> bytes:
+        """:returns: The zstd frame of `content`, as a store would keep it, for `read`."""
+        return self._compressor.compress(content.encode("utf-8") if isinstance(content, str) else content)
+
+    def read(self, frame: bytes, *, digest: str, is_text: bool) -> str | bytes:
+        """
+        Decompress a frame held in memory, check its BLAKE3 digest and decode it: the least a verifying, compressing
+        store's read can cost, with no file, no index and no lock.
+        """
+        data = self._decompressor.decompress(frame)
+        if blake3.blake3(data).hexdigest() != digest:
+            raise AssertionError("the read floor decompressed other bytes")
+        return data.decode("utf-8") if is_text else data
 
     def close(self) -> None:
         """Close the database."""
@@ -173,6 +191,8 @@ class Repetition:
     floor_indices: array[int]
     floor_new_ns: array[int]
     floor_new_indices: array[int]
+    floor_read_ns: array[int]
+    frame_bytes: int
     read_indices: list[int]
 
 
@@ -232,6 +252,8 @@ def summarize(repetition: Repetition, trace: PackedTrace) -> dict[str, dict[str,
         figures[name]["write_floor_items_p50_us"] = _percentile(picked, 0.5) / 1e3
         picked = [measured.write_ns[index] for index in repetition.floor_new_indices]
         figures[name]["write_floor_new_items_p50_us"] = _percentile(picked, 0.5) / 1e3
+    figures["floor"]["read_p50_us"] = _percentile(repetition.floor_read_ns, 0.5) / 1e3
+    figures["floor"]["frame_bytes"] = float(repetition.frame_bytes)
     ratios = [
         casstore / baseline
         for casstore, baseline in zip(
@@ -332,20 +354,8 @@ def run_repetition(
         for name in STORES:
             results[name].disk_open = disk_usage(roots[name])
         read_indices = random.Random(f"reads/{seed}/{index}").choices(range(total), k=min(reads, total))
-        for number, start, stop in _chunks(len(read_indices), 200):
-            picked = read_indices[start:stop]
-            expected = [trace.load(position, position + 1)[0][1] for position in picked]
-            order = STORES if (number + index) % 2 == 0 else STORES[::-1]
-            for name in order:
-                read = stores[name].read
-                measured = results[name]
-                for position, content in zip(picked, expected, strict=True):
-                    reference = references[name][position]
-                    before = time.perf_counter_ns()
-                    got = read(reference)
-                    measured.read_ns.append(time.perf_counter_ns() - before)
-                    if not _same(content, got):
-                        measured.read_mismatches += 1
+        floor_read_ns = _timed_reads(trace, stores, references, results, read_indices, index=index, floor=floor)
+        frame_bytes = floor.frame_bytes
     finally:
         floor.close()
         for store in stores.values():
@@ -361,8 +371,48 @@ def run_repetition(
         floor_indices=floor_indices,
         floor_new_ns=floor_new_ns,
         floor_new_indices=floor_new_indices,
+        floor_read_ns=floor_read_ns,
+        frame_bytes=frame_bytes,
         read_indices=read_indices,
     )
+
+
+def _timed_reads(
+    trace: PackedTrace,
+    stores: dict[str, _Store],
+    references: dict[str, list[str]],
+    results: dict[str, StoreRepetition],
+    read_indices: list[int],
+    *,
+    index: int,
+    floor: Floor,
+) -> array[int]:
+    """
+    Read the chosen results back from each store, alternating in chunks, checking each; then time the read floor.
+
+    :returns: The read floor's times, one per read.
+    """
+    floor_read_ns: array[int] = array("q")
+    for number, start, stop in _chunks(len(read_indices), 200):
+        picked = read_indices[start:stop]
+        expected = [trace.load(position, position + 1)[0][1] for position in picked]
+        order = STORES if (number + index) % 2 == 0 else STORES[::-1]
+        for name in order:
+            read = stores[name].read
+            measured = results[name]
+            for position, content in zip(picked, expected, strict=True):
+                before = time.perf_counter_ns()
+                got = read(references[name][position])
+                measured.read_ns.append(time.perf_counter_ns() - before)
+                if not _same(content, got):
+                    measured.read_mismatches += 1
+        for content in expected:
+            data = content.encode("utf-8") if isinstance(content, str) else content
+            frame, digest = floor.frame(content), blake3.blake3(data).hexdigest()
+            before = time.perf_counter_ns()
+            floor.read(frame, digest=digest, is_text=isinstance(content, str))
+            floor_read_ns.append(time.perf_counter_ns() - before)
+    return floor_read_ns
 
 
 def chunk_series(repetition: Repetition) -> dict[str, list[float]]:

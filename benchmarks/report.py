@@ -205,6 +205,11 @@ def table(result: dict[str, Any]) -> str:
         f"p50 {floor['new_floor_p50_us']:.1f} µs; casstore {floor['new_casstore_p50_us']:.1f} µs; baseline "
         f"{floor['new_baseline_p50_us']:.1f} µs, so new content cannot go below "
         f"{floor['new_floor_over_baseline']:.3f}x here.",
+        f"Read floor (zstd decompression + BLAKE3 check + decode of the same results' frames, from memory: no file, no "
+        f"index, no lock): p50 {floor['read_floor_p50_us']:.1f} µs, {floor['read_floor_over_baseline']:.3f}x the "
+        f"baseline's read.",
+        f"Disk floor: the compressed frames of the unique content alone (no index, no history, no block rounding) take "
+        f"{floor['frame_bytes'] / 1e6:.2f} MB, {floor['frames_over_baseline_du']:.3f}x the baseline's du.",
         f"Per-chunk write-time ratio casstore / baseline over {chunks['count']:.0f} chunks (median of repetitions): "
         f"p10 {chunks['ratio_p10']:.3f}x, p50 {chunks['ratio_p50']:.3f}x, p90 {chunks['ratio_p90']:.3f}x.",
         "Per-write p50, first 10% -> last 10% of the trace: "
