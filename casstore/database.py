@@ -86,15 +86,9 @@ class Database:
         except sqlite3.DatabaseError as error:
             raise _unusable(self.path, error) from error
 
-    @contextmanager
-    def _held(self) -> Iterator[sqlite3.Connection]:
-        """Hold the connection for this thread, reopening it first in a forked child."""
-        if self._pid != os.getpid():
-            self._reopen_after_fork()
-        with self._lock:
-            if self._closed:
-                raise StoreClosedError("This casstore store is closed; open a new ContentAddressedToolResultStore.")
-            yield self._connection
+    def _held(self) -> "_Held":
+        """:returns: A context manager holding the connection for this thread (reopened first in a forked child)."""
+        return _Held(self)
 
     def _reopen_after_fork(self) -> None:
         # SQLite forbids using a connection across fork(), and the lock may have been held by a thread that does not
@@ -105,22 +99,13 @@ class Database:
                 _INHERITED_CONNECTIONS.append(self._connection)
                 self._open_here()
 
-    @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self) -> "_Transaction":
         """
         Run a write transaction: the thread lock, `BEGIN IMMEDIATE`, then `COMMIT`, or `ROLLBACK` on any error.
 
         :returns: A context manager yielding the connection.
         """
-        with self._held() as connection:
-            connection.execute("BEGIN IMMEDIATE")
-            try:
-                yield connection
-                connection.execute("COMMIT")
-            except BaseException:
-                if connection.in_transaction:
-                    connection.execute("ROLLBACK")
-                raise
+        return _Transaction(self)
 
     @contextmanager
     def rolled_back(self) -> Iterator[sqlite3.Connection]:
@@ -152,15 +137,13 @@ class Database:
                 if connection.in_transaction:
                     connection.execute("COMMIT")
 
-    @contextmanager
-    def reading(self) -> Iterator[sqlite3.Connection]:
+    def reading(self) -> "_Held":
         """
         Use the connection for reads outside a transaction (each statement sees the latest committed state).
 
         :returns: A context manager yielding the connection.
         """
-        with self._held() as connection:
-            yield connection
+        return _Held(self)
 
     def close(self) -> None:
         """Close the connection. Later use raises `StoreClosedError`; closing twice is harmless."""
@@ -170,6 +153,58 @@ class Database:
             if not self._closed:
                 self._closed = True
                 self._connection.close()
+
+
+class _Held:
+    """Holds a `Database`'s connection for one thread; a plain class, as this is on every read's path."""
+
+    __slots__ = ("_database",)
+
+    def __init__(self, database: Database) -> None:
+        self._database = database
+
+    def __enter__(self) -> sqlite3.Connection:
+        database = self._database
+        if database._pid != os.getpid():
+            database._reopen_after_fork()
+        database._lock.acquire()
+        if database._closed:
+            database._lock.release()
+            raise StoreClosedError("This casstore store is closed; open a new ContentAddressedToolResultStore.")
+        return database._connection
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._database._lock.release()
+
+
+class _Transaction(_Held):
+    """A write transaction on a held connection; a plain class, as this is on every write's path."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> sqlite3.Connection:
+        connection = super().__enter__()
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            super().__exit__()
+            raise
+        return connection
+
+    def __exit__(self, *exc_info: object) -> None:
+        connection = self._database._connection
+        try:
+            if exc_info[0] is None:
+                try:
+                    connection.execute("COMMIT")
+                except BaseException:
+                    if connection.in_transaction:
+                        connection.execute("ROLLBACK")
+                    raise
+            elif connection.in_transaction:
+                connection.execute("ROLLBACK")
+        finally:
+            super().__exit__()
 
 
 # Connections inherited across fork(): kept alive so that they are never closed in the child.

@@ -7,8 +7,6 @@ that the process has already reused for something else, outside the store.
 
 import os
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from casstore.errors import StoreClosedError
 
@@ -32,25 +30,25 @@ class OpenGuard:
             self._reset()
             self._closing = closing
 
-    @contextmanager
-    def held(self) -> Iterator[None]:
+    def held(self) -> "OpenGuard":
         """
-        Keep the store open for the duration of the block.
+        :returns: A context manager that keeps the store open for the duration of the block (the guard itself).
+        :raises StoreClosedError: On entering, if the store is closed or closing.
+        """
+        return self
 
-        :raises StoreClosedError: If the store is closed or closing.
-        """
+    def __enter__(self) -> None:
         self._for_this_process()
         with self._condition:
             if self._closing:
                 raise StoreClosedError("This casstore store is closed; open a new ContentAddressedToolResultStore.")
             self._active += 1
-        try:
-            yield
-        finally:
-            with self._condition:
-                self._active -= 1
-                if self._active == 0:
-                    self._condition.notify_all()
+
+    def __exit__(self, *exc_info: object) -> None:
+        with self._condition:
+            self._active -= 1
+            if self._active == 0:
+                self._condition.notify_all()
 
     def close(self) -> bool:
         """

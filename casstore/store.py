@@ -249,29 +249,40 @@ class ContentAddressedToolResultStore(ToolResultStore):
         :raises CorruptBlobError: If the stored blob is missing or damaged.
         """
         parsed = parse_reference(reference)
-        with self._guard.held():
-            return self._read(parsed)
+        with self._guard:
+            return self._read(parsed, reference)
 
-    def _read(self, parsed: Reference) -> str | bytes:
+    def _read(self, parsed: Reference, reference: str) -> str | bytes:
         try:
-            # One read transaction: a concurrent `gc` cannot forget the reference between the two lookups.
-            with self._database.snapshot() as connection:
-                visible = index.is_visible(
-                    connection, namespace=self.namespace, digest=parsed.digest, reference=str(parsed)
-                )
-                if not visible:
-                    raise ReferenceNotFoundError(
-                        f"No result {parsed} in namespace {self.namespace!r}. References are only readable in the "
-                        f"namespace that wrote them."
-                    )
+            with self._database.reading() as connection:
+                if not index.is_visible(
+                    connection, namespace=self.namespace, digest=parsed.digest, reference=reference
+                ):
+                    raise self._not_found(parsed)
                 stored = self._blobs.fetch(connection, parsed.digest)
+            data = self._blobs.load(stored)
+        except CorruptBlobError as error:
+            # A blob that vanished between the look-ups may have been collected by a concurrent `gc` after its
+            # reference was forgotten: then the reference is unknown, not the blob corrupt.
+            if error.missing and not self._still_visible(parsed, reference):
+                raise self._not_found(parsed) from None
+            raise
         except sqlite3.DatabaseError as error:
             raise CorruptBlobError(
                 f"Cannot look up blob {parsed.digest}: the index is damaged ({error}). See 'Recovery' in the README.",
                 digest=parsed.digest,
             ) from error
-        data = self._blobs.load(stored)
         return data.decode("utf-8") if parsed.is_text else data
+
+    def _still_visible(self, parsed: Reference, reference: str) -> bool:
+        with self._database.reading() as connection:
+            return index.is_visible(connection, namespace=self.namespace, digest=parsed.digest, reference=reference)
+
+    def _not_found(self, parsed: Reference) -> ReferenceNotFoundError:
+        return ReferenceNotFoundError(
+            f"No result {parsed} in namespace {self.namespace!r}. References are only readable in the namespace that "
+            f"wrote them."
+        )
 
     def record_offloads(self, *, compaction_id: str, offloads: list[OffloadRecord]) -> None:
         """
