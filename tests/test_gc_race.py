@@ -3,11 +3,12 @@
 import json
 import subprocess
 import sys
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
 
-from casstore import ContentAddressedToolResultStore
+from casstore import ContentAddressedToolResultStore, ReferenceNotFoundError
 from casstore.blobs import LAST_SEEN_RESOLUTION
 from casstore.index import record_write
 from casstore.maintenance import collect_garbage, verify
@@ -104,3 +105,39 @@ def test_a_write_after_gc_deleted_its_blob_stores_it_again(store_root: Path) -> 
         assert not list((store_root / "blobs").rglob("*.zst"))
         reference = store.write(key="b.txt", content=CONTENTS[2])
         assert store.read(reference) == CONTENTS[2]
+
+
+def test_a_reference_forgotten_and_collected_during_a_read_reads_as_not_found(store_root: Path) -> None:
+    """Readers racing `gc --namespace`: each read returns the content or `ReferenceNotFoundError`, never corruption."""
+    content = CONTENTS[3]
+    outcomes: dict[str, int] = {"read": 0, "not found": 0}
+    unexpected: list[BaseException] = []
+    stop = threading.Event()
+    with ContentAddressedToolResultStore(store_root, namespace="reader", inline_max=0) as store:
+        reference = store.write(key="r.txt", content=content)
+
+        def read_continuously() -> None:
+            while not stop.is_set():
+                try:
+                    assert store.read(reference) == content
+                    outcomes["read"] += 1
+                except ReferenceNotFoundError:
+                    outcomes["not found"] += 1
+                except BaseException as error:
+                    unexpected.append(error)
+                    return
+
+        readers = [threading.Thread(target=read_continuously) for _ in range(2)]
+        for reader in readers:
+            reader.start()
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            with store.database.transaction() as connection:  # as if written long ago, so gc may take it at once
+                connection.execute("UPDATE blobs SET last_seen = '2020-01-01 00:00:00.000'")
+            collect_garbage(store, namespace="reader", grace=timedelta(0))
+            store.write(key="r.txt", content=content)
+        stop.set()
+        for reader in readers:
+            reader.join()
+    assert unexpected == []
+    assert outcomes["read"] > 0 and outcomes["not found"] > 0
