@@ -21,9 +21,13 @@ PYTHON = BIN / "python"
 LINTED = ["casstore", "compactor", "migrations", "tests", "benchmarks", "dev.py"]
 
 
-def _run(*command: str | Path) -> None:
-    completed = subprocess.run([str(part) for part in command], cwd=ROOT, check=False)
+def _run(*command: str | Path, quiet: bool = False) -> None:
+    """Run a command from the repository root; exit with its status if it fails (showing its output if `quiet`)."""
+    completed = subprocess.run([str(part) for part in command], cwd=ROOT, check=False, capture_output=quiet, text=True)
     if completed.returncode != 0:
+        if quiet:
+            sys.stdout.write(completed.stdout)
+            sys.stderr.write(completed.stderr)
         sys.exit(completed.returncode)
 
 
@@ -39,8 +43,8 @@ def _ensure_venv() -> None:
         print(f"Creating {VENV} ...", flush=True)
         _run(sys.executable, "-m", "venv", VENV)
     print("Installing casstore and its test tools into the virtualenv ...", flush=True)
-    _run(PYTHON, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
-    _run(PYTHON, "-m", "pip", "install", "--quiet", "--editable", f"{ROOT}[test]")
+    _run(PYTHON, "-m", "pip", "install", "--quiet", "--upgrade", "pip", quiet=True)
+    _run(PYTHON, "-m", "pip", "install", "--quiet", "--editable", f"{ROOT}[test]", quiet=True)
     stamp.write_text(wanted)
 
 
