@@ -11,7 +11,8 @@ Run `python -m benchmarks` (small trace), `--size medium` or `--size scale`. The
   - `tool_results`: each tool's real output (reads, edits, searches, listings, git, images).
   - `trace_pack`: the pack file, its index and figures, and `materialize`.
   - `lru_cache`: the small cache the generator keeps file texts and git output in.
-- `measure`: timing both stores over the same chunks, alternating; reads checked for equality; disk usage; the floor.
+- `measure`: timing both stores over the same chunks, alternating; reads checked for equality; disk usage.
+- `floors`: the least a recorded write, a new write and a verified read can cost, measured beside the stores.
 - `memory`: each store's peak memory while writing the trace, in a child process of its own.
 - `compaction`: `DedupOffloadCompactor` against Haystack's `ToolResultOffloadCompactor` over one long conversation.
 - `report`: medians, ratios with their range, targets, the markdown table and the JSON.
