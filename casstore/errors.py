@@ -39,7 +39,7 @@ class CorruptBlobError(CasStoreError, OSError):
 
 
 class InvalidKeyError(CasStoreError, ValueError):
-    """The key given to `write` cannot be recorded: empty, too long, NUL bytes, or an extension unfit for references."""
+    """The key given to `write` cannot be recorded: empty, too long, or with NUL bytes or lone surrogates."""
 
 
 class InvalidContentError(CasStoreError, ValueError):

@@ -83,14 +83,17 @@ def is_plain_extension(extension: str) -> bool:
 
 def extension_of(key: object) -> str:
     """
-    Return the extension of a write key, checking that the key can be recorded.
+    Return the extension a reference for this write key ends with, checking that the key can be recorded.
+
+    An extension that is not short and plain (see `is_plain_extension`), such as that of `report.final version`, is
+    left out of the reference rather than refused: the key is still recorded whole, and a tool-named file does not
+    make an offload fail.
 
     :param key: The key passed to `write`, such as `3_read_file_call_1.txt`.
-    :returns: The key's extension (`.txt`), or an empty string when it has none.
+    :returns: The key's extension (`.txt`), or an empty string when it has none or none fit for a reference.
     :raises TypeError: If `key` is not a string.
-    :raises InvalidKeyError: If `key` is empty, longer than `MAX_KEY_LENGTH`, contains a NUL byte or a lone
-        surrogate (not encodable as UTF-8), or ends in an
-        extension that is not short and plain ASCII (letters, digits, `_`, `+`, `-`; at most 16 characters).
+    :raises InvalidKeyError: If `key` is empty, longer than `MAX_KEY_LENGTH`, or contains a NUL byte or a lone
+        surrogate (not encodable as UTF-8).
     """
     if not isinstance(key, str):
         raise TypeError(f"A key must be a string such as 'search_1.txt', got {type(key).__name__}.")
@@ -103,12 +106,7 @@ def extension_of(key: object) -> str:
     dot = name.rfind(".")
     # As `pathlib` reads a suffix: none for `.bashrc` or `notes.`, `.gz` for `logs.tar.gz`.
     extension = name[dot:] if 0 < dot < len(name) - 1 else ""
-    if extension and not is_plain_extension(extension):
-        raise InvalidKeyError(
-            f"The key {_shorten(key)!r} ends in the extension {_shorten(extension)!r}, which cannot be part of a "
-            f"reference. Use a short ASCII extension such as '.txt' or '.png'."
-        )
-    return extension
+    return extension if is_plain_extension(extension) else ""
 
 
 def _is_utf8_encodable(text: str) -> bool:

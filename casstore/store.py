@@ -135,7 +135,7 @@ class ContentAddressedToolResultStore(ToolResultStore):
         :returns: A prepared write, whose `reference` is what `write` would return; store it with `write_prepared`.
         :raises TypeError: If `content` is neither `str` nor `bytes`, or `key` is not a string.
         :raises InvalidContentError: If `content` is a `str` that cannot be encoded as UTF-8.
-        :raises InvalidKeyError: If `key` is empty, too long, contains NUL, or has an extension unfit for a reference.
+        :raises InvalidKeyError: If `key` is empty, too long, or contains NUL or a lone surrogate.
         """
         extension = extension_of(key)
         if isinstance(content, str):
@@ -229,12 +229,12 @@ class ContentAddressedToolResultStore(ToolResultStore):
         Writing content that is already stored (in any namespace) adds a row to the history but no blob.
 
         :param key: A per-result name such as `3_read_file_call_1.txt`. Only its extension is used (it ends the
-            reference); the whole key is recorded in the index, never used as a path.
+            reference, if it is short plain ASCII); the whole key is recorded in the index, never used as a path.
         :param content: Text (stored as its UTF-8 bytes) or bytes.
         :returns: A hash path such as `blake3/9b/1c4e...e4a.txt` (`blake3/bin/9b/...` for bytes).
         :raises TypeError: If `content` is neither `str` nor `bytes`, or `key` is not a string.
         :raises InvalidContentError: If `content` is a `str` that cannot be encoded as UTF-8.
-        :raises InvalidKeyError: If `key` is empty, too long, contains NUL, or has an extension unfit for a reference.
+        :raises InvalidKeyError: If `key` is empty, too long, or contains NUL or a lone surrogate.
         """
         return self.write_prepared(self.prepare_write(key=key, content=content))
 
