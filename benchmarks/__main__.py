@@ -248,6 +248,10 @@ def _result(
             "frames_over_baseline_du": median(
                 [summary["floor"]["frame_bytes"] / summary[BASELINE]["du_closed_bytes"] for summary in summaries]
             ),
+            "whole_trace_floor_s": median([summary["floor"]["write_total_s"] for summary in summaries]),
+            "whole_trace_floor_over_baseline": median(
+                [summary["floor"]["write_total_s"] / summary[BASELINE]["write_total_s"] for summary in summaries]
+            ),
         },
         "chunks": {key: median([summary["chunks"][key] for summary in summaries]) for key in summaries[0]["chunks"]},
         "growth": growth,

@@ -185,6 +185,7 @@ def summarize(repetition: Repetition, trace: PackedTrace) -> dict[str, dict[str,
         "write_duplicate_p90_us": _percentile(floor, 0.9) / 1e3,
         "write_new_p50_us": _percentile(repetition.floor_new_ns, 0.5) / 1e3,
         "write_new_p90_us": _percentile(repetition.floor_new_ns, 0.9) / 1e3,
+        "write_total_s": (sum(floor) + sum(repetition.floor_new_ns)) / 1e9,
     }
     # The same writes, timed in the stores: each floor is compared with exactly the writes it was measured on.
     for name, measured in repetition.stores.items():

@@ -205,6 +205,8 @@ def table(result: dict[str, Any]) -> str:
         f"p50 {floor['new_floor_p50_us']:.1f} µs; casstore {floor['new_casstore_p50_us']:.1f} µs; baseline "
         f"{floor['new_baseline_p50_us']:.1f} µs, so new content cannot go below "
         f"{floor['new_floor_over_baseline']:.3f}x here.",
+        f"Whole-trace floor (each write at its floor above, summed): {floor['whole_trace_floor_s']:.3f} s, "
+        f"{floor['whole_trace_floor_over_baseline']:.3f}x the baseline's whole-trace time.",
         f"Read floor (zstd decompression + BLAKE3 check + decode of the same results' frames, from memory: no file, no "
         f"index, no lock): p50 {floor['read_floor_p50_us']:.1f} µs, {floor['read_floor_over_baseline']:.3f}x the "
         f"baseline's read.",

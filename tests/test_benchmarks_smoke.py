@@ -46,6 +46,7 @@ def test_small_trace_one_repetition(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert result["floor"]["floor_p50_us"] > 0
     assert result["floor"]["new_floor_p50_us"] > 0
     assert 0 < result["floor"]["read_floor_p50_us"] < figures["read_p50_us"]["baseline"]
+    assert 0 < result["floor"]["whole_trace_floor_s"] < figures["write_total_s"]["casstore"]
     assert 0 < result["floor"]["frame_bytes"] < figures["du_closed_bytes"]["casstore"]
     assert set(result["growth"]["casstore"]) == {"all", "new", "duplicate", "worst"}
     assert len(result["chunk_series_ms"][0]["casstore"]) == result["chunks"]["count"]
