@@ -164,7 +164,16 @@ class BlobStore:
         ).fetchone()
         if row is None:
             raise CorruptBlobError(f"Blob {digest} is missing from the index.", digest=digest, missing=True)
-        size, stored_in, frame = row
+        return self.stored(digest, size=row[0], stored_in=row[1], frame=row[2])
+
+    def stored(self, digest: str, *, size: int | None, stored_in: str | None, frame: bytes | None) -> StoredBlob:
+        """
+        Make a `StoredBlob` from the columns of its row, as a query joining the blob tables returned them.
+
+        :raises CorruptBlobError: If the row is gone (`size` is None), or a blob stored in the index has no frame.
+        """
+        if size is None:
+            raise CorruptBlobError(f"Blob {digest} is missing from the index.", digest=digest, missing=True)
         if stored_in == _STORED_IN_INDEX and frame is None:
             raise CorruptBlobError(
                 f"Blob {digest} is missing: its frame is gone from the index.", digest=digest, missing=True

@@ -34,11 +34,10 @@ def record_write(
     size: int,
     reference: str,
 ) -> None:
-    """Append one row to `writes` and make the reference visible in its namespace, inside the caller's transaction."""
-    connection.execute(
-        "INSERT OR IGNORE INTO visible_references (digest, namespace, reference) VALUES (?, ?, ?)",
-        (digest, namespace, reference),
-    )
+    """
+    Append one row to `writes`, inside the caller's transaction. The schema's trigger makes the reference visible in
+    its namespace (`visible_references`) in the same statement.
+    """
     connection.execute(
         f"INSERT INTO writes (namespace, key, digest, kind, size, reference, written_at) "
         f"VALUES (?, ?, ?, ?, ?, ?, {NOW_SQL})",
@@ -53,6 +52,22 @@ def is_visible(connection: sqlite3.Connection, *, namespace: str, digest: str, r
         (digest, namespace, reference),
     ).fetchone()
     return row is not None
+
+
+def readable_blob(
+    connection: sqlite3.Connection, *, namespace: str, digest: str, reference: str
+) -> tuple[int | None, str | None, bytes | None] | None:
+    """
+    Look up a reference and its blob in one statement (so in one consistent state of the index).
+
+    :returns: None if `reference` is not visible in `namespace`; otherwise the blob's `(size, stored_in, frame)`, all
+        None if the blob's row is gone.
+    """
+    row = connection.execute(
+        "SELECT size, stored_in, frame FROM readable_blobs WHERE digest = ? AND namespace = ? AND reference = ?",
+        (digest, namespace, reference),
+    ).fetchone()
+    return None if row is None else (row[0], row[1], row[2])
 
 
 def record_offloads(

@@ -255,14 +255,15 @@ class ContentAddressedToolResultStore(ToolResultStore):
     def _read(self, parsed: Reference, reference: str) -> str | bytes:
         try:
             with self._database.reading() as connection:
-                if not index.is_visible(
+                row = index.readable_blob(
                     connection, namespace=self.namespace, digest=parsed.digest, reference=reference
-                ):
-                    raise self._not_found(parsed)
-                stored = self._blobs.fetch(connection, parsed.digest)
-            data = self._blobs.load(stored)
+                )
+            if row is None:
+                raise self._not_found(parsed)
+            size, stored_in, frame = row
+            data = self._blobs.load(self._blobs.stored(parsed.digest, size=size, stored_in=stored_in, frame=frame))
         except CorruptBlobError as error:
-            # A blob that vanished between the look-ups may have been collected by a concurrent `gc` after its
+            # A blob file that vanished after the look-up may have been collected by a concurrent `gc` after its
             # reference was forgotten: then the reference is unknown, not the blob corrupt.
             if error.missing and not self._still_visible(parsed, reference):
                 raise self._not_found(parsed) from None
