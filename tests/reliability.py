@@ -50,16 +50,13 @@ def fork_writer(
 
     :returns: The child's pid and the read end of the pipe.
     """
-    read_end, write_end = os.pipe()
-    pid = os.fork()
+    pid, pipe_end = _fork_with_pipe()
     if pid:
-        os.close(write_end)
-        return pid, read_end
-    os.close(read_end)
+        return pid, pipe_end
     status = 1
     try:
         _write_stream(
-            root, write_end, seed=seed, count=count, namespace=namespace, gc_every=gc_every, inline_max=inline_max
+            root, pipe_end, seed=seed, count=count, namespace=namespace, gc_every=gc_every, inline_max=inline_max
         )
         status = 0
     except BaseException:
@@ -106,18 +103,23 @@ def fork_job(job: Callable[[], dict[str, Any]]) -> tuple[int, int]:
 
     :returns: The child's pid and the read end of the pipe, for `collect`.
     """
-    read_end, write_end = os.pipe()
-    pid = os.fork()
+    pid, pipe_end = _fork_with_pipe()
     if pid:
-        os.close(write_end)
-        return pid, read_end
-    os.close(read_end)
+        return pid, pipe_end
     try:
         outcome = job()
     except BaseException:
         outcome = {"crashed": traceback.format_exc()}
-    os.write(write_end, json.dumps(outcome).encode())
+    os.write(pipe_end, json.dumps(outcome).encode())
     os._exit(0)
+
+
+def _fork_with_pipe() -> tuple[int, int]:
+    """:returns: In the parent, the child's pid and the pipe's read end; in the child, 0 and the pipe's write end."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    os.close(write_end if pid else read_end)
+    return pid, read_end if pid else write_end
 
 
 def collect(pid: int, read_end: int, *, timeout: float = 120.0) -> dict[str, Any]:
