@@ -42,6 +42,19 @@ pytestmark = pytest.mark.filterwarnings("ignore::haystack.utils.experimental.Exp
 COUNTER = PayloadCounter()
 
 
+def _both_compact(
+    theirs_store: Any, ours_store: Any, settings: dict[str, int], messages: list[ChatMessage], target: int
+) -> tuple[list[ChatMessage] | None, list[ChatMessage] | None]:
+    """Haystack's compactor and ours, each over its own store, on the same conversation and target."""
+    theirs = ToolResultOffloadCompactor(store=theirs_store, **settings).compact(
+        messages=messages, target_tokens=target, token_counter=COUNTER
+    )
+    ours = DedupOffloadCompactor(ours_store, **settings).compact(
+        messages=messages, target_tokens=target, token_counter=COUNTER
+    )
+    return theirs, ours
+
+
 class TextOnlyStore:
     """A small in-memory `ToolResultStore` without binary support, as a user might write one."""
 
@@ -160,13 +173,7 @@ class TestSideBySideWithHaystack:
         # Roots of equal length, so references of equal length, so equal token counts.
         theirs_store, ours_store = FileSystemToolResultStore(tmp_path / "a"), FileSystemToolResultStore(tmp_path / "b")
 
-        theirs = ToolResultOffloadCompactor(store=theirs_store, **settings).compact(
-            messages=messages, target_tokens=target, token_counter=COUNTER
-        )
-        ours = DedupOffloadCompactor(ours_store, **settings).compact(
-            messages=messages, target_tokens=target, token_counter=COUNTER
-        )
-
+        theirs, ours = _both_compact(theirs_store, ours_store, settings, messages, target)
         if theirs is None:
             assert ours is None
             return
@@ -185,12 +192,7 @@ class TestSideBySideWithHaystack:
             ContentAddressedToolResultStore(tmp_path / "theirs") as theirs_store,
             ContentAddressedToolResultStore(tmp_path / "ours") as ours_store,
         ):
-            theirs = ToolResultOffloadCompactor(store=theirs_store, **settings).compact(
-                messages=messages, target_tokens=target, token_counter=COUNTER
-            )
-            ours = DedupOffloadCompactor(ours_store, **settings).compact(
-                messages=messages, target_tokens=target, token_counter=COUNTER
-            )
+            theirs, ours = _both_compact(theirs_store, ours_store, settings, messages, target)
         if theirs is None:
             assert ours is None
             return
