@@ -188,21 +188,33 @@ class BlobStore:
         :raises CorruptBlobError: If the blob file is missing or unsafe, or the frame is truncated, undecodable, of the
             wrong size, or decodes to content with another digest.
         """
-        digest = blob.digest
-        frame = blob.frame if blob.frame is not None else self._read_file(digest)
+        frame = blob.frame if blob.frame is not None else self._read_file(blob.digest)
+        return self._decode(blob.digest, blob.size, frame)
+
+    def load_columns(self, digest: str, *, size: int | None, stored_in: str | None, frame: bytes | None) -> bytes:
+        """
+        `stored` and `load` in one call, for the read path: the verified content of a blob from its row's columns.
+
+        :raises CorruptBlobError: As `stored` and `load`.
+        """
+        if stored_in == _STORED_IN_INDEX and frame is not None and size is not None:
+            return self._decode(digest, size, frame)
+        return self.load(self.stored(digest, size=size, stored_in=stored_in, frame=frame))
+
+    def _decode(self, digest: str, size: int, frame: bytes) -> bytes:
         try:
             declared = zstandard.frame_content_size(frame)
         except zstandard.ZstdError as error:
             raise CorruptBlobError(f"Blob {digest} is not a zstd frame ({error}).", digest=digest) from error
-        if declared != blob.size:
+        if declared != size:
             raise CorruptBlobError(
-                f"Blob {digest} declares {declared} bytes of content, but {blob.size} were stored.", digest=digest
+                f"Blob {digest} declares {declared} bytes of content, but {size} were stored.", digest=digest
             )
         try:
             data = self._decompressor().decompress(frame)
         except zstandard.ZstdError as error:
             raise CorruptBlobError(f"Blob {digest} does not decompress ({error}).", digest=digest) from error
-        if len(data) != blob.size or content_digest(data) != digest:
+        if len(data) != size or content_digest(data) != digest:
             raise CorruptBlobError(f"Blob {digest} decompresses to content with another digest.", digest=digest)
         return data
 

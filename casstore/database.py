@@ -183,11 +183,11 @@ class _Transaction(_Held):
     __slots__ = ()
 
     def __enter__(self) -> sqlite3.Connection:
-        connection = super().__enter__()
+        connection = _Held.__enter__(self)
         try:
             connection.execute("BEGIN IMMEDIATE")
         except BaseException:
-            super().__exit__()
+            self._database._lock.release()
             raise
         return connection
 
@@ -204,7 +204,7 @@ class _Transaction(_Held):
             elif connection.in_transaction:
                 connection.execute("ROLLBACK")
         finally:
-            super().__exit__()
+            self._database._lock.release()
 
 
 # Connections inherited across fork(): kept alive so that they are never closed in the child.

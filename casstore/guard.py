@@ -19,7 +19,10 @@ class OpenGuard:
 
     def _reset(self) -> None:
         self._pid = os.getpid()
-        self._condition = threading.Condition()
+        # Every operation takes `_lock` directly (a C-level context manager, cheaper than the condition's own);
+        # only `close` waits on the condition.
+        self._lock = threading.Lock()
+        self._condition = threading.Condition(self._lock)
         self._active = 0
         self._closing = False
 
@@ -38,16 +41,17 @@ class OpenGuard:
         return self
 
     def __enter__(self) -> None:
-        self._for_this_process()
-        with self._condition:
+        if self._pid != os.getpid():
+            self._for_this_process()
+        with self._lock:
             if self._closing:
                 raise StoreClosedError("This casstore store is closed; open a new ContentAddressedToolResultStore.")
             self._active += 1
 
     def __exit__(self, *exc_info: object) -> None:
-        with self._condition:
+        with self._lock:
             self._active -= 1
-            if self._active == 0:
+            if self._active == 0 and self._closing:
                 self._condition.notify_all()
 
     def close(self) -> bool:

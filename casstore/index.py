@@ -12,6 +12,11 @@ from dataclasses import dataclass
 
 from casstore.database import NOW_SQL
 
+_INSERT_WRITE_SQL = (
+    f"INSERT INTO writes (namespace, key, digest, kind, size, reference, written_at) "
+    f"VALUES (?, ?, ?, ?, ?, ?, {NOW_SQL})"
+)
+
 
 @dataclass(frozen=True, slots=True)
 class OffloadRecord:
@@ -38,11 +43,7 @@ def record_write(
     Append one row to `writes`, inside the caller's transaction. The schema's trigger makes the reference visible in
     its namespace (`visible_references`) in the same statement.
     """
-    connection.execute(
-        f"INSERT INTO writes (namespace, key, digest, kind, size, reference, written_at) "
-        f"VALUES (?, ?, ?, ?, ?, ?, {NOW_SQL})",
-        (namespace, key, digest, "text" if is_text else "binary", size, reference),
-    )
+    connection.execute(_INSERT_WRITE_SQL, (namespace, key, digest, "text" if is_text else "binary", size, reference))
 
 
 def is_visible(connection: sqlite3.Connection, *, namespace: str, digest: str, reference: str) -> bool:

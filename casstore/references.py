@@ -42,8 +42,19 @@ class Reference:
 
     def __str__(self) -> str:
         """:returns: The reference in its written form, as `write` returns it."""
-        kind = "" if self.is_text else f"{_BINARY_SEGMENT}/"
-        return f"{ALGORITHM}/{kind}{self.digest[:2]}/{self.digest[2:]}{self.extension}"
+        return format_reference(self.digest, is_text=self.is_text, extension=self.extension)
+
+
+def format_reference(digest: str, *, is_text: bool, extension: str) -> str:
+    """
+    :param digest: The content's 64-hex BLAKE3 digest.
+    :param is_text: Whether the content was written as text.
+    :param extension: What `extension_of` returned for the write's key.
+    :returns: The reference `write` hands out for this content.
+    """
+    if is_text:
+        return f"{ALGORITHM}/{digest[:2]}/{digest[2:]}{extension}"
+    return f"{ALGORITHM}/{_BINARY_SEGMENT}/{digest[:2]}/{digest[2:]}{extension}"
 
 
 def parse_reference(reference: object) -> Reference:
@@ -97,7 +108,7 @@ def extension_of(key: object) -> str:
     """
     if not isinstance(key, str):
         raise TypeError(f"A key must be a string such as 'search_1.txt', got {type(key).__name__}.")
-    if not key or len(key) > MAX_KEY_LENGTH or "\x00" in key or not _is_utf8_encodable(key):
+    if not key or len(key) > MAX_KEY_LENGTH or "\x00" in key or not (key.isascii() or _is_utf8_encodable(key)):
         raise InvalidKeyError(
             f"A key must be a non-empty string of at most {MAX_KEY_LENGTH} characters, encodable as UTF-8 and "
             f"without NUL bytes, got {_shorten(key)!r}."

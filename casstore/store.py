@@ -29,7 +29,7 @@ from casstore.errors import (
 )
 from casstore.guard import OpenGuard
 from casstore.index import OffloadRecord
-from casstore.references import Reference, extension_of, parse_reference
+from casstore.references import Reference, extension_of, format_reference, parse_reference
 
 INDEX_FILE_NAME = "index.db"
 BLOB_DIRECTORY_NAME = "blobs"
@@ -152,7 +152,7 @@ class ContentAddressedToolResultStore(ToolResultStore):
         else:
             raise TypeError(f"Content must be str or bytes, got {type(content).__name__}.")
         digest = content_digest(data)
-        reference = str(Reference(digest=digest, is_text=is_text, extension=extension))
+        reference = format_reference(digest, is_text=is_text, extension=extension)
         return PreparedWrite(reference=reference, key=key, digest=digest, is_text=is_text, data=data)
 
     def write_prepared(self, prepared: PreparedWrite) -> str:
@@ -261,7 +261,7 @@ class ContentAddressedToolResultStore(ToolResultStore):
             if row is None:
                 raise self._not_found(parsed)
             size, stored_in, frame = row
-            data = self._blobs.load(self._blobs.stored(parsed.digest, size=size, stored_in=stored_in, frame=frame))
+            data = self._blobs.load_columns(parsed.digest, size=size, stored_in=stored_in, frame=frame)
         except CorruptBlobError as error:
             # A blob file that vanished after the look-up may have been collected by a concurrent `gc` after its
             # reference was forgotten: then the reference is unknown, not the blob corrupt.
