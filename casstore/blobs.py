@@ -13,6 +13,7 @@ any transaction, so a writer holds SQLite's write lock only for a few row operat
 
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -35,6 +36,9 @@ _STORED_IN_FILE = "file"
 LAST_SEEN_RESOLUTION = timedelta(seconds=1)
 _REFRESH_SQL = f"SELECT stored_in, last_seen < {SHIFTED_NOW_SQL} FROM blobs WHERE digest = ?"
 _REFRESH_AGO = ago(LAST_SEEN_RESOLUTION)
+_RESOLUTION_SECONDS = LAST_SEEN_RESOLUTION.total_seconds()
+# How many digests a blob store remembers having stored or found (see `seen` and `needs_refresh`).
+_REMEMBERED = 65_536
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +85,9 @@ class BlobStore:
         self.inline_max = inline_max
         # zstd contexts are not thread-safe, and making one costs more than compressing a small result.
         self._contexts = threading.local()
+        # Digest -> (the `time.monotonic()` by which its `last_seen` was current, whether it lives in the index), for
+        # blobs this store put or refreshed lately, least recently first. Written only inside write transactions.
+        self._checked: dict[str, tuple[float, bool]] = {}
 
     def close(self) -> None:
         """Release the blob directory."""
@@ -112,6 +119,7 @@ class BlobStore:
         """
         if not staged.in_index and not self.files.exists(staged.digest):
             self.files.write(staged.digest, staged.frame)
+        checked_at = time.monotonic()
         (blob_id,) = connection.execute(
             f"""
             INSERT INTO blobs (digest, size, stored_size, stored_in, first_seen, last_seen)
@@ -128,6 +136,7 @@ class BlobStore:
             )
         else:
             connection.execute("DELETE FROM blob_frames WHERE blob_id = ?", (blob_id,))
+        self._note(staged.digest, current_at=checked_at, in_index=staged.in_index)
 
     def refresh(self, connection: sqlite3.Connection, digest: str) -> bool:
         """
@@ -139,13 +148,44 @@ class BlobStore:
         :returns: True if the blob is stored; False if it is not (or its file has gone), and the caller must `stage`
             and `put` it.
         """
+        checked_at = time.monotonic()
         row = connection.execute(_REFRESH_SQL, (_REFRESH_AGO, digest)).fetchone()
         if row is None:
             return False
         stored_in, stale = row
+        in_index = stored_in == _STORED_IN_INDEX
+        if not in_index and not self.files.exists(digest):
+            return False
         if stale:
             connection.execute(f"UPDATE blobs SET last_seen = {NOW_SQL} WHERE digest = ?", (digest,))
-        return stored_in == _STORED_IN_INDEX or self.files.exists(digest)
+        # Left alone, `last_seen` may already be up to a resolution old.
+        self._note(digest, current_at=checked_at if stale else checked_at - _RESOLUTION_SECONDS, in_index=in_index)
+        return True
+
+    def seen(self, digest: str) -> bool:
+        """
+        :returns: Whether this blob store put or refreshed the blob lately: a hint that it is stored, to skip work
+            that a write transaction would notice was needed, never a proof.
+        """
+        return digest in self._checked
+
+    def needs_refresh(self, digest: str) -> bool:
+        """
+        Whether a write of a blob known to be stored should still `refresh` it.
+
+        :returns: False only if this blob store put or refreshed the blob less than `LAST_SEEN_RESOLUTION` ago (so
+            its `last_seen` is current) and it lives in the index. A blob file could have been removed since, and only
+            `refresh` notices (so the writer stores it again).
+        """
+        checked = self._checked.get(digest)
+        return checked is None or not checked[1] or checked[0] <= time.monotonic() - _RESOLUTION_SECONDS
+
+    def _note(self, digest: str, *, current_at: float, in_index: bool) -> None:
+        checked = self._checked
+        checked.pop(digest, None)
+        checked[digest] = (current_at, in_index)
+        if len(checked) > _REMEMBERED:
+            del checked[next(iter(checked))]
 
     def has(self, connection: sqlite3.Connection, digest: str) -> bool:
         """:returns: Whether a blob row exists for `digest` (its content is not checked; see `get`)."""

@@ -38,12 +38,19 @@ def record_write(
     is_text: bool,
     size: int,
     reference: str,
-) -> None:
+) -> bool:
     """
     Append one row to `writes`, inside the caller's transaction. The schema's trigger makes the reference visible in
     its namespace (`visible_references`) in the same statement.
+
+    :returns: Whether the reference was visible in `namespace` already. Then its blob is stored: a reference becomes
+        visible only in the transaction that stores or finds its blob, and `gc` deletes a blob only when no reference
+        to it is visible, both under SQLite's write lock.
     """
+    changes_before = connection.total_changes
     connection.execute(_INSERT_WRITE_SQL, (namespace, key, digest, "text" if is_text else "binary", size, reference))
+    # The row is one change; the trigger's insert into `visible_references` is another unless the row was there.
+    return connection.total_changes - changes_before == 1
 
 
 def is_visible(connection: sqlite3.Connection, *, namespace: str, digest: str, reference: str) -> bool:

@@ -3,9 +3,10 @@ Checking and cleaning a store: `verify` re-hashes every blob, `collect_garbage` 
 
 How `collect_garbage` stays safe beside running writers (the README's "Garbage collection" says the same):
 
-- A write that finds its content already stored refreshes the blob's `last_seen` and adds its `writes` row in one
-  `BEGIN IMMEDIATE` transaction; a write of new content adds the blob row and the `writes` row in one transaction,
-  after checking, under that transaction's lock, that the blob's file is in place.
+- A write that finds its content already stored adds its `writes` row and, in the same `BEGIN IMMEDIATE`
+  transaction, looks the blob up (refreshing its `last_seen` when due), unless its reference was visible already,
+  which proves the blob is there (see the next point); a write of new content adds the blob row and the `writes` row
+  in one transaction, after checking, under that transaction's lock, that the blob's file is in place.
 - `collect_garbage` deletes a blob only inside a write transaction, only when no `writes` row references it and its
   `last_seen` is older than the grace period, and removes the blob's file before that transaction commits.
 - SQLite lets one write transaction run at a time, so a blob a writer is referencing is either already referenced

@@ -5,9 +5,8 @@ It turns Haystack's `write(key=..., content=...)` into a content-addressed blob 
 hands back a hash path as the reference, and resolves references only within its namespace.
 """
 
-import contextlib
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,8 +35,6 @@ BLOB_DIRECTORY_NAME = "blobs"
 DEFAULT_NAMESPACE = "default"
 # Measured with `python -m benchmarks --inline-sweep`: see the README's Performance section.
 DEFAULT_INLINE_MAX = 64 * 1024
-# How many recently written digests a store remembers, to skip asking the index whether their content is new.
-_RECENT_DIGESTS = 65_536
 MAX_NAMESPACE_LENGTH = 256
 
 
@@ -121,8 +118,6 @@ class ContentAddressedToolResultStore(ToolResultStore):
             self._database.close()
             raise
         self._guard = OpenGuard()
-        # Digests this store wrote lately, oldest first: a hint that their content is stored, never trusted alone.
-        self._recent_digests: dict[str, None] = {}
 
     def prepare_write(self, *, key: str, content: str | bytes) -> PreparedWrite:
         """
@@ -188,39 +183,47 @@ class ContentAddressedToolResultStore(ToolResultStore):
 
     def _write_all(self, prepared: Sequence[PreparedWrite]) -> list[str]:
         # One transaction records every part. New content is compressed (and a large blob's file written) before it,
-        # so the write lock is held only for row operations. Which parts are new is asked without the lock, and not
-        # at all for content this store wrote lately; the transaction settles it either way (content another writer
-        # stored meanwhile, or that gc removed), and goes again if a part turns out to be missing.
-        staged: dict[str, StagedBlob] = {}
-        unknown = [write for write in prepared if write.digest not in self._recent_digests]
-        if unknown:
-            with self._database.reading() as connection:
-                new = {write.digest: write for write in unknown if not self._blobs.has(connection, write.digest)}
-            staged = {digest: self._blobs.stage(digest, write.data) for digest, write in new.items()}
+        # so the write lock is held only for row operations. If a part's blob turns out to be missing under the lock
+        # (gc took it meanwhile), the transaction is rolled back and goes again with that part staged.
+        staged = self._stage_unknown(prepared)
         while True:
-            with self._database.transaction() as connection:
-                missing = {
-                    write.digest: write
-                    for write in prepared
-                    if write.digest not in staged and not self._blobs.refresh(connection, write.digest)
-                }
-                if not missing:
-                    for blob in staged.values():
-                        self._blobs.put(connection, blob)
-                    for write in prepared:
-                        self._record(connection, write)
-                    self._remember(write.digest for write in prepared)
-                    return [write.reference for write in prepared]
-            for digest, write in missing.items():
-                staged[digest] = self._blobs.stage(digest, write.data)
+            try:
+                with self._database.transaction() as connection:
+                    self._store_parts(connection, prepared, staged)
+            except _BlobsMissing as missing:
+                data = {write.digest: write.data for write in prepared}
+                for digest in missing.digests:
+                    staged[digest] = self._blobs.stage(digest, data[digest])
+                continue
+            return [write.reference for write in prepared]
 
-    def _remember(self, digests: Iterable[str]) -> None:
-        recent = self._recent_digests
-        for digest in digests:
-            recent[digest] = None
-        while len(recent) > _RECENT_DIGESTS:
-            with contextlib.suppress(KeyError, RuntimeError, StopIteration):  # another thread trimmed it first
-                del recent[next(iter(recent))]
+    def _stage_unknown(self, prepared: Sequence[PreparedWrite]) -> dict[str, StagedBlob]:
+        # Which parts are new is asked without the lock, and not at all for content this store stored or found
+        # lately; the transaction settles it either way.
+        unknown = [write for write in prepared if not self._blobs.seen(write.digest)]
+        if not unknown:
+            return {}
+        with self._database.reading() as connection:
+            new = {write.digest: write for write in unknown if not self._blobs.has(connection, write.digest)}
+        return {digest: self._blobs.stage(digest, write.data) for digest, write in new.items()}
+
+    def _store_parts(
+        self, connection: sqlite3.Connection, prepared: Sequence[PreparedWrite], staged: dict[str, StagedBlob]
+    ) -> None:
+        # A part whose reference was visible already needs no look-up of its blob (see `index.record_write`), unless
+        # its `last_seen` is due for a refresh or it lives in a file whose presence only a look-up checks.
+        for blob in staged.values():
+            self._blobs.put(connection, blob)
+        missing = []
+        for write in prepared:
+            was_visible = self._record(connection, write)
+            digest = write.digest
+            if digest in staged or (was_visible and not self._blobs.needs_refresh(digest)):
+                continue
+            if not self._blobs.refresh(connection, digest):
+                missing.append(digest)
+        if missing:
+            raise _BlobsMissing(missing)
 
     def write(self, *, key: str, content: str | bytes) -> str:
         """
@@ -295,8 +298,8 @@ class ContentAddressedToolResultStore(ToolResultStore):
         with self._guard.held(), self._database.transaction() as connection:
             index.record_offloads(connection, namespace=self.namespace, compaction_id=compaction_id, offloads=offloads)
 
-    def _record(self, connection: sqlite3.Connection, prepared: PreparedWrite) -> None:
-        index.record_write(
+    def _record(self, connection: sqlite3.Connection, prepared: PreparedWrite) -> bool:
+        return index.record_write(
             connection,
             namespace=self.namespace,
             key=prepared.key,
@@ -371,6 +374,14 @@ class ContentAddressedToolResultStore(ToolResultStore):
         :returns: The store, opened.
         """
         return default_from_dict(cls, data)
+
+
+class _BlobsMissing(Exception):
+    """Raised inside a write transaction, to roll it back: these parts' blobs must be staged (gc took them)."""
+
+    def __init__(self, digests: list[str]) -> None:
+        super().__init__(digests)
+        self.digests = digests
 
 
 def _check_namespace(namespace: object) -> None:

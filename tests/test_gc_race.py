@@ -8,6 +8,8 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 from casstore import ContentAddressedToolResultStore, ReferenceNotFoundError
 from casstore.blobs import LAST_SEEN_RESOLUTION
 from casstore.index import record_write
@@ -96,15 +98,18 @@ def test_a_blob_staged_before_gc_and_recorded_after_it_still_reads(store_root: P
         assert verify(store).ok
 
 
-def test_a_write_after_gc_deleted_its_blob_stores_it_again(store_root: Path) -> None:
-    with ContentAddressedToolResultStore(store_root, inline_max=0) as store:
+@pytest.mark.parametrize("inline_max", [0, 1 << 20], ids=["file", "inline"])
+def test_a_write_after_gc_deleted_its_blob_stores_it_again(store_root: Path, inline_max: int) -> None:
+    """Right after the store put the blob, so only the forgotten reference tells it to look the blob up."""
+    with ContentAddressedToolResultStore(store_root, inline_max=inline_max) as store:
         store.write(key="a.txt", content=CONTENTS[2])
         with store.database.transaction() as connection:  # as if the write were long ago
             connection.execute("UPDATE blobs SET last_seen = '2020-01-01 00:00:00.000'")
-        collect_garbage(store, namespace="default", grace=timedelta(0))
+        assert collect_garbage(store, namespace="default", grace=timedelta(0)).blobs_deleted == 1
         assert not list((store_root / "blobs").rglob("*.zst"))
         reference = store.write(key="b.txt", content=CONTENTS[2])
         assert store.read(reference) == CONTENTS[2]
+        assert verify(store).ok
 
 
 def test_a_reference_forgotten_and_collected_during_a_read_reads_as_not_found(store_root: Path) -> None:

@@ -1,6 +1,7 @@
 """The blob layer and the index layer, each alone, on a real index.db and a real blob folder."""
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -8,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from casstore.blobs import BlobStore, content_digest
+from casstore.blobs import LAST_SEEN_RESOLUTION, BlobStore, content_digest
 from casstore.database import Database
 from casstore.errors import CorruptBlobError
 from casstore.index import (
@@ -86,6 +87,31 @@ def test_refresh_says_whether_the_blob_is_really_there(database: Database, tmp_p
     blobs.close()
 
 
+def test_a_blob_needs_refreshing_unless_put_or_refreshed_within_the_resolution_and_inline(
+    database: Database, tmp_path: Path
+) -> None:
+    inline = BlobStore(directory=tmp_path / "blobs", compression_level=3, inline_max=1 << 20, durable=False)
+    in_files = BlobStore(directory=tmp_path / "blobs", compression_level=3, inline_max=0, durable=False)
+    inline_digest = _put(database, inline, b"inline" * 1000)
+    file_digest = _put(database, in_files, b"file" * 1000)
+    assert inline.seen(inline_digest) and not inline.seen(file_digest)
+    assert not inline.needs_refresh(inline_digest)  # just put: last_seen is current, and nothing outside can vanish
+    assert in_files.needs_refresh(file_digest)  # its file could be removed; only refresh would notice
+    assert inline.needs_refresh(file_digest)  # never seen by this blob store
+    other = BlobStore(directory=tmp_path / "blobs", compression_level=3, inline_max=1 << 20, durable=False)
+    with database.transaction() as connection:
+        assert other.refresh(connection, inline_digest)
+    assert other.seen(inline_digest)
+    assert other.needs_refresh(inline_digest)  # found with last_seen fresh, but it may be up to a resolution old
+    time.sleep(LAST_SEEN_RESOLUTION.total_seconds() * 1.1)
+    assert inline.needs_refresh(inline_digest)
+    with database.transaction() as connection:
+        assert other.refresh(connection, inline_digest)  # stale now, so rewritten and current
+    assert not other.needs_refresh(inline_digest)
+    for blob_store in (inline, in_files, other):
+        blob_store.close()
+
+
 def test_stray_files_are_found_only_without_rows(database: Database, tmp_path: Path) -> None:
     blobs = BlobStore(directory=tmp_path / "blobs", compression_level=3, inline_max=0, durable=False)
     kept = _put(database, blobs, b"kept" * 5000)
@@ -103,7 +129,7 @@ def test_stray_files_are_found_only_without_rows(database: Database, tmp_path: P
 def test_the_index_records_writes_and_answers_visibility(database: Database) -> None:
     digest = "a" * 64
     with database.transaction() as connection:
-        for namespace in ("alice", "alice", "bob"):
+        was_visible = [
             record_write(
                 connection,
                 namespace=namespace,
@@ -113,6 +139,9 @@ def test_the_index_records_writes_and_answers_visibility(database: Database) -> 
                 size=3,
                 reference=f"blake3/aa/{'a' * 62}.txt",
             )
+            for namespace in ("alice", "alice", "bob")
+        ]
+        assert was_visible == [False, True, False]  # visible already: only alice's second write
         record_offloads(
             connection,
             namespace="alice",

@@ -2,6 +2,7 @@
 
 import os
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from casstore import (
     ReferenceNotFoundError,
     StoreClosedError,
 )
+from casstore.blobs import LAST_SEEN_RESOLUTION
 from tests.helpers import blake3_hex, blob_files, count_rows, snapshot
 
 PROPERTY_SETTINGS = settings(
@@ -81,6 +83,20 @@ def test_a_duplicate_write_records_history_but_no_blob(file_store: ContentAddres
     assert count_rows(file_store.root, "writes") == 40
     assert count_rows(file_store.root, "blobs") == 1
     assert len(blob_files(file_store.root)) == 1
+
+
+def test_a_repeated_write_keeps_last_seen_within_its_resolution(store: ContentAddressedToolResultStore) -> None:
+    def last_seen_age() -> float:
+        with store.database.reading() as connection:
+            age = "SELECT (julianday('now') - julianday(last_seen)) * 86400 FROM blobs"
+            return float(connection.execute(age).fetchone()[0])
+
+    store.write(key="a.txt", content="read again")
+    with store.database.transaction() as connection:
+        connection.execute("UPDATE blobs SET last_seen = '2020-01-01 00:00:00.000'")
+    time.sleep(LAST_SEEN_RESOLUTION.total_seconds() * 1.1)
+    store.write(key="b.txt", content="read again")
+    assert last_seen_age() < LAST_SEEN_RESOLUTION.total_seconds()
 
 
 def test_small_blobs_live_in_the_index_and_large_ones_in_files(store_root: Path) -> None:
