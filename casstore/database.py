@@ -17,6 +17,7 @@ from pathlib import Path
 
 from sqlite_utils import Database as SqliteUtilsDatabase
 
+from casstore import forks
 from casstore.errors import SchemaError, StoreClosedError
 from casstore.schema import MIGRATION_NAMES, MIGRATION_SET, MIGRATIONS
 
@@ -60,7 +61,7 @@ class Database:
 
     def _open_here(self) -> None:
         """Open a connection, and a lock for it, owned by this process."""
-        self._pid = os.getpid()
+        self._generation = forks.generation
         self._lock = threading.RLock()
         try:
             self._connection = sqlite3.connect(
@@ -95,7 +96,7 @@ class Database:
         # exist in the child. The inherited connection is kept, never used or closed: closing it could disturb the
         # parent's locks on index.db.
         with _FORK_LOCK:
-            if self._pid != os.getpid():
+            if self._generation != forks.generation:
                 _INHERITED_CONNECTIONS.append(self._connection)
                 self._open_here()
 
@@ -147,7 +148,7 @@ class Database:
 
     def close(self) -> None:
         """Close the connection. Later use raises `StoreClosedError`; closing twice is harmless."""
-        if self._pid != os.getpid():
+        if self._generation != forks.generation:
             self._reopen_after_fork()
         with self._lock:
             if not self._closed:
@@ -165,7 +166,7 @@ class _Held:
 
     def __enter__(self) -> sqlite3.Connection:
         database = self._database
-        if database._pid != os.getpid():
+        if database._generation != forks.generation:
             database._reopen_after_fork()
         database._lock.acquire()
         if database._closed:
@@ -173,7 +174,7 @@ class _Held:
             raise StoreClosedError("This casstore store is closed; open a new ContentAddressedToolResultStore.")
         return database._connection
 
-    def __exit__(self, *exc_info: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: object, traceback: object) -> None:
         self._database._lock.release()
 
 
@@ -191,10 +192,10 @@ class _Transaction(_Held):
             raise
         return connection
 
-    def __exit__(self, *exc_info: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: object, traceback: object) -> None:
         connection = self._database._connection
         try:
-            if exc_info[0] is None:
+            if exc_type is None:
                 try:
                     connection.execute("COMMIT")
                 except BaseException:

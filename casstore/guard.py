@@ -5,9 +5,9 @@ Without it, a thread staging a blob while another thread closes the store could 
 that the process has already reused for something else, outside the store.
 """
 
-import os
 import threading
 
+from casstore import forks
 from casstore.errors import StoreClosedError
 
 
@@ -18,7 +18,7 @@ class OpenGuard:
         self._reset()
 
     def _reset(self) -> None:
-        self._pid = os.getpid()
+        self._generation = forks.generation
         # Every operation takes `_lock` directly (a C-level context manager, cheaper than the condition's own);
         # only `close` waits on the condition.
         self._lock = threading.Lock()
@@ -28,7 +28,7 @@ class OpenGuard:
 
     def _for_this_process(self) -> None:
         # After fork(), operations counted in the parent belong to threads the child does not have.
-        if self._pid != os.getpid():
+        if self._generation != forks.generation:
             closing = self._closing
             self._reset()
             self._closing = closing
@@ -41,7 +41,7 @@ class OpenGuard:
         return self
 
     def __enter__(self) -> None:
-        if self._pid != os.getpid():
+        if self._generation != forks.generation:
             self._for_this_process()
         with self._lock:
             if self._closing:

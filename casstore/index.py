@@ -71,11 +71,11 @@ def readable_blob(
     :returns: None if `reference` is not visible in `namespace`; otherwise the blob's `(size, stored_in, frame)`, all
         None if the blob's row is gone.
     """
-    row = connection.execute(
+    row: tuple[int | None, str | None, bytes | None] | None = connection.execute(
         "SELECT size, stored_in, frame FROM readable_blobs WHERE digest = ? AND namespace = ? AND reference = ?",
         (digest, namespace, reference),
     ).fetchone()
-    return None if row is None else (row[0], row[1], row[2])
+    return row
 
 
 def record_offloads(

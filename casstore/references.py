@@ -24,8 +24,7 @@ MAX_KEY_LENGTH = 1024
 _EXTENSION = r"\.[A-Za-z0-9][A-Za-z0-9_+-]{0,15}"
 _EXTENSION_PATTERN = re.compile(_EXTENSION, re.ASCII)
 _REFERENCE_PATTERN = re.compile(
-    rf"{ALGORITHM}/(?:(?P<binary>{_BINARY_SEGMENT})/)?(?P<fanout>[0-9a-f]{{2}})/(?P<rest>[0-9a-f]{{62}})"
-    rf"(?P<extension>{_EXTENSION})?",
+    rf"{ALGORITHM}/(?:({_BINARY_SEGMENT})/)?([0-9a-f]{{2}})/([0-9a-f]{{62}})({_EXTENSION})?",
     re.ASCII,
 )
 # Longest possible reference; anything longer is rejected before the pattern runs.
@@ -66,6 +65,17 @@ def parse_reference(reference: object) -> Reference:
     :raises InvalidReferenceError: If `reference` is not a string of the exact form this store hands out. Upper-case
         hex, absolute paths, `..`, NUL bytes, other separators and any other variation are all rejected.
     """
+    digest, is_text, extension = split_reference(reference)
+    return Reference(digest=digest, is_text=is_text, extension=extension)
+
+
+def split_reference(reference: object) -> tuple[str, bool, str]:
+    """
+    `parse_reference` as a plain tuple, for the read path.
+
+    :returns: The reference's digest, whether it was written as text, and its extension (`""` if none).
+    :raises InvalidReferenceError: As `parse_reference`.
+    """
     if not isinstance(reference, str):
         raise InvalidReferenceError(
             f"A reference must be a string such as 'blake3/9b/1c4e...e4a.txt', got {type(reference).__name__}."
@@ -76,11 +86,8 @@ def parse_reference(reference: object) -> Reference:
             f"{_shorten(reference)!r} is not a casstore reference. Pass back a reference exactly as `write` returned "
             f"it, such as 'blake3/9b/1c4e...e4a.txt' (64 lower-case hex characters in all)."
         )
-    return Reference(
-        digest=match["fanout"] + match["rest"],
-        is_text=match["binary"] is None,
-        extension=match["extension"] or "",
-    )
+    binary, fanout, rest, extension = match.groups()
+    return fanout + rest, binary is None, extension or ""
 
 
 def is_plain_extension(extension: str) -> bool:

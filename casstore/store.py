@@ -28,7 +28,7 @@ from casstore.errors import (
 )
 from casstore.guard import OpenGuard
 from casstore.index import OffloadRecord
-from casstore.references import Reference, extension_of, format_reference, parse_reference
+from casstore.references import extension_of, format_reference, split_reference
 
 INDEX_FILE_NAME = "index.db"
 BLOB_DIRECTORY_NAME = "blobs"
@@ -239,7 +239,7 @@ class ContentAddressedToolResultStore(ToolResultStore):
         :raises InvalidContentError: If `content` is a `str` that cannot be encoded as UTF-8.
         :raises InvalidKeyError: If `key` is empty, too long, or contains NUL or a lone surrogate.
         """
-        return self.write_prepared(self.prepare_write(key=key, content=content))
+        return self.write_prepared_many((self.prepare_write(key=key, content=content),))[0]
 
     def read(self, reference: str) -> str | bytes:
         """
@@ -251,41 +251,39 @@ class ContentAddressedToolResultStore(ToolResultStore):
         :raises ReferenceNotFoundError: If it was not written in this namespace.
         :raises CorruptBlobError: If the stored blob is missing or damaged.
         """
-        parsed = parse_reference(reference)
+        digest, is_text, _ = split_reference(reference)
         with self._guard:
-            return self._read(parsed, reference)
+            data = self._read(digest, reference)
+        return data.decode("utf-8") if is_text else data
 
-    def _read(self, parsed: Reference, reference: str) -> str | bytes:
+    def _read(self, digest: str, reference: str) -> bytes:
         try:
             with self._database.reading() as connection:
-                row = index.readable_blob(
-                    connection, namespace=self.namespace, digest=parsed.digest, reference=reference
-                )
+                row = index.readable_blob(connection, namespace=self.namespace, digest=digest, reference=reference)
             if row is None:
-                raise self._not_found(parsed)
+                raise self._not_found(reference)
             size, stored_in, frame = row
-            data = self._blobs.load_columns(parsed.digest, size=size, stored_in=stored_in, frame=frame)
+            return self._blobs.load_columns(digest, size=size, stored_in=stored_in, frame=frame)
         except CorruptBlobError as error:
             # A blob file that vanished after the look-up may have been collected by a concurrent `gc` after its
             # reference was forgotten: then the reference is unknown, not the blob corrupt.
-            if error.missing and not self._still_visible(parsed, reference):
-                raise self._not_found(parsed) from None
+            if error.missing and not self._still_visible(digest, reference):
+                raise self._not_found(reference) from None
             raise
         except sqlite3.DatabaseError as error:
             raise CorruptBlobError(
-                f"Cannot look up blob {parsed.digest}: the index is damaged ({error}). See 'Recovery' in the README.",
-                digest=parsed.digest,
+                f"Cannot look up blob {digest}: the index is damaged ({error}). See 'Recovery' in the README.",
+                digest=digest,
             ) from error
-        return data.decode("utf-8") if parsed.is_text else data
 
-    def _still_visible(self, parsed: Reference, reference: str) -> bool:
+    def _still_visible(self, digest: str, reference: str) -> bool:
         with self._database.reading() as connection:
-            return index.is_visible(connection, namespace=self.namespace, digest=parsed.digest, reference=reference)
+            return index.is_visible(connection, namespace=self.namespace, digest=digest, reference=reference)
 
-    def _not_found(self, parsed: Reference) -> ReferenceNotFoundError:
+    def _not_found(self, reference: str) -> ReferenceNotFoundError:
         return ReferenceNotFoundError(
-            f"No result {parsed} in namespace {self.namespace!r}. References are only readable in the namespace that "
-            f"wrote them."
+            f"No result {reference} in namespace {self.namespace!r}. References are only readable in the namespace "
+            f"that wrote them."
         )
 
     def record_offloads(self, *, compaction_id: str, offloads: list[OffloadRecord]) -> None:
