@@ -132,7 +132,8 @@ class BlobStore:
         ).fetchone()
         if staged.in_index:
             connection.execute(
-                "INSERT OR REPLACE INTO blob_frames (blob_id, frame) VALUES (?, ?)", (blob_id, staged.frame)
+                "INSERT OR REPLACE INTO blob_frames (blob_id, size, frame) VALUES (?, ?, ?)",
+                (blob_id, staged.size, staged.frame),
             )
         else:
             connection.execute("DELETE FROM blob_frames WHERE blob_id = ?", (blob_id,))

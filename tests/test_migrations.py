@@ -12,7 +12,6 @@ import sqlite_utils
 from casstore import ContentAddressedToolResultStore, SchemaError
 from casstore.blobs import BlobStore, content_digest
 from casstore.database import Database
-from casstore.index import record_write
 from casstore.references import Reference
 from casstore.schema import MIGRATION_NAMES, MIGRATION_SET, MIGRATIONS
 from tests.helpers import tree_fingerprint
@@ -36,7 +35,7 @@ def test_a_new_store_applies_every_migration(store: ContentAddressedToolResultSt
 
 
 def test_an_index_of_the_first_schema_version_upgrades_in_place(store_root: Path) -> None:
-    """Build an index as the first release did (only the first migration, written by the layers it had), then open."""
+    """Build an index as the first release did (only the first migration, and the rows it wrote), then open."""
     store_root.mkdir()
     connection = sqlite3.connect(store_root / "index.db", isolation_level=None)
     MIGRATIONS.apply(sqlite_utils.Database(connection), stop_before=MIGRATION_NAMES[1])
@@ -47,12 +46,20 @@ def test_an_index_of_the_first_schema_version_upgrades_in_place(store_root: Path
         data = text.encode()
         digest = content_digest(data)
         reference = str(Reference(digest=digest, is_text=True, extension=".txt"))
-        connection.execute("BEGIN IMMEDIATE")
-        blobs.put(connection, blobs.stage(digest, data))
-        record_write(
-            connection, namespace="default", key=key, digest=digest, is_text=True, size=len(data), reference=reference
+        staged = blobs.stage(digest, data)  # compresses, and writes the file of a blob too large for the index
+        stored_in = "index" if staged.in_index else "file"
+        blob_id = connection.execute(
+            "INSERT INTO blobs (digest, size, stored_size, stored_in, first_seen, last_seen) "
+            "VALUES (?, ?, ?, ?, '2025-01-01 00:00:00.000', '2025-01-01 00:00:00.000')",
+            (digest, len(data), len(staged.frame), stored_in),
+        ).lastrowid
+        if staged.in_index:
+            connection.execute("INSERT INTO blob_frames (blob_id, frame) VALUES (?, ?)", (blob_id, staged.frame))
+        connection.execute(
+            "INSERT INTO writes (namespace, key, digest, kind, size, reference, written_at) "
+            "VALUES ('default', ?, ?, 'text', ?, ?, '2025-01-01 00:00:00.000')",
+            (key, digest, len(data), reference),
         )
-        connection.execute("COMMIT")
         references[key] = reference
     blobs.close()
     connection.close()
@@ -65,6 +72,10 @@ def test_an_index_of_the_first_schema_version_upgrades_in_place(store_root: Path
         assert store.write(key="again.txt", content=written["small.txt"]) == references["small.txt"]
     with sqlite3.connect(store_root / "index.db") as check:
         assert check.execute("SELECT writes, blobs FROM dedup_summary").fetchone() == (3, 2)
+        # 0005 gave the frame kept in the index its content size, from its blob's row.
+        assert check.execute(
+            "SELECT blob_frames.size = blobs.size FROM blob_frames JOIN blobs ON blobs.id = blob_frames.blob_id"
+        ).fetchall() == [(1,)]
 
 
 def test_an_index_from_a_newer_release_is_refused_and_left_unchanged(store_root: Path) -> None:
