@@ -73,9 +73,10 @@ def test_an_index_of_the_first_schema_version_upgrades_in_place(store_root: Path
     with sqlite3.connect(store_root / "index.db") as check:
         assert check.execute("SELECT writes, blobs FROM dedup_summary").fetchone() == (3, 2)
         # 0005 gave the frame kept in the index its content size, from its blob's row.
-        assert check.execute(
-            "SELECT blob_frames.size = blobs.size FROM blob_frames JOIN blobs ON blobs.id = blob_frames.blob_id"
-        ).fetchall() == [(1,)]
+        sizes_match = check.execute(
+            "SELECT blob_frames.size IS blobs.size FROM blob_frames JOIN blobs ON blobs.id = blob_frames.blob_id"
+        ).fetchall()
+        assert sizes_match and all(match == (1,) for match in sizes_match)
 
 
 def test_an_index_from_a_newer_release_is_refused_and_left_unchanged(store_root: Path) -> None:
