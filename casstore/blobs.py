@@ -1,14 +1,17 @@
 """
 The blob layer: content stored once, by BLAKE3 digest, as verified zstd frames.
 
-`put`, `get`, `has` and `delete` work by digest. A blob whose frame is at most `inline_max` bytes lives in the `blobs`
-table of `index.db` (one SQLite row costs far less than creating a file, and a small file would waste most of a disk
-block); a larger one is a file under `blobs/`. Both kinds are deduplicated, verified and deleted the same way, and
-nothing above this layer knows which kind a blob is.
+`put`, `get`, `has` and `delete` work by digest. A blob whose frame is at most `inline_max` bytes lives inside
+`index.db` (table `blob_frames`: one SQLite row costs far less than creating a file, and a small file would waste most
+of a disk block); a larger one is a file under `blobs/`. Both kinds are deduplicated, verified and deleted the same
+way, and nothing above this layer knows which kind a blob is.
 
 Methods that take a `connection` run inside the caller's transaction, so a blob and the index row that references it
 commit together. The expensive parts of storing new content (compressing, writing a file) happen in `stage`, outside
 any transaction, so a writer holds SQLite's write lock only for a few row operations.
+
+A blob store remembers which blobs it put or refreshed lately (`seen`, `needs_refresh`), so that a writer can skip a
+look-up that would change nothing; what it remembers is a hint, never proof that a blob is still stored.
 """
 
 import sqlite3
