@@ -18,6 +18,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -235,15 +236,26 @@ class BlobStore:
         frame = blob.frame if blob.frame is not None else self._read_file(blob.digest)
         return self._decode(blob.digest, blob.size, frame)
 
-    def load_columns(self, digest: str, *, size: int | None, stored_in: str | None, frame: bytes | None) -> bytes:
+    def load_columns(
+        self,
+        digest: str,
+        *,
+        size: int | None,
+        stored_in: str | None,
+        frame: bytes | None,
+        file_access: AbstractContextManager[object],
+    ) -> bytes:
         """
         `stored` and `load` in one call, for the read path: the verified content of a blob from its row's columns.
 
+        :param file_access: Held while a blob file is read (the store's guard, so that it is not closed meanwhile);
+            a blob kept in the index needs no file and does not take it.
         :raises CorruptBlobError: As `stored` and `load`.
         """
         if stored_in == _STORED_IN_INDEX and frame is not None and size is not None:
             return self._decode(digest, size, frame)
-        return self.load(self.stored(digest, size=size, stored_in=stored_in, frame=frame))
+        with file_access:
+            return self.load(self.stored(digest, size=size, stored_in=stored_in, frame=frame))
 
     def _decode(self, digest: str, size: int, frame: bytes) -> bytes:
         try:

@@ -252,8 +252,7 @@ class ContentAddressedToolResultStore(ToolResultStore):
         :raises CorruptBlobError: If the stored blob is missing or damaged.
         """
         digest, is_text, _ = split_reference(reference)
-        with self._guard:
-            data = self._read(digest, reference)
+        data = self._read(digest, reference)
         return data.decode("utf-8") if is_text else data
 
     def _read(self, digest: str, reference: str) -> bytes:
@@ -263,7 +262,9 @@ class ContentAddressedToolResultStore(ToolResultStore):
             if row is None:
                 raise self._not_found(reference)
             size, stored_in, frame = row
-            return self._blobs.load_columns(digest, size=size, stored_in=stored_in, frame=frame)
+            return self._blobs.load_columns(
+                digest, size=size, stored_in=stored_in, frame=frame, file_access=self._guard
+            )
         except CorruptBlobError as error:
             # A blob file that vanished after the look-up may have been collected by a concurrent `gc` after its
             # reference was forgotten: then the reference is unknown, not the blob corrupt.
