@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import compaction, memory
-from benchmarks.measure import BASELINE, CASSTORE, chunk_series, inline_sweep, run_repetition, summarize
+from benchmarks.measure import BASELINE, CASSTORE, chunk_series, run_repetition, summarize
 from benchmarks.report import aggregate, median, table, targets, write_json
+from benchmarks.sweep import inline_sweep
 from benchmarks.trace import SIZES, Corpus, PackedTrace, materialize
 from casstore.store import DEFAULT_INLINE_MAX
 

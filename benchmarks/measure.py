@@ -136,7 +136,8 @@ class Repetition:
     read_indices: list[int]
 
 
-def _percentile(values: Sequence[int] | array[int], fraction: float) -> float:
+def percentile(values: Sequence[int] | array[int], fraction: float) -> float:
+    """:returns: The value below which `fraction` of `values` lie (nearest rank; NaN when empty)."""
     if len(values) == 0:
         return float("nan")
     ordered = sorted(values)
@@ -160,16 +161,16 @@ def summarize(repetition: Repetition, trace: PackedTrace) -> dict[str, dict[str,
         for label, indices in (("new", new), ("duplicate", duplicate)):
             picked = [ns[index] for index in indices]
             for fraction in (0.5, 0.9, 0.99):
-                values[f"write_{label}_p{round(fraction * 100)}_us"] = _percentile(picked, fraction) / 1e3
-        values["write_all_p50_us"] = _percentile(ns, 0.5) / 1e3
+                values[f"write_{label}_p{round(fraction * 100)}_us"] = percentile(picked, fraction) / 1e3
+        values["write_all_p50_us"] = percentile(ns, 0.5) / 1e3
         for label, selection in (("all", None), ("new", True), ("duplicate", False)):
             early = [ns[i] for i in first if selection is None or trace.is_new[i] == selection]
             late = [ns[i] for i in last if selection is None or trace.is_new[i] == selection]
-            values[f"first10_{label}_p50_us"] = _percentile(early, 0.5) / 1e3
-            values[f"last10_{label}_p50_us"] = _percentile(late, 0.5) / 1e3
+            values[f"first10_{label}_p50_us"] = percentile(early, 0.5) / 1e3
+            values[f"last10_{label}_p50_us"] = percentile(late, 0.5) / 1e3
             values[f"growth_{label}"] = values[f"last10_{label}_p50_us"] / values[f"first10_{label}_p50_us"]
-        values["read_p50_us"] = _percentile(measured.read_ns, 0.5) / 1e3
-        values["read_p90_us"] = _percentile(measured.read_ns, 0.9) / 1e3
+        values["read_p50_us"] = percentile(measured.read_ns, 0.5) / 1e3
+        values["read_p90_us"] = percentile(measured.read_ns, 0.9) / 1e3
         values["read_mismatches"] = float(measured.read_mismatches)
         values["reads_checked"] = float(len(measured.read_ns))
         for state, usage in (("open", measured.disk_open), ("closed", measured.disk_closed)):
@@ -181,19 +182,19 @@ def summarize(repetition: Repetition, trace: PackedTrace) -> dict[str, dict[str,
         figures[name] = values
     floor = repetition.floor_ns
     figures["floor"] = {
-        "write_duplicate_p50_us": _percentile(floor, 0.5) / 1e3,
-        "write_duplicate_p90_us": _percentile(floor, 0.9) / 1e3,
-        "write_new_p50_us": _percentile(repetition.floor_new_ns, 0.5) / 1e3,
-        "write_new_p90_us": _percentile(repetition.floor_new_ns, 0.9) / 1e3,
+        "write_duplicate_p50_us": percentile(floor, 0.5) / 1e3,
+        "write_duplicate_p90_us": percentile(floor, 0.9) / 1e3,
+        "write_new_p50_us": percentile(repetition.floor_new_ns, 0.5) / 1e3,
+        "write_new_p90_us": percentile(repetition.floor_new_ns, 0.9) / 1e3,
         "write_total_s": (sum(floor) + sum(repetition.floor_new_ns)) / 1e9,
     }
     # The same writes, timed in the stores: each floor is compared with exactly the writes it was measured on.
     for name, measured in repetition.stores.items():
         picked = [measured.write_ns[index] for index in repetition.floor_indices]
-        figures[name]["write_floor_items_p50_us"] = _percentile(picked, 0.5) / 1e3
+        figures[name]["write_floor_items_p50_us"] = percentile(picked, 0.5) / 1e3
         picked = [measured.write_ns[index] for index in repetition.floor_new_indices]
-        figures[name]["write_floor_new_items_p50_us"] = _percentile(picked, 0.5) / 1e3
-    figures["floor"]["read_p50_us"] = _percentile(repetition.floor_read_ns, 0.5) / 1e3
+        figures[name]["write_floor_new_items_p50_us"] = percentile(picked, 0.5) / 1e3
+    figures["floor"]["read_p50_us"] = percentile(repetition.floor_read_ns, 0.5) / 1e3
     figures["floor"]["frame_bytes"] = float(repetition.frame_bytes)
     ratios = [
         casstore / baseline
@@ -204,21 +205,27 @@ def summarize(repetition: Repetition, trace: PackedTrace) -> dict[str, dict[str,
     ]
     figures["chunks"] = {
         "count": float(len(ratios)),
-        "ratio_p10": _percentile([round(ratio * 1e6) for ratio in ratios], 0.1) / 1e6,
-        "ratio_p50": _percentile([round(ratio * 1e6) for ratio in ratios], 0.5) / 1e6,
-        "ratio_p90": _percentile([round(ratio * 1e6) for ratio in ratios], 0.9) / 1e6,
+        "ratio_p10": percentile([round(ratio * 1e6) for ratio in ratios], 0.1) / 1e6,
+        "ratio_p50": percentile([round(ratio * 1e6) for ratio in ratios], 0.5) / 1e6,
+        "ratio_p90": percentile([round(ratio * 1e6) for ratio in ratios], 0.9) / 1e6,
     }
     return figures
 
 
-def _chunks(total: int, size: int) -> Iterator[tuple[int, int, int]]:
+def chunks(total: int, size: int) -> Iterator[tuple[int, int, int]]:
+    """:returns: `(number, start, stop)` of each slice of `size` writes out of `total`, in order."""
     for number, start in enumerate(range(0, total, size)):
         yield number, start, min(total, start + size)
 
 
-def _timed_writes(
+def timed_writes(
     store: _Store, items: list[tuple[str, str | bytes]], into: array[int], start: int, refs: list[str]
 ) -> int:
+    """
+    Write `items` into `store`, timing each write into `into[start + i]` and keeping its reference in `refs`.
+
+    :returns: The whole slice's nanoseconds.
+    """
     clock = time.perf_counter_ns
     write = store.write
     began = clock()
@@ -273,12 +280,12 @@ def run_repetition(
     # Start from a clean slate: the previous repetition's deleted files and the pack are flushed, not pending.
     os.sync()
     try:
-        for number, start, stop in _chunks(total, chunk_writes):
+        for number, start, stop in chunks(total, chunk_writes):
             items = trace.load(start, stop)
             order = STORES if (number + index) % 2 == 0 else STORES[::-1]
             gc.collect()
             for name in order:
-                elapsed = _timed_writes(stores[name], items, results[name].write_ns, start, references[name])
+                elapsed = timed_writes(stores[name], items, results[name].write_ns, start, references[name])
                 results[name].chunk_ns.append(elapsed)
             for offset, (key, content) in enumerate(items):
                 new = trace.is_new[start + offset]
@@ -334,7 +341,7 @@ def _timed_reads(
     :returns: The read floor's times, one per read.
     """
     floor_read_ns: array[int] = array("q")
-    for number, start, stop in _chunks(len(read_indices), 200):
+    for number, start, stop in chunks(len(read_indices), 200):
         picked = read_indices[start:stop]
         expected = [trace.load(position, position + 1)[0][1] for position in picked]
         order = STORES if (number + index) % 2 == 0 else STORES[::-1]
@@ -359,65 +366,3 @@ def _timed_reads(
 def chunk_series(repetition: Repetition) -> dict[str, list[float]]:
     """:returns: Each store's write time per chunk, in milliseconds, in trace order (to see swings over time)."""
     return {name: [round(ns / 1e6, 3) for ns in measured.chunk_ns] for name, measured in repetition.stores.items()}
-
-
-def inline_sweep(
-    trace: PackedTrace,
-    workdir: Path,
-    *,
-    values: Sequence[int],
-    repetitions: int,
-    chunk_writes: int,
-    progress: Callable[[str], None] | None = None,
-) -> list[dict[str, float]]:
-    """
-    Write the whole trace into casstore once per `inline_max` value (and repetition): time, bytes on disk, files.
-
-    Values take turns chunk by chunk, like the two stores in `run_repetition`.
-
-    :returns: One row per value: `inline_max`, median whole-trace write seconds, per-write p50 (new and duplicate),
-        `du` bytes and file count after closing.
-    """
-    rows: dict[int, dict[str, list[float]]] = {value: {} for value in values}
-    total = len(trace)
-    for repetition in range(repetitions):
-        roots = {value: workdir / f"sweep{repetition}-{value}" for value in values}
-        for root in roots.values():
-            shutil.rmtree(root, ignore_errors=True)
-        stores = {value: open_store(CASSTORE, roots[value], inline_max=value) for value in values}
-        times = {value: array("q", bytes(8 * total)) for value in values}
-        references = [""] * total
-        try:
-            for number, start, stop in _chunks(total, chunk_writes):
-                items = trace.load(start, stop)
-                shift = (number + repetition) % len(values)
-                gc.collect()
-                for value in [*values[shift:], *values[:shift]]:
-                    _timed_writes(stores[value], items, times[value], start, references)
-        finally:
-            for store in stores.values():
-                close_store(store)
-        for value in values:
-            usage = disk_usage(roots[value])
-            ns = times[value]
-            row = rows[value]
-            row.setdefault("write_total_s", []).append(sum(ns) / 1e9)
-            new = [ns[i] for i in range(total) if trace.is_new[i]]
-            duplicate = [ns[i] for i in range(total) if not trace.is_new[i]]
-            row.setdefault("write_new_p50_us", []).append(_percentile(new, 0.5) / 1e3)
-            row.setdefault("write_duplicate_p50_us", []).append(_percentile(duplicate, 0.5) / 1e3)
-            row.setdefault("du_bytes", []).append(float(usage.blocks_bytes))
-            row.setdefault("files", []).append(float(usage.files))
-            shutil.rmtree(roots[value], ignore_errors=True)
-        if progress is not None:
-            progress(f"inline sweep: repetition {repetition + 1}/{repetitions} done")
-    return [
-        {"inline_max": float(value), **{name: _median(samples) for name, samples in rows[value].items()}}
-        for value in values
-    ]
-
-
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2

@@ -8,6 +8,7 @@ import pytest
 
 from benchmarks.__main__ import main
 from benchmarks.report import FIGURES
+from benchmarks.sweep import inline_sweep
 from benchmarks.trace import SIZES, materialize
 
 
@@ -72,3 +73,14 @@ def test_trace_is_deterministic(tmp_path: Path) -> None:
     assert one.fingerprint == two.fingerprint
     assert (first / "trace.pack").read_bytes() == (second / "trace.pack").read_bytes()
     assert one.load(0, 5) == two.load(0, 5)
+
+
+def test_inline_sweep_measures_each_value(tmp_path: Path) -> None:
+    trace = materialize(SIZES["small"], 0, tmp_path)
+    rows = inline_sweep(trace, tmp_path, values=(0, 65536), repetitions=1, chunk_writes=250)
+    every_file, mostly_inline = rows
+    assert [row["inline_max"] for row in rows] == [0, 65536]
+    assert all(row["write_total_s"] > 0 and row["write_new_p50_us"] > 0 for row in rows)
+    # Every distinct result is a file with inline_max=0; at 64 KiB almost none is.
+    assert every_file["files"] > 10 * max(1.0, mostly_inline["files"])
+    assert every_file["du_bytes"] > mostly_inline["du_bytes"]
