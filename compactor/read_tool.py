@@ -20,7 +20,8 @@ from haystack.utils.deserialization import deserialize_component_inplace
 
 from casstore import CasStoreError, CorruptBlobError, InvalidReferenceError, ReferenceNotFoundError
 from compactor.binary_content import binary_answer, quoted
-from compactor.text_search import PatternError, compile_pattern, search
+from compactor.patterns import PatternError, compile_pattern
+from compactor.text_search import search
 from compactor.text_window import Position, PositionError, read_window
 
 logger = logging.getLogger(__name__)

@@ -11,29 +11,18 @@ gives up and it simulates the program. So the text is searched in chunks of whol
 each costing a bounded amount of work, and the deadline is checked between chunks; a line longer than a chunk is
 searched in overlapping pieces, and the answer says that a long match across two pieces may be missed. Patterns whose
 program is too large are refused with a message saying what to simplify; their size is checked with little memory
-for RE2, so that a huge program fails to compile quickly.
+for RE2, so that a huge program fails to compile quickly (`compactor.patterns`).
 """
 
 import time
 from dataclasses import dataclass
 from typing import Any
 
-import re2
-
+from compactor.patterns import program_size, shown
 from compactor.text_window import Position, line_count, locate
 
-MAX_PATTERN_LENGTH = 1000
-# The most instructions a compiled pattern (forward or reverse) may have. A search costs up to the text's length times
-# this; common patterns compile to tens or hundreds, `.{0,1000}` to about 9,000.
-MAX_PROGRAM_SIZE = 10_000
 # The most matches one answer looks for, whatever `limit` says: more would not fit in the answer anyway.
 MAX_MATCHES = 500
-# RE2's memory for one pattern, its programs and DFA caches: when checking its size, small so that huge programs fail
-# to compile quickly (in about 15 ms); when searching, enough for the DFA of a pattern such as .{0,1000}x on a long
-# line, which otherwise falls back to simulating the program, hundreds of times slower. Not more: when the DFA does
-# give up, each call first spends work filling this memory (some 7 ms for 4 MiB).
-_CHECK_MEM = 2 * 1024 * 1024
-_SEARCH_MEM = 4 * 1024 * 1024
 # Bytes times program instructions one RE2 call may search: some 40 ms at the slowest rate measured, about 20 ns per
 # byte and instruction when the DFA gives up (calls measured at 50 ms at most, on a 2-core machine). The deadline,
 # checked between calls, is overrun by about that much.
@@ -41,86 +30,14 @@ _WORK_PER_CALL = 2_000_000
 # The bounds on how many bytes one RE2 call searches, whatever the program's size.
 _MIN_CHUNK_BYTES = 512
 _MAX_CHUNK_BYTES = 4 * 1024 * 1024
-_SHOWN_PATTERN_CHARS = 60
 _ENCODING = "utf-8"
 _ERRORS = "surrogatepass"
 _NEWLINE = ord("\n")
 
 
-class PatternError(ValueError):
-    """The pattern cannot be used; the message tells the model what to change."""
-
-
-def compile_pattern(pattern: str) -> Any:
-    """
-    Compile a pattern for `search`.
-
-    :param pattern: An RE2 regular expression, matched within one line.
-    :returns: The compiled expression.
-    :raises PatternError: If the pattern is too long, RE2 cannot compile it, or its program is too large.
-    """
-    if len(pattern) > MAX_PATTERN_LENGTH:
-        raise PatternError(f"The pattern has {len(pattern)} characters; use at most {MAX_PATTERN_LENGTH}.")
-    try:
-        regex = re2.compile(f"(?m){pattern}", _options(_CHECK_MEM))
-    except re2.error as error:
-        reason = error.args[0] if error.args else "invalid pattern"
-        reason = (reason.decode(_ENCODING, "replace") if isinstance(reason, bytes) else str(reason))[:200]
-        if "pattern too large" in reason:
-            raise PatternError(_too_large(pattern, None)) from None
-        counts = (
-            " A count may be at most 1000, and counts nested in counts multiply, to at most 1000: write large ones as "
-            "* or +."
-            if "repetition size" in reason
-            else ""
-        )
-        raise PatternError(
-            f"The pattern {_shown(pattern)} is not a valid RE2 regular expression ({reason}).{counts} RE2 supports the "
-            f"usual syntax (classes, groups, alternation, repetition, (?i) for case-insensitive) but no backreferences "
-            f"and no lookahead or lookbehind; escape literal characters such as ( [ . * + ? with a backslash."
-        ) from None
-    # The reverse program, which finds where a match starts, is compiled here: -1 means it was too large to compile.
-    size = _program_size(regex)
-    if size < 0 or size > MAX_PROGRAM_SIZE:
-        raise PatternError(_too_large(pattern, size if size > 0 else None))
-    return re2.compile(f"(?m){pattern}", _options(_SEARCH_MEM))
-
-
-def _options(max_mem: int) -> Any:
-    options = re2.Options()
-    options.never_nl = True
-    options.never_capture = True
-    options.log_errors = False
-    options.max_mem = max_mem
-    return options
-
-
-def _program_size(regex: Any) -> int:
-    """
-    The size of a compiled pattern's larger program (forward or reverse), in RE2 instructions.
-
-    :param regex: A pattern compiled by RE2.
-    :returns: The number of instructions, or -1 if RE2 could not compile one of the programs.
-    """
-    sizes = (regex.programsize, regex.reverseprogramsize)
-    return -1 if min(sizes) < 0 else max(sizes)
-
-
-def _too_large(pattern: str, size: int | None) -> str:
-    """The message refusing a pattern whose program is too large, saying what to simplify."""
-    compiled = f"{size:,}" if size is not None else "too many"
-    return (
-        f"The pattern {_shown(pattern)} is too complex to search: it compiles to {compiled} RE2 instructions, and at "
-        f"most {MAX_PROGRAM_SIZE:,} are allowed. Simplify it: RE2 copies what a counted repetition repeats once per "
-        f"count, so write large counts such as .{{0,500}} or [a-z]{{200}}, and counts nested in counts, as * or +; use "
-        f"fewer alternatives and fewer broad classes such as \\pL, or \\w under (?i). Or search for one distinctive "
-        f"part of it and read around the matching lines with `offset`."
-    )
-
-
 def _chunk_bytes(regex: Any) -> int:
     """How many bytes one RE2 call searches, so that its cost stays about `_WORK_PER_CALL` whatever the pattern."""
-    return max(_MIN_CHUNK_BYTES, min(_MAX_CHUNK_BYTES, _WORK_PER_CALL // max(_program_size(regex), 1)))
+    return max(_MIN_CHUNK_BYTES, min(_MAX_CHUNK_BYTES, _WORK_PER_CALL // max(program_size(regex), 1)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +117,7 @@ def search(
     begin = locate(text, start)
     where = f"from line {start.line}" + (f", character {start.char + 1}," if start.char else "")
     header = (
-        f"[Lines matching {_shown(pattern)} {where} on, of {total}. 'N: text' is a matching line, 'N- text' a line "
+        f"[Lines matching {shown(pattern)} {where} on, of {total}. 'N: text' is a matching line, 'N- text' a line "
         f"of context, 'N@C: ...text...' a match at character offset C of line N, which is too long to show whole.]"
     )
     big = int("9" * len(str(len(text) + 2)))
@@ -225,7 +142,7 @@ def search(
     )
     notes = f"\n{note}" if found.split else ""
     if not found.hits and found.resume is None:
-        return f"[No line matches {_shown(pattern)} {where} on; the result has {total} lines.]{notes}"
+        return f"[No line matches {shown(pattern)} {where} on; the result has {total} lines.]{notes}"
     body, listed = _render(text, found.hits, context=context, width=width, budget=budget, total=total)
     resume = found.hits[listed].resume if listed < len(found.hits) else found.resume
     timed_out = found.timed_out and listed == len(found.hits)
@@ -419,10 +336,3 @@ def _next_character(data: bytes, index: int) -> int:
     while index < len(data) and 0x80 <= data[index] < 0xC0:
         index += 1
     return index
-
-
-def _shown(pattern: str) -> str:
-    """The pattern as quoted back to the model, shortened if long."""
-    if len(pattern) <= _SHOWN_PATTERN_CHARS:
-        return repr(pattern)
-    return f"{pattern[:_SHOWN_PATTERN_CHARS]!r}..."

@@ -1,0 +1,102 @@
+"""
+Patterns for searching a result: RE2 regular expressions, checked to be cheap enough to run before any search.
+
+A pattern is matched within one line, without capture groups (they are what makes RE2 slow on long matches). Its
+compiled program's size bounds what each search call costs, so a pattern whose program is too large is refused with a
+message saying what to simplify; that size is checked with little memory for RE2, so that a huge program fails to
+compile quickly.
+"""
+
+from typing import Any
+
+import re2
+
+MAX_PATTERN_LENGTH = 1000
+# The most instructions a compiled pattern (forward or reverse) may have. A search costs up to the text's length times
+# this; common patterns compile to tens or hundreds, `.{0,1000}` to about 9,000.
+MAX_PROGRAM_SIZE = 10_000
+# RE2's memory for one pattern, its programs and DFA caches: when checking its size, small so that huge programs fail
+# to compile quickly (in about 15 ms); when searching, enough for the DFA of a pattern such as .{0,1000}x on a long
+# line, which otherwise falls back to simulating the program, hundreds of times slower. Not more: when the DFA does
+# give up, each call first spends work filling this memory (some 7 ms for 4 MiB).
+_CHECK_MEM = 2 * 1024 * 1024
+_SEARCH_MEM = 4 * 1024 * 1024
+_SHOWN_PATTERN_CHARS = 60
+
+
+class PatternError(ValueError):
+    """The pattern cannot be used; the message tells the model what to change."""
+
+
+def compile_pattern(pattern: str) -> Any:
+    """
+    Compile a pattern for `search`.
+
+    :param pattern: An RE2 regular expression, matched within one line.
+    :returns: The compiled expression.
+    :raises PatternError: If the pattern is too long, RE2 cannot compile it, or its program is too large.
+    """
+    if len(pattern) > MAX_PATTERN_LENGTH:
+        raise PatternError(f"The pattern has {len(pattern)} characters; use at most {MAX_PATTERN_LENGTH}.")
+    try:
+        regex = re2.compile(f"(?m){pattern}", _options(_CHECK_MEM))
+    except re2.error as error:
+        reason = error.args[0] if error.args else "invalid pattern"
+        reason = (reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason))[:200]
+        if "pattern too large" in reason:
+            raise PatternError(_too_large(pattern, None)) from None
+        counts = (
+            " A count may be at most 1000, and counts nested in counts multiply, to at most 1000: write large ones as "
+            "* or +."
+            if "repetition size" in reason
+            else ""
+        )
+        raise PatternError(
+            f"The pattern {shown(pattern)} is not a valid RE2 regular expression ({reason}).{counts} RE2 supports the "
+            f"usual syntax (classes, groups, alternation, repetition, (?i) for case-insensitive) but no backreferences "
+            f"and no lookahead or lookbehind; escape literal characters such as ( [ . * + ? with a backslash."
+        ) from None
+    # The reverse program, which finds where a match starts, is compiled here: -1 means it was too large to compile.
+    size = program_size(regex)
+    if size < 0 or size > MAX_PROGRAM_SIZE:
+        raise PatternError(_too_large(pattern, size if size > 0 else None))
+    return re2.compile(f"(?m){pattern}", _options(_SEARCH_MEM))
+
+
+def _options(max_mem: int) -> Any:
+    options = re2.Options()
+    options.never_nl = True
+    options.never_capture = True
+    options.log_errors = False
+    options.max_mem = max_mem
+    return options
+
+
+def program_size(regex: Any) -> int:
+    """
+    The size of a compiled pattern's larger program (forward or reverse), in RE2 instructions.
+
+    :param regex: A pattern compiled by RE2.
+    :returns: The number of instructions, or -1 if RE2 could not compile one of the programs.
+    """
+    sizes = (regex.programsize, regex.reverseprogramsize)
+    return -1 if min(sizes) < 0 else max(sizes)
+
+
+def _too_large(pattern: str, size: int | None) -> str:
+    """The message refusing a pattern whose program is too large, saying what to simplify."""
+    compiled = f"{size:,}" if size is not None else "too many"
+    return (
+        f"The pattern {shown(pattern)} is too complex to search: it compiles to {compiled} RE2 instructions, and at "
+        f"most {MAX_PROGRAM_SIZE:,} are allowed. Simplify it: RE2 copies what a counted repetition repeats once per "
+        f"count, so write large counts such as .{{0,500}} or [a-z]{{200}}, and counts nested in counts, as * or +; use "
+        f"fewer alternatives and fewer broad classes such as \\pL, or \\w under (?i). Or search for one distinctive "
+        f"part of it and read around the matching lines with `offset`."
+    )
+
+
+def shown(pattern: str) -> str:
+    """The pattern as quoted back to the model, shortened if long."""
+    if len(pattern) <= _SHOWN_PATTERN_CHARS:
+        return repr(pattern)
+    return f"{pattern[:_SHOWN_PATTERN_CHARS]!r}..."
