@@ -10,8 +10,9 @@ Methods that take a `connection` run inside the caller's transaction, so a blob 
 commit together. The expensive parts of storing new content (compressing, writing a file) happen in `stage`, outside
 any transaction, so a writer holds SQLite's write lock only for a few row operations.
 
-A blob store remembers which blobs it put or refreshed lately (`seen`, `needs_refresh`), so that a writer can skip a
-look-up that would change nothing; what it remembers is a hint, never proof that a blob is still stored.
+A blob store remembers which blobs it put or refreshed lately, in transactions that committed (`seen`,
+`needs_refresh`; the caller says when with `keep_checked`), so that a writer can skip a look-up that would change
+nothing; what it remembers is a hint, never proof that a blob is still stored.
 """
 
 import sqlite3
@@ -90,8 +91,12 @@ class BlobStore:
         # zstd contexts are not thread-safe, and making one costs more than compressing a small result.
         self._contexts = threading.local()
         # Digest -> (the `time.monotonic()` by which its `last_seen` was current, whether it lives in the index), for
-        # blobs this store put or refreshed lately, least recently first. Written only inside write transactions.
+        # blobs this store put or refreshed in transactions that committed, least recently first.
         self._checked: dict[str, tuple[float, bool]] = {}
+        self._checked_lock = threading.Lock()
+        # What `put` and `refresh` learned in the current thread's transaction, until `keep_checked` or
+        # `discard_checked`: a refresh that is rolled back must not be trusted.
+        self._uncommitted = threading.local()
 
     def close(self) -> None:
         """Release the blob directory."""
@@ -185,12 +190,33 @@ class BlobStore:
         checked = self._checked.get(digest)
         return checked is None or not checked[1] or checked[0] <= time.monotonic() - _RESOLUTION_SECONDS
 
+    def keep_checked(self) -> None:
+        """
+        Remember what `put` and `refresh` learned in this thread's transaction, now that it has committed.
+
+        Until then, `seen` and `needs_refresh` do not count it. Call `discard_checked` instead if it rolled back.
+        """
+        learned: dict[str, tuple[float, bool]] | None = getattr(self._uncommitted, "learned", None)
+        if not learned:
+            return
+        self._uncommitted.learned = {}
+        with self._checked_lock:
+            checked = self._checked
+            for digest, fact in learned.items():
+                checked.pop(digest, None)
+                checked[digest] = fact
+            while len(checked) > _REMEMBERED:
+                del checked[next(iter(checked))]
+
+    def discard_checked(self) -> None:
+        """Forget what `put` and `refresh` learned in this thread's transaction: it rolled back, or never ran."""
+        self._uncommitted.learned = {}
+
     def _note(self, digest: str, *, current_at: float, in_index: bool) -> None:
-        checked = self._checked
-        checked.pop(digest, None)
-        checked[digest] = (current_at, in_index)
-        if len(checked) > _REMEMBERED:
-            del checked[next(iter(checked))]
+        learned: dict[str, tuple[float, bool]] | None = getattr(self._uncommitted, "learned", None)
+        if learned is None:
+            learned = self._uncommitted.learned = {}
+        learned[digest] = (current_at, in_index)
 
     def has(self, connection: sqlite3.Connection, digest: str) -> bool:
         """:returns: Whether a blob row exists for `digest` (its content is not checked; see `get`)."""

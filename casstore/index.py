@@ -49,7 +49,8 @@ def record_write(
     """
     changes_before = connection.total_changes
     connection.execute(_INSERT_WRITE_SQL, (namespace, key, digest, "text" if is_text else "binary", size, reference))
-    # The row is one change; the trigger's insert into `visible_references` is another unless the row was there.
+    # The row is one change; the trigger's insert into `visible_references` is another unless the row was there. Any
+    # other trigger on these tables would change this count (tests/test_migrations.py checks there is none).
     return connection.total_changes - changes_before == 1
 
 

@@ -187,6 +187,8 @@ class ContentAddressedToolResultStore(ToolResultStore):
         # (gc took it meanwhile), the transaction is rolled back and goes again with that part staged.
         staged = self._stage_unknown(prepared)
         while True:
+            # What an earlier transaction of this thread learned and did not commit must not be kept with this one.
+            self._blobs.discard_checked()
             try:
                 with self._database.transaction() as connection:
                     self._store_parts(connection, prepared, staged)
@@ -195,6 +197,7 @@ class ContentAddressedToolResultStore(ToolResultStore):
                 for digest in missing.digests:
                     staged[digest] = self._blobs.stage(digest, data[digest])
                 continue
+            self._blobs.keep_checked()
             return [write.reference for write in prepared]
 
     def _stage_unknown(self, prepared: Sequence[PreparedWrite]) -> dict[str, StagedBlob]:

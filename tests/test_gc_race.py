@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from casstore import ContentAddressedToolResultStore, ReferenceNotFoundError
+from casstore import ContentAddressedToolResultStore, ReferenceNotFoundError, StorageError
 from casstore.blobs import LAST_SEEN_RESOLUTION
 from casstore.index import record_write
 from casstore.maintenance import collect_garbage, verify
@@ -110,6 +110,46 @@ def test_a_write_after_gc_deleted_its_blob_stores_it_again(store_root: Path, inl
         reference = store.write(key="b.txt", content=CONTENTS[2])
         assert store.read(reference) == CONTENTS[2]
         assert verify(store).ok
+
+
+def test_a_write_that_goes_again_after_gc_took_a_part_still_refreshes_the_others(store_root: Path) -> None:
+    """A refresh rolled back with the first try must not count: the grace period protects what was just written."""
+    with ContentAddressedToolResultStore(store_root) as store:
+        kept = store.prepare_write(key="a.txt", content=CONTENTS[4])
+        collected = store.prepare_write(key="b.txt", content=CONTENTS[5])
+        store.write_prepared(kept)
+        store.write_prepared(collected)  # the store now knows both blobs, so it will not stage b again by itself
+        with store.database.transaction() as connection:  # both written long ago; b's write then forgotten
+            connection.execute("UPDATE blobs SET last_seen = '2020-01-01 00:00:00.000'")
+            connection.execute(
+                "UPDATE writes SET written_at = '2020-01-01 00:00:00.000' WHERE digest = ?", [collected.digest]
+            )
+        assert collect_garbage(store, older_than=timedelta(days=1), grace=timedelta(0)).blobs_deleted == 1
+        time.sleep(LAST_SEEN_RESOLUTION.total_seconds() * 1.1)  # so the store looks a up again
+        store.write_prepared_many([kept, collected])  # a is refreshed, b is missing: rolled back, staged, again
+        # Written a moment ago: a one-hour grace period keeps a even once its namespace is forgotten.
+        assert collect_garbage(store, namespace="default", grace=timedelta(hours=1)).blobs_deleted == 0
+        assert verify(store).ok
+
+
+def test_a_write_that_failed_leaves_nothing_trusted(store_root: Path) -> None:
+    with ContentAddressedToolResultStore(store_root) as store:
+        kept = store.prepare_write(key="a.txt", content=CONTENTS[6])
+        store.write_prepared(kept)
+        with store.database.transaction() as connection:  # written long ago
+            connection.execute("UPDATE blobs SET last_seen = '2020-01-01 00:00:00.000'")
+            # An error inside the write transaction, after a has been refreshed, as a full disk would raise.
+            connection.execute(
+                "CREATE TEMP TRIGGER fail_boom BEFORE INSERT ON writes WHEN NEW.key = 'boom.txt' "
+                "BEGIN SELECT RAISE(ABORT, 'no space left'); END"
+            )
+        time.sleep(LAST_SEEN_RESOLUTION.total_seconds() * 1.1)
+        boom = store.prepare_write(key="boom.txt", content=CONTENTS[7])
+        with pytest.raises(StorageError):
+            store.write_prepared_many([kept, boom])
+        store.write(key="c.txt", content=CONTENTS[8])  # an unrelated write commits
+        store.write_prepared(kept)  # must still refresh a: its refresh above was rolled back
+        assert collect_garbage(store, namespace="default", grace=timedelta(hours=1)).blobs_deleted == 0
 
 
 def test_a_reference_forgotten_and_collected_during_a_read_reads_as_not_found(store_root: Path) -> None:

@@ -44,6 +44,7 @@ def _put(database: Database, blobs: BlobStore, data: bytes) -> str:
     staged = blobs.stage(digest, data)
     with database.transaction() as connection:
         blobs.put(connection, staged)
+    blobs.keep_checked()
     return digest
 
 
@@ -101,12 +102,20 @@ def test_a_blob_needs_refreshing_unless_put_or_refreshed_within_the_resolution_a
     other = BlobStore(directory=tmp_path / "blobs", compression_level=3, inline_max=1 << 20, durable=False)
     with database.transaction() as connection:
         assert other.refresh(connection, inline_digest)
+    assert not other.seen(inline_digest)  # not until the caller says its transaction committed
+    other.keep_checked()
     assert other.seen(inline_digest)
     assert other.needs_refresh(inline_digest)  # found with last_seen fresh, but it may be up to a resolution old
     time.sleep(LAST_SEEN_RESOLUTION.total_seconds() * 1.1)
     assert inline.needs_refresh(inline_digest)
+    with database.rolled_back() as connection:
+        assert other.refresh(connection, inline_digest)  # stale now, so rewritten, but rolled back
+    other.discard_checked()
+    other.keep_checked()
+    assert other.needs_refresh(inline_digest)
     with database.transaction() as connection:
-        assert other.refresh(connection, inline_digest)  # stale now, so rewritten and current
+        assert other.refresh(connection, inline_digest)  # rewritten and committed: current
+    other.keep_checked()
     assert not other.needs_refresh(inline_digest)
     for blob_store in (inline, in_files, other):
         blob_store.close()

@@ -34,6 +34,13 @@ def test_a_new_store_applies_every_migration(store: ContentAddressedToolResultSt
         assert connection.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATION_NAMES)
 
 
+def test_writes_have_one_trigger_so_record_write_can_count_on_it(store: ContentAddressedToolResultStore) -> None:
+    """`index.record_write` tells a visible reference by counting changes: another trigger would break that."""
+    with sqlite3.connect(store.root / "index.db") as connection:
+        triggers = connection.execute("SELECT name, tbl_name FROM sqlite_master WHERE type = 'trigger'").fetchall()
+    assert triggers == [("writes_make_references_visible", "writes")]
+
+
 def test_an_index_of_the_first_schema_version_upgrades_in_place(store_root: Path) -> None:
     """Build an index as the first release did (only the first migration, and the rows it wrote), then open."""
     store_root.mkdir()
