@@ -80,3 +80,37 @@ def test_closing_while_threads_write_and_read_loses_nothing(store_root: Path) ->
         report = verify(reopened)
     assert report.ok and report.stray_files == 0
     assert os.path.isdir(store_root / "blobs")
+
+
+def test_closing_while_threads_read_blob_files_gives_content_or_store_closed(store_root: Path) -> None:
+    contents = [f"file blob {number}\n" * 5000 for number in range(3)]  # each well over inline_max
+    with ContentAddressedToolResultStore(store_root, inline_max=0) as store:
+        references = [store.write(key="f.txt", content=content) for content in contents]
+    unexpected: list[BaseException] = []
+    reads: list[int] = []
+
+    def read_until_closed(store: ContentAddressedToolResultStore, started: threading.Barrier) -> None:
+        started.wait()
+        for number in range(1_000_000):
+            try:
+                assert store.read(references[number % 3]) == contents[number % 3]
+            except StoreClosedError:
+                reads.append(number)
+                return
+            except BaseException as error:  # a read through a closed or reused descriptor would land here
+                unexpected.append(error)
+                return
+
+    for _ in range(80):
+        store = ContentAddressedToolResultStore(store_root, inline_max=0)
+        started = threading.Barrier(5)
+        readers = [threading.Thread(target=read_until_closed, args=(store, started)) for _ in range(4)]
+        for reader in readers:
+            reader.start()
+        started.wait()
+        threading.Event().wait(0.01)
+        store.close()
+        for reader in readers:
+            reader.join()
+    assert unexpected == []
+    assert sum(reads) > 100  # the readers really read before each close
