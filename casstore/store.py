@@ -36,6 +36,9 @@ DEFAULT_NAMESPACE = "default"
 # Measured with `python -m benchmarks --inline-sweep`: see the README's Performance section.
 DEFAULT_INLINE_MAX = 64 * 1024
 MAX_NAMESPACE_LENGTH = 256
+# A read whose blob file vanished under it looks again this many times in all: enough for a blob collected and stored
+# anew meanwhile, while a file that is really gone still fails after a few quick look-ups.
+_READ_ATTEMPTS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,30 +262,39 @@ class ContentAddressedToolResultStore(ToolResultStore):
         return data.decode("utf-8") if is_text else data
 
     def _read(self, digest: str, reference: str) -> bytes:
+        attempt = 1
+        while True:
+            try:
+                return self._read_once(digest, reference)
+            except CorruptBlobError as error:
+                # A blob file that vanished after the look-up may have been collected by a concurrent `gc` after its
+                # reference was forgotten: then the reference is unknown, not the blob corrupt. If it is visible
+                # again, a writer stored the content anew in the meantime, and a new look-up finds that blob.
+                if not error.missing:
+                    raise
+                if not self._still_visible(digest, reference):
+                    raise self._not_found(reference) from None
+                if attempt == _READ_ATTEMPTS:
+                    raise
+                attempt += 1
+
+    def _read_once(self, digest: str, reference: str) -> bytes:
         try:
             with self._database.reading() as connection:
                 row = index.readable_blob(connection, namespace=self.namespace, digest=digest, reference=reference)
-            if row is None:
-                raise self._not_found(reference)
-            size, stored_in, frame = row
-            return self._blobs.load_columns(
-                digest, size=size, stored_in=stored_in, frame=frame, file_access=self._guard
-            )
-        except CorruptBlobError as error:
-            # A blob file that vanished after the look-up may have been collected by a concurrent `gc` after its
-            # reference was forgotten: then the reference is unknown, not the blob corrupt.
-            if error.missing and not self._still_visible(digest, reference):
-                raise self._not_found(reference) from None
-            raise
         except sqlite3.DatabaseError as error:
-            raise CorruptBlobError(
-                f"Cannot look up blob {digest}: the index is damaged ({error}). See 'Recovery' in the README.",
-                digest=digest,
-            ) from error
+            raise _damaged_index(digest, error) from error
+        if row is None:
+            raise self._not_found(reference)
+        size, stored_in, frame = row
+        return self._blobs.load_columns(digest, size=size, stored_in=stored_in, frame=frame, file_access=self._guard)
 
     def _still_visible(self, digest: str, reference: str) -> bool:
-        with self._database.reading() as connection:
-            return index.is_visible(connection, namespace=self.namespace, digest=digest, reference=reference)
+        try:
+            with self._database.reading() as connection:
+                return index.is_visible(connection, namespace=self.namespace, digest=digest, reference=reference)
+        except sqlite3.DatabaseError as error:
+            raise _damaged_index(digest, error) from error
 
     def _not_found(self, reference: str) -> ReferenceNotFoundError:
         return ReferenceNotFoundError(
@@ -393,3 +405,10 @@ def _check_namespace(namespace: object) -> None:
         raise ValueError(
             f"`namespace` must be 1 to {MAX_NAMESPACE_LENGTH} printable characters, got {namespace[:80]!r}."
         )
+
+
+def _damaged_index(digest: str, error: sqlite3.DatabaseError) -> CorruptBlobError:
+    return CorruptBlobError(
+        f"Cannot look up blob {digest}: the index is damaged ({error}). See 'Recovery' in the README.",
+        digest=digest,
+    )

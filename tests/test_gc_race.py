@@ -7,6 +7,7 @@ import threading
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -186,3 +187,31 @@ def test_a_reference_forgotten_and_collected_during_a_read_reads_as_not_found(st
             reader.join()
     assert unexpected == []
     assert outcomes["read"] > 0 and outcomes["not found"] > 0
+
+
+def test_a_read_whose_blob_was_collected_and_stored_again_meanwhile_returns_the_content(store_root: Path) -> None:
+    """
+    The interleaving the race test above meets now and then, made to happen every time: the read looks its blob up,
+    gc collects it before the file is opened, and a writer stores the same content again before the read looks back.
+    """
+    content = CONTENTS[3]
+    with ContentAddressedToolResultStore(store_root, namespace="reader", inline_max=0) as store:
+        reference = store.write(key="r.txt", content=content)
+        load_columns = store._blobs.load_columns
+        interleaved: list[str] = []
+
+        def collect_and_store_again_around_the_first_load(*args: Any, **kwargs: Any) -> bytes:
+            if interleaved:
+                return load_columns(*args, **kwargs)
+            interleaved.append("collected")
+            with store.database.transaction() as connection:  # as if written long ago, so gc may take it at once
+                connection.execute("UPDATE blobs SET last_seen = '2020-01-01 00:00:00.000'")
+            assert collect_garbage(store, namespace="reader", grace=timedelta(0)).blobs_deleted == 1
+            try:
+                return load_columns(*args, **kwargs)
+            finally:
+                store.write(key="r.txt", content=content)
+
+        store._blobs.load_columns = collect_and_store_again_around_the_first_load  # type: ignore[method-assign]
+        assert store.read(reference) == content
+        assert interleaved == ["collected"]
