@@ -228,9 +228,12 @@ class BlobStore:
 
         :raises CorruptBlobError: If the index has no row for `digest`, or a blob stored in the index has no frame.
         """
+        # The same rule as the view `readable_blobs`, so that `verify` checks what `read` reads: a frame, when the
+        # index has one, is what is read, even for a blob whose row says it is kept in a file (a damaged index).
         row = connection.execute(
-            "SELECT blobs.size, blobs.stored_in, blob_frames.frame FROM blobs "
-            "LEFT JOIN blob_frames ON blob_frames.blob_id = blobs.id WHERE blobs.digest = ?",
+            "SELECT coalesce(blob_frames.size, blobs.size), "
+            "CASE WHEN blob_frames.frame IS NOT NULL THEN 'index' ELSE blobs.stored_in END, blob_frames.frame "
+            "FROM blobs LEFT JOIN blob_frames ON blob_frames.blob_id = blobs.id WHERE blobs.digest = ?",
             (digest,),
         ).fetchone()
         if row is None:

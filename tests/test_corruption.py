@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from casstore import ContentAddressedToolResultStore, CorruptBlobError, ReferenceNotFoundError, SchemaError
+from casstore.maintenance import verify
 from tests.helpers import blake3_hex, blob_files, inline_frame, replace_inline_frame
 
 CONTENT = "def handler(event):\n    return event['body']\n" * 500
@@ -83,6 +84,23 @@ def test_a_deleted_blob_row_raises_corrupt_blob_error(store: ContentAddressedToo
         connection.execute("DELETE FROM blobs")
     with pytest.raises(CorruptBlobError, match="missing from the index"):
         store.read(reference)
+
+
+def test_verify_checks_what_read_reads_when_a_file_blob_has_a_leftover_frame(
+    file_store: ContentAddressedToolResultStore,
+) -> None:
+    """A damaged index where a blob kept in a file also has a frame row: `read` reads the frame, so `verify` must."""
+    reference = file_store.write(key="a.txt", content=CONTENT)
+    with sqlite3.connect(file_store.root / "index.db") as connection:
+        connection.execute(
+            "INSERT INTO blob_frames (blob_id, frame, size) SELECT id, X'00112233', size FROM blobs WHERE digest = ?",
+            (blake3_hex(CONTENT.encode()),),
+        )
+    with pytest.raises(CorruptBlobError, match="not a zstd frame"):
+        file_store.read(reference)
+    report = verify(file_store)
+    assert [digest for digest, _ in report.corrupt] == [blake3_hex(CONTENT.encode())]
+    assert not report.ok
 
 
 def test_writing_lost_content_again_heals_its_blob(file_store: ContentAddressedToolResultStore) -> None:
