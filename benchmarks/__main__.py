@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import compaction, memory
+from benchmarks.delta_estimate import estimate_deltas
 from benchmarks.measure import BASELINE, CASSTORE, chunk_series, run_repetition, summarize
 from benchmarks.report import aggregate, median, table, targets, write_json
 from benchmarks.sweep import inline_sweep
@@ -175,6 +176,13 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
+def _delta_estimate(trace: PackedTrace, summaries: list[dict[str, dict[str, float]]]) -> dict[str, float]:
+    deltas = estimate_deltas(trace).to_dict()
+    baseline_du = median([summary[BASELINE]["du_closed_bytes"] for summary in summaries])
+    deltas["delta_frames_over_baseline_du"] = deltas["delta_frame_bytes"] / baseline_du
+    return deltas
+
+
 def _result(
     arguments: argparse.Namespace,
     trace: PackedTrace,
@@ -254,6 +262,7 @@ def _result(
                 [summary["floor"]["write_total_s"] / summary[BASELINE]["write_total_s"] for summary in summaries]
             ),
         },
+        "delta_estimate": _delta_estimate(trace, summaries),
         "chunks": {key: median([summary["chunks"][key] for summary in summaries]) for key in summaries[0]["chunks"]},
         "growth": growth,
         "repetitions": summaries,

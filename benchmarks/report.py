@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.delta_estimate import ANCHOR_BYTES, MIN_DELTA_SIZE
 from benchmarks.measure import BASELINE, CASSTORE
 
 
@@ -195,6 +196,7 @@ def table(result: dict[str, Any]) -> str:
             f"{_show(memory['baseline']['growth_bytes'], 'bytes')} | | |"
         )
     floor, chunks, growth = result["floor"], result["chunks"], result["growth"]
+    deltas = result["delta_estimate"]
     lines += [
         "",
         f"Duplicate floor (encode + BLAKE3 + one SQLite INSERT and COMMIT, WAL, synchronous=NORMAL), same duplicates: "
@@ -212,6 +214,13 @@ def table(result: dict[str, Any]) -> str:
         f"baseline's read.",
         f"Disk floor: the compressed frames of the unique content alone (no index, no history, no block rounding) take "
         f"{floor['frame_bytes'] / 1e6:.2f} MB, {floor['frames_over_baseline_du']:.3f}x the baseline's du.",
+        f"Deltas (not built; an estimate): compressing each new result of {MIN_DELTA_SIZE:,} bytes or more against the "
+        f"most recent whole result that shares its first or last {ANCHOR_BYTES} bytes turns "
+        f"{deltas['deltas']:,.0f} of {deltas['new_results']:,.0f} into deltas; the frames would take "
+        f"{deltas['delta_frame_bytes'] / 1e6:.2f} MB instead of {deltas['frame_bytes'] / 1e6:.2f} MB, "
+        f"{deltas['delta_frames_over_baseline_du']:.3f}x the baseline's du, for "
+        f"{1e6 * deltas['delta_seconds'] / max(deltas['delta_attempts'], 1):.0f} µs of compression per attempt "
+        f"({deltas['delta_attempts']:,.0f} attempts).",
         f"Per-chunk write-time ratio casstore / baseline over {chunks['count']:.0f} chunks (median of repetitions): "
         f"p10 {chunks['ratio_p10']:.3f}x, p50 {chunks['ratio_p50']:.3f}x, p90 {chunks['ratio_p90']:.3f}x.",
         "Per-write p50, first 10% -> last 10% of the trace: "
