@@ -6,9 +6,11 @@ A store could go below that by compressing a result against an earlier, similar 
 log that grew): zstd with the earlier content as a raw-content dictionary. This module measures what that would give
 on the trace, so that the README's statement on the disk target rests on a figure anyone can reproduce.
 
-The estimate is deliberately simple, as a store would have to be on its write path: the base is the most recent
-earlier result, kept whole (never itself a delta, so a read would decompress at most two frames), that shares the
-new result's first or its last `ANCHOR_BYTES` bytes; the delta is kept only if it is clearly smaller.
+The estimate is deliberately simple, as a store would have to be on its write path: the base is an earlier result
+kept whole (never itself a delta, so a read would decompress at most two frames): the latest with the same first
+`ANCHOR_BYTES` bytes, else the latest with the same last ones; the delta is kept only if it is clearly smaller.
+Only the frames are counted (no index, no history), and the time is that of compression alone: a store would also
+have to find, read and decompress the base.
 """
 
 import time
@@ -24,7 +26,8 @@ ANCHOR_BYTES = 256
 MIN_DELTA_SIZE = 1024
 # A delta must be under this share of the result's own frame to be worth a read of its base.
 KEEP_BELOW = 0.7
-# The anchors remembered, as a store would keep a bounded sketch of recent results rather than of all of them.
+# How many anchors (with the content behind each) are remembered: a store, too, would bound what it keeps for finding
+# bases rather than remember every result.
 MAX_ANCHORS = 8192
 _SLICE = 1000
 

@@ -217,10 +217,10 @@ def table(result: dict[str, Any]) -> str:
         f"Deltas (not built; an estimate): compressing each new result of {MIN_DELTA_SIZE:,} bytes or more against the "
         f"most recent whole result that shares its first or last {ANCHOR_BYTES} bytes turns "
         f"{deltas['deltas']:,.0f} of {deltas['new_results']:,.0f} into deltas; the frames would take "
-        f"{deltas['delta_frame_bytes'] / 1e6:.2f} MB instead of {deltas['frame_bytes'] / 1e6:.2f} MB, "
-        f"{deltas['delta_frames_over_baseline_du']:.3f}x the baseline's du, for "
+        f"{deltas['delta_frame_bytes'] / 1e6:.2f} MB instead of {deltas['frame_bytes'] / 1e6:.2f} MB (frames only, no "
+        f"index, no history), {deltas['delta_frames_over_baseline_du']:.3f}x the baseline's du, for "
         f"{1e6 * deltas['delta_seconds'] / max(deltas['delta_attempts'], 1):.0f} µs of compression per attempt "
-        f"({deltas['delta_attempts']:,.0f} attempts).",
+        f"({deltas['delta_attempts']:,.0f} attempts; finding and reading the base not included).",
         f"Per-chunk write-time ratio casstore / baseline over {chunks['count']:.0f} chunks (median of repetitions): "
         f"p10 {chunks['ratio_p10']:.3f}x, p50 {chunks['ratio_p50']:.3f}x, p90 {chunks['ratio_p90']:.3f}x.",
         "Per-write p50, first 10% -> last 10% of the trace: "

@@ -54,15 +54,6 @@ def record_write(
     return connection.total_changes - changes_before == 1
 
 
-def is_visible(connection: sqlite3.Connection, *, namespace: str, digest: str, reference: str) -> bool:
-    """:returns: Whether `reference` (of content `digest`) was written in `namespace` and not forgotten since."""
-    row = connection.execute(
-        "SELECT 1 FROM visible_references WHERE digest = ? AND namespace = ? AND reference = ?",
-        (digest, namespace, reference),
-    ).fetchone()
-    return row is not None
-
-
 def readable_blob(
     connection: sqlite3.Connection, *, namespace: str, digest: str, reference: str
 ) -> tuple[int | None, str | None, bytes | None] | None:

@@ -7,7 +7,7 @@ hands back a hash path as the reference, and resolves references only within its
 
 import sqlite3
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -36,9 +36,6 @@ DEFAULT_NAMESPACE = "default"
 # Measured with `python -m benchmarks --inline-sweep`: see the README's Performance section.
 DEFAULT_INLINE_MAX = 64 * 1024
 MAX_NAMESPACE_LENGTH = 256
-# A read whose blob file vanished under it looks again this many times in all: enough for a blob collected and stored
-# anew meanwhile, while a file that is really gone still fails after a few quick look-ups.
-_READ_ATTEMPTS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,21 +259,15 @@ class ContentAddressedToolResultStore(ToolResultStore):
         return data.decode("utf-8") if is_text else data
 
     def _read(self, digest: str, reference: str) -> bytes:
-        attempt = 1
-        while True:
-            try:
-                return self._read_once(digest, reference)
-            except CorruptBlobError as error:
-                # A blob file that vanished after the look-up may have been collected by a concurrent `gc` after its
-                # reference was forgotten: then the reference is unknown, not the blob corrupt. If it is visible
-                # again, a writer stored the content anew in the meantime, and a new look-up finds that blob.
-                if not error.missing:
-                    raise
-                if not self._still_visible(digest, reference):
-                    raise self._not_found(reference) from None
-                if attempt == _READ_ATTEMPTS:
-                    raise
-                attempt += 1
+        try:
+            return self._read_once(digest, reference)
+        except CorruptBlobError as error:
+            if not error.missing:
+                raise
+        # The blob's file vanished after the look-up: a concurrent `gc` may have collected the blob after its reference
+        # was forgotten, and a writer may have stored the same content again since. Looked at once more under the
+        # index's write lock, the only lock under which blob files are deleted, what is found is final.
+        return self._read_locked(digest, reference)
 
     def _read_once(self, digest: str, reference: str) -> bytes:
         try:
@@ -289,10 +280,16 @@ class ContentAddressedToolResultStore(ToolResultStore):
         size, stored_in, frame = row
         return self._blobs.load_columns(digest, size=size, stored_in=stored_in, frame=frame, file_access=self._guard)
 
-    def _still_visible(self, digest: str, reference: str) -> bool:
+    def _read_locked(self, digest: str, reference: str) -> bytes:
         try:
-            with self._database.reading() as connection:
-                return index.is_visible(connection, namespace=self.namespace, digest=digest, reference=reference)
+            with self._guard.held(), self._database.rolled_back() as connection:
+                row = index.readable_blob(connection, namespace=self.namespace, digest=digest, reference=reference)
+                if row is None:
+                    raise self._not_found(reference)
+                size, stored_in, frame = row
+                return self._blobs.load_columns(
+                    digest, size=size, stored_in=stored_in, frame=frame, file_access=nullcontext()
+                )
         except sqlite3.DatabaseError as error:
             raise _damaged_index(digest, error) from error
 

@@ -47,11 +47,11 @@ def test_small_trace_one_repetition(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert result["floor"]["floor_p50_us"] > 0
     assert result["floor"]["new_floor_p50_us"] > 0
     assert 0 < result["floor"]["read_floor_p50_us"] < figures["read_p50_us"]["baseline"]
-    assert 0 < result["floor"]["whole_trace_floor_s"] < figures["write_total_s"]["casstore"]
+    assert 0 < result["floor"]["whole_trace_floor_s"] < figures["write_total_s"]["baseline"]  # about 0.2x of it
     assert 0 < result["floor"]["frame_bytes"] < figures["du_closed_bytes"]["casstore"]
     deltas = result["delta_estimate"]
     assert deltas["new_results"] == trace["unique_writes"]
-    assert 0 < deltas["deltas"] <= deltas["delta_attempts"] < deltas["new_results"]
+    assert 0 < deltas["deltas"] <= deltas["delta_attempts"] < deltas["new_results"] and deltas["delta_seconds"] > 0
     assert 0 < deltas["delta_frame_bytes"] < deltas["frame_bytes"] == result["floor"]["frame_bytes"]
     assert "Deltas (not built; an estimate)" in printed
     assert set(result["growth"]["casstore"]) == {"all", "new", "duplicate", "worst"}

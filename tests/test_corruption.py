@@ -80,7 +80,7 @@ def test_a_blob_replaced_by_another_blobs_bytes_raises(file_store: ContentAddres
 
 def test_a_deleted_blob_row_raises_corrupt_blob_error(store: ContentAddressedToolResultStore) -> None:
     reference = store.write(key="a.txt", content=CONTENT)
-    with sqlite3.connect(store.root / "index.db") as connection:
+    with contextlib.closing(sqlite3.connect(store.root / "index.db")) as connection, connection:
         connection.execute("DELETE FROM blobs")
     with pytest.raises(CorruptBlobError, match="missing from the index"):
         store.read(reference)
@@ -91,7 +91,7 @@ def test_verify_checks_what_read_reads_when_a_file_blob_has_a_leftover_frame(
 ) -> None:
     """A damaged index where a blob kept in a file also has a frame row: `read` reads the frame, so `verify` must."""
     reference = file_store.write(key="a.txt", content=CONTENT)
-    with sqlite3.connect(file_store.root / "index.db") as connection:
+    with contextlib.closing(sqlite3.connect(file_store.root / "index.db")) as connection, connection:
         connection.execute(
             "INSERT INTO blob_frames (blob_id, frame, size) SELECT id, X'00112233', size FROM blobs WHERE digest = ?",
             (blake3_hex(CONTENT.encode()),),

@@ -1,7 +1,6 @@
 """The blob layer and the index layer, each alone, on a real index.db and a real blob folder."""
 
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import casstore.blobs
 from casstore.blobs import LAST_SEEN_RESOLUTION, BlobStore, content_digest
 from casstore.database import Database
 from casstore.errors import CorruptBlobError
@@ -17,7 +17,7 @@ from casstore.index import (
     dangling_writes,
     forget_writes,
     is_referenced,
-    is_visible,
+    readable_blob,
     record_offloads,
     record_write,
     unreferenced_digests,
@@ -88,9 +88,26 @@ def test_refresh_says_whether_the_blob_is_really_there(database: Database, tmp_p
     blobs.close()
 
 
+class _Clock:
+    """A stand-in for the `time` module in `casstore.blobs`: its monotonic clock moves only when a test says."""
+
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+_LONG_AGO = "2020-01-01 00:00:00.000"
+# Fresh however long the test's thread is held up before the next statement.
+_FRESH = "strftime('%Y-%m-%d %H:%M:%f', 'now', '+60 seconds')"
+
+
 def test_a_blob_needs_refreshing_unless_put_or_refreshed_within_the_resolution_and_inline(
-    database: Database, tmp_path: Path
+    database: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    clock = _Clock()
+    monkeypatch.setattr(casstore.blobs, "time", clock)
     inline = BlobStore(directory=tmp_path / "blobs", compression_level=3, inline_max=1 << 20, durable=False)
     in_files = BlobStore(directory=tmp_path / "blobs", compression_level=3, inline_max=0, durable=False)
     inline_digest = _put(database, inline, b"inline" * 1000)
@@ -101,22 +118,27 @@ def test_a_blob_needs_refreshing_unless_put_or_refreshed_within_the_resolution_a
     assert inline.needs_refresh(file_digest)  # never seen by this blob store
     other = BlobStore(directory=tmp_path / "blobs", compression_level=3, inline_max=1 << 20, durable=False)
     with database.transaction() as connection:
+        connection.execute(f"UPDATE blobs SET last_seen = {_FRESH}")
         assert other.refresh(connection, inline_digest)
     assert not other.seen(inline_digest)  # not until the caller says its transaction committed
     other.keep_checked()
     assert other.seen(inline_digest)
     assert other.needs_refresh(inline_digest)  # found with last_seen fresh, but it may be up to a resolution old
-    time.sleep(LAST_SEEN_RESOLUTION.total_seconds() * 1.1)
+    clock.now += LAST_SEEN_RESOLUTION.total_seconds() * 1.1
     assert inline.needs_refresh(inline_digest)
     with database.rolled_back() as connection:
-        assert other.refresh(connection, inline_digest)  # stale now, so rewritten, but rolled back
+        connection.execute("UPDATE blobs SET last_seen = ?", (_LONG_AGO,))
+        assert other.refresh(connection, inline_digest)  # stale, so rewritten, but rolled back
     other.discard_checked()
     other.keep_checked()
     assert other.needs_refresh(inline_digest)
     with database.transaction() as connection:
+        connection.execute("UPDATE blobs SET last_seen = ?", (_LONG_AGO,))
         assert other.refresh(connection, inline_digest)  # rewritten and committed: current
     other.keep_checked()
     assert not other.needs_refresh(inline_digest)
+    clock.now += LAST_SEEN_RESOLUTION.total_seconds() * 1.1
+    assert other.needs_refresh(inline_digest)
     for blob_store in (inline, in_files, other):
         blob_store.close()
 
@@ -159,17 +181,17 @@ def test_the_index_records_writes_and_answers_visibility(database: Database) -> 
         )
     reference = f"blake3/aa/{'a' * 62}.txt"
     with database.reading() as connection:
-        assert is_visible(connection, namespace="alice", digest=digest, reference=reference)
-        assert not is_visible(connection, namespace="carol", digest=digest, reference=reference)
-        assert not is_visible(connection, namespace="alice", digest=digest, reference=reference + "x")
+        assert readable_blob(connection, namespace="alice", digest=digest, reference=reference) is not None
+        assert readable_blob(connection, namespace="carol", digest=digest, reference=reference) is None
+        assert readable_blob(connection, namespace="alice", digest=digest, reference=reference + "x") is None
         assert is_referenced(connection, digest)
         assert dangling_writes(connection) == [("alice", reference), ("alice", reference), ("bob", reference)]
         assert connection.execute("SELECT count(*) FROM visible_references").fetchone()[0] == 2
     with database.transaction() as connection:
         assert forget_writes(connection, where="namespace = ?", parameters=["alice"]) == 2
     with database.reading() as connection:
-        assert not is_visible(connection, namespace="alice", digest=digest, reference=reference)
-        assert is_visible(connection, namespace="bob", digest=digest, reference=reference)
+        assert readable_blob(connection, namespace="alice", digest=digest, reference=reference) is None
+        assert readable_blob(connection, namespace="bob", digest=digest, reference=reference) is not None
     with database.transaction() as connection:
         forget_writes(connection, where="1", parameters=[])
         connection.execute(

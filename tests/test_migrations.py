@@ -1,5 +1,6 @@
 """The schema: applied with sqlite-utils' migrations, upgraded in place, and never downgraded by an old release."""
 
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -130,11 +131,16 @@ def test_processes_opening_a_new_root_at_once_apply_the_schema_once(store_root: 
 
 @pytest.mark.slow
 def test_the_wheel_ships_migrations_inside_casstore_only(tmp_path: Path) -> None:
+    # Built from a copy without build output: setuptools reuses `build/lib`, where a renamed migration would linger.
+    source = tmp_path / "source"
+    leftovers = shutil.ignore_patterns("build", ".venv", "*.egg-info", ".git", "__pycache__", ".*cache")
+    shutil.copytree(REPOSITORY, source, ignore=leftovers)
+    wheels = tmp_path / "wheels"
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", str(tmp_path), str(REPOSITORY)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", str(wheels), str(source)],
         check=True,
     )
-    (wheel,) = tmp_path.glob("casstore-*.whl")
+    (wheel,) = wheels.glob("casstore-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     sql_files = sorted(name for name in names if name.endswith(".sql"))
     assert sql_files == [f"casstore/migrations/{name}.sql" for name in MIGRATION_NAMES]

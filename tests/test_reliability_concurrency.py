@@ -45,10 +45,14 @@ def _writer(root: Path, process: int) -> dict[str, Any]:
     return {"written": written, "errors": errors}
 
 
+_AT_LEAST = 20
+
+
 def _reader(root: Path, until: float) -> dict[str, Any]:
     reads, errors = 0, []
     stores: dict[str, ContentAddressedToolResultStore] = {}
-    while time.monotonic() < until:
+    # At least some reads however slowly the machine forked us: `until` was set before the processes started.
+    while reads + len(errors) < _AT_LEAST or time.monotonic() < until:
         probe = stores.setdefault("default", ContentAddressedToolResultStore(root))
         with probe.database.reading() as connection:
             rows = connection.execute(
@@ -70,7 +74,7 @@ def _collector(root: Path, until: float) -> dict[str, Any]:
     collections, deleted, errors = 0, 0, []
     with ContentAddressedToolResultStore(root, namespace="churn", inline_max=4096) as churn:
         number = 0
-        while time.monotonic() < until:
+        while collections + len(errors) < 2 or time.monotonic() < until:
             try:
                 for _ in range(10):
                     churn.write(key="churn.txt", content=content_for(100 + number % 4, number))
