@@ -9,6 +9,7 @@ from casstore import ContentAddressedToolResultStore
 from casstore.errors import (
     CasStoreError,
     CorruptBlobError,
+    IndexDamagedError,
     InvalidContentError,
     InvalidKeyError,
     InvalidReferenceError,
@@ -16,6 +17,7 @@ from casstore.errors import (
     SchemaError,
     StorageError,
     StoreClosedError,
+    UnsafeBlobError,
 )
 from casstore.index import OffloadRecord
 from casstore.store import ContentAddressedToolResultStore, PreparedWrite
@@ -24,6 +26,7 @@ __all__ = [
     "CasStoreError",
     "ContentAddressedToolResultStore",
     "CorruptBlobError",
+    "IndexDamagedError",
     "InvalidContentError",
     "InvalidKeyError",
     "InvalidReferenceError",
@@ -33,4 +36,5 @@ __all__ = [
     "SchemaError",
     "StorageError",
     "StoreClosedError",
+    "UnsafeBlobError",
 ]

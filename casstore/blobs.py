@@ -29,7 +29,7 @@ import zstandard
 
 from casstore.blob_files import BlobDirectory, BlobFile, UnsafeBlobPathError
 from casstore.database import NOW_SQL, SHIFTED_NOW_SQL, ago
-from casstore.errors import CorruptBlobError
+from casstore.errors import CorruptBlobError, UnsafeBlobError
 
 # Above this size, BLAKE3 hashes with several threads.
 _PARALLEL_HASH_BYTES = 4 * 1024 * 1024
@@ -352,8 +352,9 @@ class BlobStore:
                 f"Blob {digest} is missing: its file is gone.", digest=digest, missing=True
             ) from error
         except UnsafeBlobPathError as error:
-            raise CorruptBlobError(
-                f"Blob {digest} is not a regular file inside the store (a symlink?); refusing to read it.",
+            raise UnsafeBlobError(
+                f"Blob {digest} is not a regular file inside the store (a symlink?); refusing to read it. Nothing "
+                f"casstore wrote is there: remove it, and the next write of that content stores it again.",
                 digest=digest,
             ) from error
         except OSError as error:

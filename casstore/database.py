@@ -18,7 +18,7 @@ from pathlib import Path
 from sqlite_utils import Database as SqliteUtilsDatabase
 
 from casstore import forks
-from casstore.errors import SchemaError, StoreClosedError
+from casstore.errors import IndexDamagedError, SchemaError, StoreClosedError
 from casstore.schema import MIGRATION_NAMES, MIGRATION_SET, MIGRATIONS
 
 # How long a write waits for another process's write transaction before giving up.
@@ -221,11 +221,18 @@ def _reset_fork_lock() -> None:
 os.register_at_fork(after_in_child=_reset_fork_lock)
 
 
+# SQLite's primary result codes for a file that is damaged or not a database at all.
+_DAMAGED = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
+
+
 def _unusable(path: Path, error: sqlite3.Error) -> SchemaError:
-    return SchemaError(
+    message = (
         f"{path} is not a usable casstore index ({error}). If it is damaged, move it aside: see 'Recovery' in the "
         f"casstore README."
     )
+    if (getattr(error, "sqlite_errorcode", 0) & 0xFF) in _DAMAGED:
+        return IndexDamagedError(message)
+    return SchemaError(message)
 
 
 def _refuse_unknown_schema(sqlite_utils_db: SqliteUtilsDatabase, path: Path) -> None:

@@ -27,15 +27,26 @@ class ReferenceNotFoundError(CasStoreError, FileNotFoundError):
 class CorruptBlobError(CasStoreError, OSError):
     """The stored blob behind a reference is missing, truncated, undecodable, or its digest does not match."""
 
-    def __init__(self, message: str, *, digest: str, missing: bool = False) -> None:
+    def __init__(self, message: str, *, digest: str = "", missing: bool = False) -> None:
         """
         :param message: What is wrong, in words.
-        :param digest: The BLAKE3 digest of the blob, named in the message so `casstore verify` output can be matched.
+        :param digest: The BLAKE3 digest of the blob, named in the message so `casstore verify` output can be matched;
+            empty when the damage is to the index as a whole.
         :param missing: True when the blob is gone (no row or no file) rather than damaged.
         """
         super().__init__(message)
         self.digest = digest
         self.missing = missing
+
+
+class UnsafeBlobError(CorruptBlobError, ReferenceNotFoundError):
+    """
+    The blob path behind a reference is a symlink or not a regular file (planted, never written by casstore): refused,
+    never followed.
+
+    A `CorruptBlobError`, as the store was tampered with, and a `ReferenceNotFoundError`, as nothing this store wrote
+    can be read behind the reference; code written to expect either catches it.
+    """
 
 
 class InvalidKeyError(CasStoreError, ValueError):
@@ -59,3 +70,12 @@ class SchemaError(CasStoreError):
 
 class StoreClosedError(CasStoreError):
     """The store was used after `close()`."""
+
+
+class IndexDamagedError(SchemaError, CorruptBlobError):
+    """
+    `index.db` is damaged (SQLite finds it malformed, or not a database at all), so the store cannot open it.
+
+    A `SchemaError`, as opening fails, and a `CorruptBlobError`, as the damage is to stored data: small blobs live in
+    the index. The README's "Recovery" says what to do.
+    """

@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from casstore import ContentAddressedToolResultStore, CorruptBlobError, ReferenceNotFoundError, SchemaError
+from casstore import (
+    ContentAddressedToolResultStore,
+    CorruptBlobError,
+    IndexDamagedError,
+    ReferenceNotFoundError,
+    SchemaError,
+)
 from casstore.maintenance import verify
 from tests.helpers import blake3_hex, blob_files, inline_frame, replace_inline_frame
 
@@ -127,6 +133,18 @@ def test_a_deleted_index_makes_every_reference_unknown(store_root: Path) -> None
         for reference in written:
             with pytest.raises(ReferenceNotFoundError):
                 store.read(reference)
+
+
+def test_an_index_with_a_damaged_header_is_refused_as_damaged_and_left_as_it_is(store_root: Path) -> None:
+    _fill(store_root, 10)
+    index = store_root / "index.db"
+    data = bytearray(index.read_bytes())
+    data[0:16] = b"garbage garbage!"
+    index.write_bytes(bytes(data))
+    with pytest.raises(IndexDamagedError, match="Recovery") as refused:
+        ContentAddressedToolResultStore(store_root)
+    assert isinstance(refused.value, CorruptBlobError) and isinstance(refused.value, SchemaError)
+    assert index.read_bytes() == bytes(data)
 
 
 @pytest.mark.parametrize("seed", range(12))

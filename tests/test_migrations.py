@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import sqlite_utils
 
-from casstore import ContentAddressedToolResultStore, SchemaError
+from casstore import ContentAddressedToolResultStore, CorruptBlobError, IndexDamagedError, SchemaError
 from casstore.blobs import BlobStore, content_digest
 from casstore.database import Database
 from casstore.references import Reference
@@ -95,8 +95,9 @@ def test_an_index_from_a_newer_release_is_refused_and_left_unchanged(store_root:
             (MIGRATION_SET, "9999_from_the_future", "2030-01-01"),
         )
     before = tree_fingerprint(store_root)
-    with pytest.raises(SchemaError, match="newer casstore"):
+    with pytest.raises(SchemaError, match="newer casstore") as refused:
         ContentAddressedToolResultStore(store_root)
+    assert not isinstance(refused.value, IndexDamagedError)  # nothing is damaged: casstore is too old
     assert tree_fingerprint(store_root) == before
 
 
@@ -105,16 +106,21 @@ def test_a_foreign_sqlite_database_is_refused(store_root: Path) -> None:
     with sqlite3.connect(store_root / "index.db") as connection:
         connection.execute("CREATE TABLE customers (name TEXT)")
     before = tree_fingerprint(store_root)
-    with pytest.raises(SchemaError, match="not a casstore index"):
+    with pytest.raises(SchemaError, match="not a casstore index") as refused:
         ContentAddressedToolResultStore(store_root)
+    assert not isinstance(refused.value, IndexDamagedError)
     assert tree_fingerprint(store_root) == before
 
 
 def test_a_file_that_is_not_sqlite_is_refused(store_root: Path) -> None:
     store_root.mkdir()
     (store_root / "index.db").write_bytes(b"this is not a database" * 100)
-    with pytest.raises(SchemaError, match="not a usable casstore index"):
+    before = tree_fingerprint(store_root)
+    with pytest.raises(IndexDamagedError, match="not a usable casstore index") as refused:
         ContentAddressedToolResultStore(store_root)
+    # Both a refusal to open and damaged storage, so code expecting either catches it.
+    assert isinstance(refused.value, SchemaError) and isinstance(refused.value, CorruptBlobError)
+    assert tree_fingerprint(store_root) == before
 
 
 def test_processes_opening_a_new_root_at_once_apply_the_schema_once(store_root: Path) -> None:

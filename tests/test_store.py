@@ -1,6 +1,7 @@
 """The store's contract: round trips, dedup, references, errors, namespaces, serialization."""
 
 import os
+import pickle
 import sqlite3
 import time
 from pathlib import Path
@@ -9,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import casstore
 from casstore import (
     CasStoreError,
     ContentAddressedToolResultStore,
@@ -335,3 +337,16 @@ def test_write_prepared_many_stores_every_part_in_order(store: ContentAddressedT
     assert references == [part.reference for part in parts]
     assert [store.read(reference) for reference in references] == ["first", b"\x89PNG second", "first"]
     assert (count_rows(store.root, "writes"), count_rows(store.root, "blobs")) == (3, 2)
+
+
+def test_every_public_error_derives_from_cas_store_error_and_survives_pickling() -> None:
+    """Errors cross process boundaries (multiprocessing, concurrent.futures) with their message and attributes."""
+    errors = [getattr(casstore, name) for name in casstore.__all__ if name.endswith("Error")]
+    assert len(errors) == 11
+    for error_class in errors:
+        assert issubclass(error_class, casstore.CasStoreError)
+        error = error_class("what went wrong")
+        copy = pickle.loads(pickle.dumps(error))
+        assert type(copy) is error_class and str(copy) == "what went wrong"
+    corrupt = pickle.loads(pickle.dumps(casstore.CorruptBlobError("gone", digest="ab" * 32, missing=True)))
+    assert (corrupt.digest, corrupt.missing) == ("ab" * 32, True)
