@@ -21,11 +21,13 @@ import click
 from casstore import history, maintenance
 from casstore.errors import CasStoreError
 from casstore.references import parse_reference
-from casstore.store import INDEX_FILE_NAME, ContentAddressedToolResultStore
+from casstore.store import INDEX_FILE_NAME, ContentAddressedToolResultStore, check_namespace
 
 DEFAULT_ROOT = ".casstore"
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d|w)", re.ASCII)
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+# `verify`'s exit status when nothing is damaged but orphans were found (1 means damaged; click uses 2 for usage).
+_ORPHANS_ONLY = 3
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -187,19 +189,29 @@ def log(root: Path, namespace: str | None, tool: str | None, since: str | None, 
 @cli.command()
 @click.argument("reference")
 @_root_option
-@click.option("--namespace", default="default", show_default=True, help="The namespace the reference was written in.")
+@click.option(
+    "--namespace",
+    help="The namespace the reference was written in (default: the first namespace, by name, that holds it).",
+)
 @click.option("--lines", "line_range", help="Only lines A to B (1-based, inclusive), such as 10:20, 10: or :20.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the content to a file.")
-def cat(reference: str, root: Path, namespace: str, line_range: str | None, output: Path | None) -> None:
+def cat(reference: str, root: Path, namespace: str | None, line_range: str | None, output: Path | None) -> None:
     """Print the content behind REFERENCE (binary only with -o or when stdout is not a terminal)."""
     parse_reference(reference)
+    lines = _parse_line_range(line_range) if line_range is not None else None
+    if namespace is None:
+        with _open(root) as probe:
+            holding = history.namespaces_holding(probe, reference)
+        if not holding:
+            raise click.ClickException(f"no namespace holds {reference}; see casstore log for references.")
+        namespace = holding[0]
     with _open(root, namespace) as store:
         _require_namespace(store, namespace)
         content = store.read(reference)
-    if line_range is not None:
+    if lines is not None:
         if isinstance(content, bytes):
             raise click.ClickException("--lines works on text; this reference holds binary content.")
-        content = _line_window(content, line_range)
+        content = _line_window(content, *lines)
     data = content.encode("utf-8") if isinstance(content, str) else content
     if output is not None:
         output.write_bytes(data)
@@ -213,12 +225,18 @@ def cat(reference: str, root: Path, namespace: str, line_range: str | None, outp
     sys.stdout.buffer.flush()
 
 
-def _line_window(text: str, line_range: str) -> str:
+def _parse_line_range(line_range: str) -> tuple[int, int | None]:
     match = re.fullmatch(r"(\d*):(\d*)", line_range.strip())
-    if match is None or (match[1] and int(match[1]) < 1) or (match[2] and int(match[2]) < 1):
-        raise click.ClickException(f"--lines takes A:B with 1-based line numbers, such as 10:20; got {line_range!r}.")
-    first = int(match[1]) if match[1] else 1
-    last = int(match[2]) if match[2] else None
+    first = int(match[1]) if match is not None and match[1] else 1
+    last = int(match[2]) if match is not None and match[2] else None
+    if match is None or first < 1 or (last is not None and last < first):
+        raise click.ClickException(
+            f"--lines takes A:B with 1-based line numbers and A <= B, such as 10:20; got {line_range!r}."
+        )
+    return first, last
+
+
+def _line_window(text: str, first: int, last: int | None) -> str:
     # Lines end at "\n" only, as in the read-back tool, so both number the lines of a result alike.
     pieces = text.split("\n")
     lines = [piece + "\n" for piece in pieces[:-1]] + ([pieces[-1]] if pieces[-1] else [])
@@ -229,7 +247,10 @@ def _line_window(text: str, line_range: str) -> str:
 @_root_option
 @_json_option
 def verify(root: Path, as_json: bool) -> None:
-    """Re-hash every blob; report missing and corrupt blobs, writes without blobs, and stray files."""
+    """
+    Re-hash every blob; report corrupt and missing blobs, writes without blobs, and orphans. Exit status 0 when all is
+    well, 1 when something is damaged, 3 when the only findings are orphans (which `casstore gc` removes).
+    """
     with _open(root) as store:
         if not as_json and sys.stderr.isatty():
             with store.database.reading() as connection:
@@ -239,22 +260,37 @@ def verify(root: Path, as_json: bool) -> None:
         else:
             report = maintenance.verify(store)
     if as_json:
-        _print_json({**dataclasses.asdict(report), "ok": report.ok})
+        _print_json({**dataclasses.asdict(report), "ok": report.ok, "clean": report.clean})
     else:
-        click.echo(f"{report.blobs_checked} blobs checked")
-        for digest, message in report.corrupt:
-            click.echo(f"corrupt  {digest}  {message}")
-        for digest in report.missing:
-            click.echo(f"missing  {digest}")
-        for namespace, reference in report.dangling_writes:
-            click.echo(f"no blob  {reference}  (written in namespace {namespace!r})")
-        if report.stray_files:
-            click.echo(
-                f"{report.stray_files} stray files ({_bytes(report.stray_bytes)}) not in the index: gc removes them"
-            )
-        click.echo("ok" if report.ok else "damaged: see 'Recovery' in the casstore README")
+        _print_verify_report(report)
     if not report.ok:
         sys.exit(1)
+    if not report.clean:
+        sys.exit(_ORPHANS_ONLY)
+
+
+def _print_verify_report(report: maintenance.VerifyReport) -> None:
+    click.echo(f"{report.blobs_checked} blobs checked")
+    for digest, message in report.corrupt:
+        click.echo(f"corrupt  {digest}  {message}")
+    for digest in report.missing:
+        click.echo(f"missing  {digest}")
+    for namespace, reference in report.dangling_writes:
+        click.echo(f"no blob  {reference}  (written in namespace {namespace!r})")
+    if report.stray_files:
+        click.echo(
+            f"orphan   {report.stray_files} blob or temporary files ({_bytes(report.stray_bytes)}) no row points at"
+        )
+    if report.stale_rows:
+        click.echo(f"orphan   {report.stale_rows} rows of unreferenced blobs whose file is gone")
+    if report.unreferenced_blobs:
+        click.echo(
+            f"{report.unreferenced_blobs} blobs no write references any more: gc deletes them after its grace period"
+        )
+    if not report.ok:
+        click.echo("damaged: see 'Recovery' in the casstore README")
+    else:
+        click.echo("ok" if report.clean else "ok, but orphans: casstore gc removes those older than its grace period")
 
 
 @cli.command()
@@ -293,14 +329,24 @@ def gc(root: Path, namespace: str | None, older_than: str | None, grace: str, dr
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="Folder the agent explores (default: the installed casstore package's source).",
 )
+@click.option("--namespace", help="The run's namespace (default: demo- and the UTC time, so each run is its own).")
 @_json_option
-def demo(root: Path, steps: int | None, corpus: Path | None, as_json: bool) -> None:
+def demo(root: Path, steps: int | None, corpus: Path | None, namespace: str | None, as_json: bool) -> None:
     """Run a scripted coding agent over a real folder with the store and compactor, then summarize."""
-    from casstore.demo import print_progress, print_summary, run_demo  # imports the agent stack only when needed
+    from casstore.demo import default_corpus, print_progress, print_summary, run_demo, text_files
 
-    summary = run_demo(root=root, steps=steps, corpus=corpus, progress=None if as_json else print_progress)
+    try:  # checked here too, so that a mistake in the arguments is one line, and an error in the run a traceback
+        text_files(corpus or default_corpus())
+        if namespace is not None:
+            check_namespace(namespace)
+    except ValueError as error:
+        raise click.ClickException(str(error)) from error
+    summary = run_demo(
+        root=root, steps=steps, corpus=corpus, namespace=namespace, progress=None if as_json else print_progress
+    )
     if as_json:
-        _print_json(dataclasses.asdict(summary))
+        ratios = {"dedup_ratio": summary.dedup_ratio, "compression_ratio": summary.compression_ratio}
+        _print_json({**dataclasses.asdict(summary), **ratios})
     else:
         print_summary(summary)
 

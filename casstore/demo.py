@@ -30,7 +30,7 @@ from haystack.utils.experimental import ExperimentalWarning
 
 from casstore.demo_tools import TEXT_SUFFIXES, make_file_tools
 from casstore.history import disk_usage
-from casstore.store import ContentAddressedToolResultStore
+from casstore.store import ContentAddressedToolResultStore, check_namespace
 
 DEFAULT_STEPS = 80
 CONTEXT_WINDOW = 16_000
@@ -81,6 +81,24 @@ class DemoSummary:
         return self.unique_bytes / self.stored_bytes if self.stored_bytes else 1.0
 
 
+def text_files(corpus: Path) -> list[str]:
+    """
+    :returns: The text files under `corpus` the demo agent reads, relative to it, sorted.
+    :raises ValueError: If there are none.
+    """
+    files = sorted(
+        str(path.relative_to(corpus))
+        for path in corpus.rglob("*")
+        if path.is_file() and path.suffix in TEXT_SUFFIXES and "__pycache__" not in path.parts
+    )
+    if not files:
+        suffixes = ", ".join(sorted(TEXT_SUFFIXES))
+        raise ValueError(
+            f"{corpus} holds no text files for the demo agent to read ({suffixes}); choose another corpus."
+        )
+    return files
+
+
 class ScriptedCodingAgent:
     """The demo's model: a seeded, deterministic plan of tool calls that looks like a coding agent's."""
 
@@ -91,13 +109,7 @@ class ScriptedCodingAgent:
         :param read_tool: The read-back tool, whose first required parameter takes a reference.
         :param seed: The plan's random seed.
         """
-        self.files = sorted(
-            str(path.relative_to(corpus))
-            for path in corpus.rglob("*")
-            if path.is_file() and path.suffix in TEXT_SUFFIXES and "__pycache__" not in path.parts
-        )
-        if not self.files:
-            raise ValueError(f"{corpus} holds no text files for the demo agent to read.")
+        self.files = text_files(corpus)
         self.folders = sorted(
             {str(Path(name).parent) for name in self.files} | {"."}, key=lambda folder: (folder.count("/"), folder)
         )
@@ -168,21 +180,34 @@ def default_corpus() -> Path:
     return Path(__file__).resolve().parent
 
 
-def run_demo(*, root: Path, steps: int | None = None, corpus: Path | None = None, progress: Any = None) -> DemoSummary:
+def run_demo(
+    *,
+    root: Path,
+    steps: int | None = None,
+    corpus: Path | None = None,
+    namespace: str | None = None,
+    progress: Any = None,
+) -> DemoSummary:
     """
     Run the demo agent and summarize it.
 
     :param root: The store's folder (created if needed; earlier runs' content is kept and deduplicated against).
     :param steps: Tool-calling steps (default `DEFAULT_STEPS`).
     :param corpus: The folder the agent explores (default: the installed package's source).
+    :param namespace: The run's namespace (default: `demo-` and the UTC time, so each run is its own).
     :param progress: Called as `progress(agent, messages)` before each model call.
     :returns: The run's summary.
+    :raises ValueError: If `corpus` holds no text files, or `namespace` is not a valid namespace; nothing is created
+        then.
     """
     from compactor import DedupOffloadCompactor, make_read_tool
 
     corpus = (corpus or default_corpus()).resolve()
     steps = DEFAULT_STEPS if steps is None else steps
-    namespace = "demo-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S-%f")
+    text_files(corpus)  # before anything is created: a corpus the agent cannot read is the caller's mistake
+    if namespace is None:
+        namespace = "demo-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S-%f")
+    check_namespace(namespace)
     root.mkdir(parents=True, exist_ok=True)
     disk_before = disk_usage(root)
     started = time.perf_counter()

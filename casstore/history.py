@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from casstore.database import SHIFTED_NOW_SQL, ago
+from casstore.references import parse_reference
 from casstore.store import ContentAddressedToolResultStore
 
 
@@ -63,6 +64,17 @@ def namespaces(store: ContentAddressedToolResultStore) -> list[str]:
     """:returns: Every namespace that has writes or offloads."""
     with store.database.reading() as connection:
         rows = connection.execute("SELECT namespace FROM writes UNION SELECT namespace FROM offloads ORDER BY 1")
+        return [row[0] for row in rows]
+
+
+def namespaces_holding(store: ContentAddressedToolResultStore, reference: str) -> list[str]:
+    """:returns: The namespaces in which `reference` was written and is not forgotten, in order."""
+    digest = parse_reference(reference).digest
+    with store.database.reading() as connection:
+        rows = connection.execute(
+            "SELECT namespace FROM visible_references WHERE digest = ? AND reference = ? ORDER BY 1",
+            (digest, reference),
+        )
         return [row[0] for row in rows]
 
 

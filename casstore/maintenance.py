@@ -36,10 +36,15 @@ _BATCH = 500
 @dataclass
 class VerifyReport:
     """
-    What `verify` found. `ok` is True when every referenced blob verified and every write has its blob.
+    What `verify` found.
 
-    Stray files (no row points at them) and stale rows (an unreferenced blob whose file is gone, as a crash during
-    `gc` can leave) are garbage, not damage: `gc` removes both.
+    `ok` is False when content is lost or at risk: a blob that does not verify (`corrupt`), a referenced blob whose
+    file or row is gone (`missing`), a write whose blob row is gone (`dangling_writes`). `clean` is False as well when
+    the store holds orphans, which are garbage rather than damage and which `gc` removes: blob or temporary files no
+    row points at (`stray_files`; files changed since `verify` started belong to writes in flight and are not
+    counted) and rows of unreferenced blobs whose file is gone (`stale_rows`, as a crash during `gc` can leave).
+    `unreferenced_blobs` counts blobs no write references any more, healthy, which `gc` deletes once they are older
+    than its grace period: information, not a finding.
     """
 
     blobs_checked: int = 0
@@ -49,24 +54,31 @@ class VerifyReport:
     stale_rows: int = 0
     stray_files: int = 0
     stray_bytes: int = 0
+    unreferenced_blobs: int = 0
 
     @property
     def ok(self) -> bool:
         """:returns: Whether every blob verified and every write has its blob."""
         return not (self.corrupt or self.missing or self.dangling_writes)
 
+    @property
+    def clean(self) -> bool:
+        """:returns: Whether the store is `ok` and holds no orphans either (no stray file, no stale row)."""
+        return self.ok and not (self.stray_files or self.stale_rows)
+
 
 def verify(
     store: ContentAddressedToolResultStore, *, progress: Callable[[int, int], None] | None = None
 ) -> VerifyReport:
     """
-    Re-read and re-hash every blob, and look for writes without a blob and blob files without a row.
+    Re-read and re-hash every blob, and look for writes without a blob, and for orphans: blob files without a row.
 
     :param store: The store to check (all namespaces).
     :param progress: Called as `progress(done, total)` after each blob.
     :returns: What was found.
     """
     report = VerifyReport()
+    started = time.time()
     with store.keep_open():
         with store.database.snapshot() as connection:
             digests = store.blobs.digests(connection)
@@ -77,7 +89,10 @@ def verify(
             report.blobs_checked = done
             if progress is not None:
                 progress(done, len(digests))
+        report.unreferenced_blobs = len(unreferenced) - report.stale_rows
         for blob_file in store.blobs.stray_files():
+            if blob_file.mtime >= started:
+                continue  # written since verify started: a write in flight, whose row may not be committed yet
             with store.database.reading() as connection:
                 if store.blobs.is_stray(connection, blob_file):
                     report.stray_files += 1

@@ -95,7 +95,7 @@ class ContentAddressedToolResultStore(ToolResultStore):
             `compression_level` or `inline_max` is out of range.
         :raises SchemaError: If `index.db` was written by a newer casstore or is not a casstore index.
         """
-        _check_namespace(namespace)
+        check_namespace(namespace)
         if not 1 <= compression_level <= 22:
             raise ValueError(f"`compression_level` must be between 1 and 22, got {compression_level}.")
         if inline_max < 0:
@@ -395,7 +395,11 @@ class _BlobsMissing(Exception):
         self.digests = digests
 
 
-def _check_namespace(namespace: object) -> None:
+def check_namespace(namespace: object) -> None:
+    """
+    :raises TypeError: If `namespace` is not a string.
+    :raises ValueError: If it is empty, too long, or contains control characters.
+    """
     if not isinstance(namespace, str):
         raise TypeError(f"`namespace` must be a string, got {type(namespace).__name__}.")
     if not namespace or len(namespace) > MAX_NAMESPACE_LENGTH or not namespace.isprintable():

@@ -121,6 +121,19 @@ def test_cat_respects_namespaces(store_root: Path, built: dict[str, str]) -> Non
     assert "No result" in _one_line_error(result)
 
 
+def test_cat_without_a_namespace_reads_from_a_namespace_that_holds_the_reference(
+    store_root: Path, built: dict[str, str]
+) -> None:
+    # Neither is in namespace "default": each is found where it was written (alice's first when both hold it).
+    assert _invoke("cat", built["bob_only"], "--root", str(store_root)).output == "bob's own result\n" * 400
+    assert (
+        _invoke("cat", built["source"], "--root", str(store_root), "--lines", "1:1").output
+        == SOURCE.split("\n")[0] + "\n"
+    )
+    assert _invoke("gc", "--root", str(store_root), "--namespace", "bob").exit_code == 0
+    assert "no namespace holds" in _one_line_error(_invoke("cat", built["bob_only"], "--root", str(store_root)))
+
+
 def _damage(store_root: Path, built: dict[str, str]) -> dict[str, str]:
     """One of each kind of damage; returns the digests involved."""
     source_digest = blake3_hex(SOURCE.encode())
@@ -214,7 +227,28 @@ def test_gc_removes_old_stray_files_and_keeps_fresh_ones(store_root: Path, built
     report = json.loads(_invoke("gc", "--root", str(store_root), "--json").output)
     assert report["stray_files_removed"] == 2
     assert fresh_orphan.exists() and not old_orphan.exists() and not old_temporary.exists()
+    # The fresh orphan is still reported, as an orphan: not damage, so exit status 3, not 1.
+    verified = _invoke("verify", "--root", str(store_root))
+    assert verified.exit_code == 3
+    assert "orphan   1 blob or temporary files" in verified.output
+    assert verified.output.strip().endswith("ok, but orphans: casstore gc removes those older than its grace period")
+    assert _invoke("gc", "--root", str(store_root), "--grace", "0s").exit_code == 0
+    assert not fresh_orphan.exists()
     assert _invoke("verify", "--root", str(store_root)).exit_code == 0
+
+
+def test_verify_reports_orphans_apart_from_damage(store_root: Path, built: dict[str, str]) -> None:
+    (store_root / "blobs" / "cd").mkdir(exist_ok=True)
+    (store_root / "blobs" / "cd" / ("3" * 62 + ".zst")).write_bytes(b"planted")
+    # Forgetting a namespace leaves its blobs unreferenced (healthy, kept for the grace period): information only.
+    assert _invoke("gc", "--root", str(store_root), "--namespace", "bob").exit_code == 0
+    result = _invoke("verify", "--root", str(store_root), "--json")
+    assert result.exit_code == 3
+    report = json.loads(result.output)
+    assert (report["stray_files"], report["stray_bytes"]) == (1, len(b"planted"))
+    assert report["unreferenced_blobs"] == 1 and report["stale_rows"] == 0  # bob's own result
+    assert report["ok"] is True and report["clean"] is False
+    assert not report["corrupt"] and not report["missing"] and not report["dangling_writes"]
 
 
 @pytest.mark.parametrize(
@@ -227,6 +261,8 @@ def test_gc_removes_old_stray_files_and_keeps_fresh_ones(store_root: Path, built
         (["gc", "--root", "{root}", "--older-than", "soon"], "not a duration"),
         (["log", "--root", "{root}", "--since", "-5d"], "not a duration"),
         (["cat", "REF", "--root", "{root}", "--lines", "0:3"], "--lines"),
+        (["cat", "REF", "--root", "{root}", "--lines", "5:3"], "A <= B"),
+        (["cat", "blake3/00/" + "0" * 62 + ".txt", "--root", "{root}"], "no namespace holds"),
         (["gc", "--root", "{root}", "--namespace", "nobody"], "unknown namespace"),
         (["cat", "REF", "--root", "{root}", "--namespace", ""], "namespace"),
         (["gc", "--root", "{root}", "--older-than", "99999999999d"], "not a duration"),

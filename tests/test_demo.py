@@ -1,6 +1,7 @@
 """The demo: a real agent run whose summary figures agree with the index it leaves behind."""
 
 import json
+import math
 import sqlite3
 import subprocess
 import sys
@@ -68,7 +69,10 @@ def test_the_demo_command_prints_a_summary_and_sqlite_commands(tmp_path: Path) -
         text=True,
         check=True,
     )
-    assert json.loads(as_json.stdout)["steps"] == 30
+    summary = json.loads(as_json.stdout)
+    assert summary["steps"] == 30
+    assert math.isclose(summary["dedup_ratio"], summary["logical_bytes"] / summary["unique_bytes"])
+    assert math.isclose(summary["compression_ratio"], summary["unique_bytes"] / summary["stored_bytes"])
     stats = json.loads(
         subprocess.run(
             [sys.executable, "-m", "casstore", "stats", "--root", str(root), "--json"],
@@ -78,3 +82,34 @@ def test_the_demo_command_prints_a_summary_and_sqlite_commands(tmp_path: Path) -
         ).stdout
     )
     assert len(stats["namespaces"]) == 2
+
+
+def test_the_demo_refuses_bad_arguments_in_one_line_and_creates_nothing(tmp_path: Path) -> None:
+    empty_corpus = tmp_path / "corpus"
+    (empty_corpus / "images").mkdir(parents=True)
+    (empty_corpus / "images" / "plot.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    root = tmp_path / "store"
+    for arguments, complaint in [
+        (["--corpus", str(empty_corpus)], "holds no text files"),
+        (["--namespace", ""], "namespace"),
+    ]:
+        completed = subprocess.run(
+            [sys.executable, "-m", "casstore", "demo", "--steps", "5", "--root", str(root), *arguments],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert completed.returncode == 1
+        assert completed.stderr.count("\n") == 1 and complaint in completed.stderr, completed.stderr
+        assert not root.exists()
+
+
+def test_the_demo_runs_in_the_namespace_it_is_given(tmp_path: Path) -> None:
+    summary = run_demo(root=tmp_path / "store", steps=10, namespace="team-a")
+    assert summary.namespace == "team-a"
+    with (
+        ContentAddressedToolResultStore(tmp_path / "store", namespace="team-a") as store,
+        store.database.reading() as connection,
+    ):
+        namespaces = {row[0] for row in connection.execute("SELECT namespace FROM writes")}
+    assert namespaces == {"team-a"}
