@@ -14,6 +14,7 @@ from uuid import uuid4
 from haystack import logging
 from haystack.core.serialization import default_from_dict, default_to_dict
 from haystack.dataclasses import ChatMessage
+from haystack.hooks.compaction.types import Compactor
 from haystack.hooks.tool_result_offloading.types import ToolResultStore
 from haystack.token_counters import TokenCounter
 from haystack.utils.deserialization import deserialize_component_inplace
@@ -62,7 +63,7 @@ class _Compaction:
     offloads: list[OffloadRecord] = field(default_factory=list)
 
 
-class DedupOffloadCompactor:
+class DedupOffloadCompactor(Compactor):
     """
     Offloads older tool results to a `ToolResultStore` and leaves a reference in their place, writing each once.
 

@@ -518,3 +518,11 @@ class TestAsync:
         assert ticks >= 10  # the loop kept running while the compactor counted and wrote
         assert compacted is not None and compacted_async is not None
         assert _without_compaction_id(compacted_async) == _without_compaction_id(compacted)
+
+
+def test_it_is_a_haystack_compactor_as_haystack_s_own_are() -> None:
+    from haystack.hooks.compaction import ToolResultOffloadCompactor
+    from haystack.hooks.compaction.types import Compactor
+
+    # `Compactor` is a Protocol without runtime checks, so `issubclass` cannot tell; the class hierarchy can.
+    assert Compactor in DedupOffloadCompactor.__mro__ and Compactor in ToolResultOffloadCompactor.__mro__
