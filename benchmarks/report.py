@@ -215,7 +215,7 @@ def table(result: dict[str, Any]) -> str:
         f"Disk floor: the compressed frames of the unique content alone (no index, no history, no block rounding) take "
         f"{floor['frame_bytes'] / 1e6:.2f} MB, {floor['frames_over_baseline_du']:.3f}x the baseline's du.",
         f"Deltas (not built; an estimate): compressing each new result of {MIN_DELTA_SIZE:,} bytes or more against the "
-        f"most recent whole result that shares its first or last {ANCHOR_BYTES} bytes turns "
+        f"latest whole result with the same first {ANCHOR_BYTES} bytes (else the same last ones) turns "
         f"{deltas['deltas']:,.0f} of {deltas['new_results']:,.0f} into deltas; the frames would take "
         f"{deltas['delta_frame_bytes'] / 1e6:.2f} MB instead of {deltas['frame_bytes'] / 1e6:.2f} MB (frames only, no "
         f"index, no history), {deltas['delta_frames_over_baseline_du']:.3f}x the baseline's du, for "
