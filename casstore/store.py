@@ -93,7 +93,8 @@ class ContentAddressedToolResultStore(ToolResultStore):
         :raises TypeError: If `namespace` is not a string.
         :raises ValueError: If `namespace` is empty, too long or contains control characters, or if
             `compression_level` or `inline_max` is out of range.
-        :raises SchemaError: If `index.db` was written by a newer casstore or is not a casstore index.
+        :raises SchemaError: If `index.db` was written by a newer casstore or is not a casstore index;
+            `IndexDamagedError` (also a `CorruptBlobError`) if SQLite finds it damaged or not a database at all.
         """
         check_namespace(namespace)
         if not 1 <= compression_level <= 22:
@@ -252,7 +253,8 @@ class ContentAddressedToolResultStore(ToolResultStore):
         :returns: `str` for content written as text, `bytes` for content written as bytes.
         :raises InvalidReferenceError: If `reference` is not a well-formed reference.
         :raises ReferenceNotFoundError: If it was not written in this namespace.
-        :raises CorruptBlobError: If the stored blob is missing or damaged.
+        :raises CorruptBlobError: If the stored blob is missing or damaged; `UnsafeBlobError` (also a
+            `ReferenceNotFoundError`) if its path inside the store is a planted symlink or not a regular file.
         """
         digest, is_text, _ = split_reference(reference)
         data = self._read(digest, reference)
