@@ -20,8 +20,9 @@ import click
 
 from casstore import history, maintenance
 from casstore.errors import CasStoreError
+from casstore.namespaces import check_namespace
 from casstore.references import parse_reference
-from casstore.store import INDEX_FILE_NAME, ContentAddressedToolResultStore, check_namespace
+from casstore.store import INDEX_FILE_NAME, ContentAddressedToolResultStore
 
 DEFAULT_ROOT = ".casstore"
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d|w)", re.ASCII)

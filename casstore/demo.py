@@ -30,7 +30,8 @@ from haystack.utils.experimental import ExperimentalWarning
 
 from casstore.demo_tools import TEXT_SUFFIXES, make_file_tools
 from casstore.history import disk_usage
-from casstore.store import ContentAddressedToolResultStore, check_namespace
+from casstore.namespaces import check_namespace
+from casstore.store import ContentAddressedToolResultStore
 
 DEFAULT_STEPS = 80
 CONTEXT_WINDOW = 16_000

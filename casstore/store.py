@@ -28,14 +28,13 @@ from casstore.errors import (
 )
 from casstore.guard import OpenGuard
 from casstore.index import OffloadRecord
+from casstore.namespaces import DEFAULT_NAMESPACE, check_namespace
 from casstore.references import extension_of, format_reference, split_reference
 
 INDEX_FILE_NAME = "index.db"
 BLOB_DIRECTORY_NAME = "blobs"
-DEFAULT_NAMESPACE = "default"
 # Measured with `python -m benchmarks --inline-sweep`: see the README's Performance section.
 DEFAULT_INLINE_MAX = 64 * 1024
-MAX_NAMESPACE_LENGTH = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -395,19 +394,6 @@ class _BlobsMissing(Exception):
     def __init__(self, digests: list[str]) -> None:
         super().__init__(digests)
         self.digests = digests
-
-
-def check_namespace(namespace: object) -> None:
-    """
-    :raises TypeError: If `namespace` is not a string.
-    :raises ValueError: If it is empty, too long, or contains control characters.
-    """
-    if not isinstance(namespace, str):
-        raise TypeError(f"`namespace` must be a string, got {type(namespace).__name__}.")
-    if not namespace or len(namespace) > MAX_NAMESPACE_LENGTH or not namespace.isprintable():
-        raise ValueError(
-            f"`namespace` must be 1 to {MAX_NAMESPACE_LENGTH} printable characters, got {namespace[:80]!r}."
-        )
 
 
 def _damaged_index(digest: str, error: sqlite3.DatabaseError) -> CorruptBlobError:
