@@ -195,22 +195,27 @@ class _Reader:
         """Read from the store, turning its errors into messages for the model."""
         try:
             return self.store.read(reference)
+        except CorruptBlobError as error:  # before not-found: an UnsafeBlobError is one too, and must be logged
+            raise _unreadable(reference, error) from None
         except (InvalidReferenceError, ReferenceNotFoundError, FileNotFoundError, IsADirectoryError, ValueError):
             # `FileSystemToolResultStore` raises ValueError for a reference outside its root.
             raise _ArgumentError(
                 f"no offloaded result at {quoted(reference)}. Pass a reference exactly as it is quoted in an "
                 f"offloaded tool result of this conversation, such as 'blake3/9b/1c4e...e4a.txt'."
             ) from None
-        except (CorruptBlobError, OSError) as error:
-            logger.warning("Could not read the offloaded result {reference}: {error}", reference=reference, error=error)
-            raise _ArgumentError(
-                f"the offloaded result at {quoted(reference)} could not be read: it is missing or damaged."
-            ) from None
+        except OSError as error:
+            raise _unreadable(reference, error) from None
         except CasStoreError as error:  # such as a store closed under the agent
             logger.warning("Could not read the offloaded result {reference}: {error}", reference=reference, error=error)
             raise _ArgumentError(
                 f"the store could not read {quoted(reference)} ({type(error).__name__}); the result is unavailable."
             ) from None
+
+
+def _unreadable(reference: str, error: OSError) -> _ArgumentError:
+    # Damage or tampering: the model is told the result is unavailable, the operator is told why.
+    logger.warning("Could not read the offloaded result {reference}: {error}", reference=reference, error=error)
+    return _ArgumentError(f"the offloaded result at {quoted(reference)} could not be read: it is missing or damaged.")
 
 
 class ReadOffloadedResultTool(Tool):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from casstore import ContentAddressedToolResultStore, OffloadRecord
+from casstore import ContentAddressedToolResultStore, OffloadRecord, maintenance
 from casstore.cli import cli, parse_duration
 from tests.helpers import blake3_hex, blob_files, count_rows, inline_frame, replace_inline_frame, tree_fingerprint
 
@@ -249,6 +249,40 @@ def test_verify_reports_orphans_apart_from_damage(store_root: Path, built: dict[
     assert report["unreferenced_blobs"] == 1 and report["stale_rows"] == 0  # bob's own result
     assert report["ok"] is True and report["clean"] is False
     assert not report["corrupt"] and not report["missing"] and not report["dangling_writes"]
+
+
+def test_verify_counts_a_stale_row_as_an_orphan(store_root: Path, built: dict[str, str]) -> None:
+    content = os.urandom(10_000)  # incompressible, so kept in a file
+    with ContentAddressedToolResultStore(store_root, namespace="carol", inline_max=4096) as carol:
+        carol.write(key="photo.jpg", content=content)
+    assert _invoke("gc", "--root", str(store_root), "--namespace", "carol").exit_code == 0  # kept: the grace period
+    (blob,) = [path for path in blob_files(store_root) if path.name.startswith(blake3_hex(content)[2:])]
+    blob.unlink()  # as a crash inside gc, between removing the file and deleting the row, leaves it
+    result = _invoke("verify", "--root", str(store_root), "--json")
+    assert result.exit_code == 3
+    report = json.loads(result.output)
+    assert (report["stale_rows"], report["stray_files"], report["ok"], report["clean"]) == (1, 0, True, False)
+    assert report["unreferenced_blobs"] == 0  # the one unreferenced blob is the stale row itself
+    assert (
+        "orphan   1 rows of unreferenced blobs whose file is gone"
+        in _invoke("verify", "--root", str(store_root)).output
+    )
+
+
+def test_a_file_staged_while_verify_runs_is_not_an_orphan(store_root: Path, built: dict[str, str]) -> None:
+    planted: list[Path] = []
+
+    def stage_a_file_meanwhile(done: int, _total: int) -> None:
+        if done == 1:  # a writer's blob file, in place before its row is committed
+            planted.append(store_root / "blobs" / "ef" / ("4" * 62 + ".zst"))
+            planted[0].parent.mkdir(exist_ok=True)
+            planted[0].write_bytes(b"in flight")
+
+    with ContentAddressedToolResultStore(store_root) as store:
+        during = maintenance.verify(store, progress=stage_a_file_meanwhile)
+        after = maintenance.verify(store)
+    assert planted and during.clean and during.stray_files == 0
+    assert (after.stray_files, after.clean) == (1, False)  # still without a row once verify runs again: an orphan
 
 
 @pytest.mark.parametrize(

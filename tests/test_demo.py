@@ -104,12 +104,27 @@ def test_the_demo_refuses_bad_arguments_in_one_line_and_creates_nothing(tmp_path
         assert not root.exists()
 
 
-def test_the_demo_runs_in_the_namespace_it_is_given(tmp_path: Path) -> None:
-    summary = run_demo(root=tmp_path / "store", steps=10, namespace="team-a")
-    assert summary.namespace == "team-a"
-    with (
-        ContentAddressedToolResultStore(tmp_path / "store", namespace="team-a") as store,
-        store.database.reading() as connection,
-    ):
+def test_the_demo_runs_in_the_namespace_it_is_given_and_summarizes_each_run_alone(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    first = run_demo(root=root, steps=30, namespace="team-a")
+    second = run_demo(root=root, steps=30, namespace="team-a")
+    assert first.namespace == second.namespace == "team-a"
+    with ContentAddressedToolResultStore(root, namespace="team-a") as store, store.database.reading() as connection:
         namespaces = {row[0] for row in connection.execute("SELECT namespace FROM writes")}
+        writes, offloads = connection.execute(
+            "SELECT (SELECT count(*) FROM writes), (SELECT count(*) FROM offloads)"
+        ).fetchone()
     assert namespaces == {"team-a"}
+    # The agent is scripted and seeded, so both runs did the same; each summary counts its own run only.
+    assert first.results_offloaded > 0 and first.logical_bytes > 0
+    same = (
+        "results_offloaded",
+        "compactions",
+        "tokens_saved",
+        "logical_bytes",
+        "unique_bytes",
+        "filesystem_store_files",
+    )
+    assert [getattr(second, name) for name in same] == [getattr(first, name) for name in same]
+    assert offloads == first.results_offloaded + second.results_offloaded
+    assert writes == first.filesystem_store_files + second.filesystem_store_files

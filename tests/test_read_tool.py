@@ -542,6 +542,19 @@ class TestErrors:
         answer = make_read_tool(file_store).invoke(reference=reference)
         assert answer == f"Error: the offloaded result at '{reference}' could not be read: it is missing or damaged."
 
+    def test_a_planted_symlink_is_a_damaged_result_and_a_warning(
+        self, file_store: ContentAddressedToolResultStore, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        reference = file_store.write(key="r.txt", content="precious " * 1000)
+        [blob] = [path for path in (file_store.root / "blobs").rglob("*") if path.is_file()]
+        outside = tmp_path / "outside.zst"
+        outside.write_bytes(blob.read_bytes())
+        blob.unlink()
+        blob.symlink_to(outside)
+        answer = make_read_tool(file_store).invoke(reference=reference)
+        assert answer == f"Error: the offloaded result at '{reference}' could not be read: it is missing or damaged."
+        assert any("symlink" in record.getMessage() for record in caplog.records if record.levelname == "WARNING")
+
     def test_a_closed_store_is_a_message(self, store_root: Path) -> None:
         store = ContentAddressedToolResultStore(store_root)
         reference = store.write(key="r.txt", content="gone")
