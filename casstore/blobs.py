@@ -354,7 +354,8 @@ class BlobStore:
         except UnsafeBlobPathError as error:
             raise UnsafeBlobError(
                 f"Blob {digest} is not a regular file inside the store (a symlink?); refusing to read it. Nothing "
-                f"casstore wrote is there: remove it, and the next write of that content stores it again.",
+                f"casstore wrote is there: remove the link (the file blobs/{digest[:2]}/{digest[2:]}.zst or the folder "
+                f"blobs/{digest[:2]} itself), and the next write of that content stores it again.",
                 digest=digest,
             ) from error
         except OSError as error:

@@ -221,18 +221,20 @@ def _reset_fork_lock() -> None:
 os.register_at_fork(after_in_child=_reset_fork_lock)
 
 
-# SQLite's primary result codes for a file that is damaged or not a database at all.
+# SQLite's primary result codes for a file that is damaged or not a database at all, and for one held by others.
 _DAMAGED = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
+_HELD = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
 
 
 def _unusable(path: Path, error: sqlite3.Error) -> SchemaError:
+    code = getattr(error, "sqlite_errorcode", 0) & 0xFF
+    if code in _HELD:
+        return SchemaError(f"{path} is locked by another process ({error}); try again when it is done.")
     message = (
         f"{path} is not a usable casstore index ({error}). If it is damaged, move it aside: see 'Recovery' in the "
         f"casstore README."
     )
-    if (getattr(error, "sqlite_errorcode", 0) & 0xFF) in _DAMAGED:
-        return IndexDamagedError(message)
-    return SchemaError(message)
+    return IndexDamagedError(message) if code in _DAMAGED else SchemaError(message)
 
 
 def _refuse_unknown_schema(sqlite_utils_db: SqliteUtilsDatabase, path: Path) -> None:

@@ -152,3 +152,17 @@ def test_the_wheel_ships_migrations_inside_casstore_only(tmp_path: Path) -> None
     assert sql_files == [f"casstore/migrations/{name}.sql" for name in MIGRATION_NAMES]
     assert not [name for name in names if name.startswith("migrations/")]
     assert {"casstore/py.typed", "compactor/py.typed"} <= set(names)
+
+
+def test_an_index_locked_by_another_process_says_so(store_root: Path) -> None:
+    ContentAddressedToolResultStore(store_root).close()
+    holder = sqlite3.connect(store_root / "index.db", isolation_level=None)
+    try:
+        holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+        holder.execute("BEGIN EXCLUSIVE")
+        with pytest.raises(SchemaError, match="is locked by another process") as refused:
+            Database(store_root / "index.db", durable=False, busy_timeout=0.1)
+        assert not isinstance(refused.value, IndexDamagedError)  # held, not damaged
+    finally:
+        holder.close()
+    Database(store_root / "index.db", durable=False).close()  # usable again once released
