@@ -20,7 +20,6 @@ import click
 
 from casstore import history, maintenance
 from casstore.errors import CasStoreError
-from casstore.namespaces import check_namespace
 from casstore.references import parse_reference
 from casstore.store import INDEX_FILE_NAME, ContentAddressedToolResultStore
 
@@ -334,17 +333,14 @@ def gc(root: Path, namespace: str | None, older_than: str | None, grace: str, dr
 @_json_option
 def demo(root: Path, steps: int | None, corpus: Path | None, namespace: str | None, as_json: bool) -> None:
     """Run a scripted coding agent over a real folder with the store and compactor, then summarize."""
-    from casstore.demo import default_corpus, print_progress, print_summary, run_demo, text_files
+    from casstore.demo import DemoArgumentError, print_progress, print_summary, run_demo  # the agent stack, only now
 
-    try:  # checked here too, so that a mistake in the arguments is one line, and an error in the run a traceback
-        text_files(corpus or default_corpus())
-        if namespace is not None:
-            check_namespace(namespace)
-    except ValueError as error:
+    try:  # a mistake in the arguments is one line; an error in the run itself stays a traceback
+        summary = run_demo(
+            root=root, steps=steps, corpus=corpus, namespace=namespace, progress=None if as_json else print_progress
+        )
+    except DemoArgumentError as error:
         raise click.ClickException(str(error)) from error
-    summary = run_demo(
-        root=root, steps=steps, corpus=corpus, namespace=namespace, progress=None if as_json else print_progress
-    )
     if as_json:
         ratios = {"dedup_ratio": summary.dedup_ratio, "compression_ratio": summary.compression_ratio}
         _print_json({**dataclasses.asdict(summary), **ratios})

@@ -82,6 +82,10 @@ class DemoSummary:
         return self.unique_bytes / self.stored_bytes if self.stored_bytes else 1.0
 
 
+class DemoArgumentError(ValueError):
+    """`run_demo` was given a corpus without text files or a namespace the store refuses; nothing was created."""
+
+
 def text_files(corpus: Path) -> list[str]:
     """
     :returns: The text files under `corpus` the demo agent reads, relative to it, sorted.
@@ -198,17 +202,20 @@ def run_demo(
     :param namespace: The run's namespace (default: `demo-` and the UTC time, so each run is its own).
     :param progress: Called as `progress(agent, messages)` before each model call.
     :returns: The run's summary.
-    :raises ValueError: If `corpus` holds no text files, or `namespace` is not a valid namespace; nothing is created
-        then.
+    :raises DemoArgumentError: If `corpus` holds no text files, or `namespace` is not a valid namespace; nothing is
+        created then.
     """
     from compactor import DedupOffloadCompactor, make_read_tool
 
     corpus = (corpus or default_corpus()).resolve()
     steps = DEFAULT_STEPS if steps is None else steps
-    text_files(corpus)  # before anything is created: a corpus the agent cannot read is the caller's mistake
     if namespace is None:
         namespace = "demo-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S-%f")
-    check_namespace(namespace)
+    try:  # before anything is created: these are the caller's mistakes
+        text_files(corpus)
+        check_namespace(namespace)
+    except ValueError as error:
+        raise DemoArgumentError(str(error)) from error
     root.mkdir(parents=True, exist_ok=True)
     disk_before = disk_usage(root)
     started = time.perf_counter()

@@ -7,8 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from casstore import ContentAddressedToolResultStore
-from casstore.demo import CONTEXT_WINDOW, run_demo
+from casstore.demo import CONTEXT_WINDOW, DemoArgumentError, run_demo
 from casstore.history import disk_usage
 from casstore.maintenance import verify
 
@@ -82,6 +84,16 @@ def test_the_demo_command_prints_a_summary_and_sqlite_commands(tmp_path: Path) -
         ).stdout
     )
     assert len(stats["namespaces"]) == 2
+
+
+def test_run_demo_refuses_bad_arguments_before_creating_anything(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DemoArgumentError, match="holds no text files"):
+        run_demo(root=root, steps=5, corpus=tmp_path / "empty")
+    with pytest.raises(DemoArgumentError, match="printable characters"):
+        run_demo(root=root, steps=5, namespace="line\nbreak")
+    assert not root.exists()
 
 
 def test_the_demo_refuses_bad_arguments_in_one_line_and_creates_nothing(tmp_path: Path) -> None:
