@@ -36,12 +36,12 @@ _SLICE = 1000
 class DeltaEstimate:
     """The trace's new content, compressed alone and with deltas against earlier versions."""
 
-    new_results: int
-    frame_bytes: int
-    delta_frame_bytes: int
-    deltas: int
-    delta_attempts: int
-    delta_seconds: float
+    new_results: int = 0
+    frame_bytes: int = 0
+    delta_frame_bytes: int = 0
+    deltas: int = 0
+    delta_attempts: int = 0
+    delta_seconds: float = 0.0
 
     def to_dict(self) -> dict[str, float]:
         """:returns: The figures, for the JSON."""
@@ -58,7 +58,7 @@ def estimate_deltas(trace: PackedTrace, *, level: int = 3) -> DeltaEstimate:
     """
     compressor = zstandard.ZstdCompressor(level=level, write_checksum=True, write_content_size=True)
     bases: OrderedDict[bytes, bytes] = OrderedDict()  # anchor -> the most recent whole result with it
-    estimate = DeltaEstimate(0, 0, 0, 0, 0, 0.0)
+    estimate = DeltaEstimate()
     for start in range(0, len(trace), _SLICE):
         stop = min(len(trace), start + _SLICE)
         for offset, (_, content) in enumerate(trace.load(start, stop)):

@@ -107,14 +107,17 @@ def text_files(corpus: Path) -> list[str]:
 class ScriptedCodingAgent:
     """The demo's model: a seeded, deterministic plan of tool calls that looks like a coding agent's."""
 
-    def __init__(self, *, corpus: Path, steps: int, read_tool: Tool, seed: int = 7) -> None:
+    def __init__(
+        self, *, corpus: Path, steps: int, read_tool: Tool, files: list[str] | None = None, seed: int = 7
+    ) -> None:
         """
         :param corpus: The folder being explored.
         :param steps: Tool-calling steps before the final answer.
         :param read_tool: The read-back tool, whose first required parameter takes a reference.
+        :param files: `text_files(corpus)`, if the caller has it already.
         :param seed: The plan's random seed.
         """
-        self.files = text_files(corpus)
+        self.files = files if files is not None else text_files(corpus)
         self.folders = sorted(
             {str(Path(name).parent) for name in self.files} | {"."}, key=lambda folder: (folder.count("/"), folder)
         )
@@ -212,7 +215,7 @@ def run_demo(
     if namespace is None:
         namespace = "demo-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S-%f")
     try:  # before anything is created: these are the caller's mistakes
-        text_files(corpus)
+        files = text_files(corpus)
         check_namespace(namespace)
     except ValueError as error:
         raise DemoArgumentError(str(error)) from error
@@ -222,7 +225,7 @@ def run_demo(
     with ContentAddressedToolResultStore(root, namespace=namespace) as store:
         before = _last_ids(store)  # so the summary counts this run only, even in a namespace used before
         read_tool = make_read_tool(store)
-        model = ScriptedCodingAgent(corpus=corpus, steps=steps, read_tool=read_tool)
+        model = ScriptedCodingAgent(corpus=corpus, steps=steps, read_tool=read_tool, files=files)
         model.on_step = progress
         with warnings.catch_warnings():  # Haystack marks CompactionHook experimental; nothing for a demo user to do
             warnings.simplefilter("ignore", ExperimentalWarning)
