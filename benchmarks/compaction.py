@@ -65,7 +65,7 @@ def _conversation_steps(trace: PackedTrace, results: int) -> list[tuple[ChatMess
 
 def _make_compactor(name: str, root: Path) -> tuple[Any, Callable[[], None]]:
     if name == DEDUP:
-        from compactor import DedupOffloadCompactor  # the other half of this project; may not exist yet
+        from casstore.compactor import DedupOffloadCompactor  # the other half of this project; may not exist yet
 
         store = ContentAddressedToolResultStore(root)
         return DedupOffloadCompactor(store, min_keep_steps=1, min_tokens=200, preview_chars=200), store.close

@@ -208,7 +208,7 @@ def run_demo(
     :raises DemoArgumentError: If `corpus` holds no text files, or `namespace` is not a valid namespace; nothing is
         created then.
     """
-    from compactor import DedupOffloadCompactor, make_read_tool
+    from casstore.compactor import DedupOffloadCompactor, make_read_tool
 
     corpus = (corpus or default_corpus()).resolve()
     steps = DEFAULT_STEPS if steps is None else steps

@@ -20,8 +20,8 @@ from haystack.token_counters import TokenCounter
 from haystack.utils.deserialization import deserialize_component_inplace
 
 from casstore import OffloadRecord, PreparedWrite
-from compactor.parts import Part, key_part, result_parts
-from compactor.pointers import (
+from casstore.compactor.parts import Part, key_part, result_parts
+from casstore.compactor.pointers import (
     COMPACTION_META_KEY,
     COMPACTION_STRATEGY,
     OFFLOADED_META_KEY,
@@ -32,7 +32,7 @@ from compactor.pointers import (
     offloaded_message,
     pointer_text,
 )
-from compactor.steps import protected_result_positions
+from casstore.compactor.steps import protected_result_positions
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class DedupOffloadCompactor(Compactor):
     from haystack.hooks.compaction import CompactionHook
 
     from casstore import ContentAddressedToolResultStore
-    from compactor import DedupOffloadCompactor, make_read_tool
+    from casstore.compactor import DedupOffloadCompactor, make_read_tool
 
     store = ContentAddressedToolResultStore("tool_results", namespace="run-42")
     hook = CompactionHook(compactor=DedupOffloadCompactor(store), context_window=128_000)
@@ -336,7 +336,7 @@ class DedupOffloadCompactor(Compactor):
         Rebuild the compactor and its store from what `to_dict` produced.
 
         The store's class must be importable under Haystack's deserialization allowlist: for casstore's store, the
-        application opts in, for example with `HAYSTACK_DESERIALIZATION_ALLOWLIST=casstore,compactor`.
+        application opts in, for example with `HAYSTACK_DESERIALIZATION_ALLOWLIST=casstore`.
 
         :param data: A dictionary produced by `to_dict`. It is not changed.
         :returns: The compactor.

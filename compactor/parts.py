@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from haystack.dataclasses import ToolCallResult
 
-from compactor.pointers import ContentBlock, block_extension, block_payload
+from casstore.compactor.pointers import ContentBlock, block_extension, block_payload
 
 # Characters kept from a tool name or tool call id in a store key; anything else becomes `_`.
 _UNSAFE_KEY_CHARACTERS = re.compile(r"[^A-Za-z0-9_.-]")

@@ -19,10 +19,10 @@ from haystack.tools.tool import Tool
 from haystack.utils.deserialization import deserialize_component_inplace
 
 from casstore import CasStoreError, CorruptBlobError, InvalidReferenceError, ReferenceNotFoundError
-from compactor.binary_content import binary_answer, quoted
-from compactor.patterns import PatternError, compile_pattern
-from compactor.text_search import search
-from compactor.text_window import Position, PositionError, read_window
+from casstore.compactor.binary_content import binary_answer, quoted
+from casstore.compactor.patterns import PatternError, compile_pattern
+from casstore.compactor.text_search import search
+from casstore.compactor.text_window import Position, PositionError, read_window
 
 logger = logging.getLogger(__name__)
 
@@ -309,7 +309,7 @@ def make_read_tool(
 
     ```python
     from casstore import ContentAddressedToolResultStore
-    from compactor import make_read_tool
+    from casstore.compactor import make_read_tool
 
     store = ContentAddressedToolResultStore("tool_results")
     read_tool = make_read_tool(store)  # add it to the Agent's tools, next to a DedupOffloadCompactor(store)

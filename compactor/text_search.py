@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from compactor.patterns import program_size, shown
-from compactor.text_window import Position, line_count, locate
+from casstore.compactor.patterns import program_size, shown
+from casstore.compactor.text_window import Position, line_count, locate
 
 # The most matches one answer looks for, whatever `limit` says: more would not fit in the answer anyway.
 MAX_MATCHES = 500

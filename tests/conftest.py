@@ -31,4 +31,4 @@ def file_store(store_root: Path) -> Iterator[ContentAddressedToolResultStore]:
 @pytest.fixture
 def allow_casstore_deserialization(monkeypatch: pytest.MonkeyPatch) -> None:
     """The host application's opt-in that lets Haystack deserialize casstore and compactor classes."""
-    monkeypatch.setenv("HAYSTACK_DESERIALIZATION_ALLOWLIST", "casstore,compactor")
+    monkeypatch.setenv("HAYSTACK_DESERIALIZATION_ALLOWLIST", "casstore")

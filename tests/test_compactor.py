@@ -32,10 +32,9 @@ from haystack.hooks.tool_result_offloading import FileSystemToolResultStore
 from haystack.hooks.tool_result_offloading.utils import _OFFLOADED_META_KEY
 from haystack.tools import ToolsType
 
-import compactor
-from casstore import ContentAddressedToolResultStore
-from compactor import DedupOffloadCompactor
-from compactor.pointers import COMPACTION_META_KEY, OFFLOADED_META_KEY
+from casstore import ContentAddressedToolResultStore, compactor
+from casstore.compactor import DedupOffloadCompactor
+from casstore.compactor.pointers import COMPACTION_META_KEY, OFFLOADED_META_KEY
 
 pytestmark = pytest.mark.filterwarnings("ignore::haystack.utils.experimental.ExperimentalWarning")
 

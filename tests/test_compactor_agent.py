@@ -26,7 +26,7 @@ from haystack.tools.serde_utils import deserialize_tools_or_toolset_inplace
 from haystack.utils.deserialization import deserialize_component_inplace
 
 from casstore import ContentAddressedToolResultStore
-from compactor import DedupOffloadCompactor, make_read_tool
+from casstore.compactor import DedupOffloadCompactor, make_read_tool
 
 pytestmark = pytest.mark.filterwarnings("ignore::haystack.utils.experimental.ExperimentalWarning")
 
@@ -161,7 +161,7 @@ class TestSerialization:
     ) -> None:
         compactor = DedupOffloadCompactor(store, min_keep_steps=2, min_tokens=12, preview_chars=42)
         data = compactor.to_dict()
-        assert data["type"] == "compactor.dedup_compactor.DedupOffloadCompactor"
+        assert data["type"] == "casstore.compactor.dedup_compactor.DedupOffloadCompactor"
         assert data["init_parameters"]["store"]["type"] == "casstore.store.ContentAddressedToolResultStore"
 
         restored = DedupOffloadCompactor.from_dict(data)
@@ -253,7 +253,7 @@ from haystack.hooks.compaction import CompactionHook
 from haystack.tools import tool
 
 from casstore import ContentAddressedToolResultStore
-from compactor import DedupOffloadCompactor, make_read_tool
+from casstore.compactor import DedupOffloadCompactor, make_read_tool
 
 
 @tool

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from casstore import ContentAddressedToolResultStore
-from compactor import DedupOffloadCompactor
+from casstore.compactor import DedupOffloadCompactor
 
 pytestmark = pytest.mark.filterwarnings("ignore::haystack.utils.experimental.ExperimentalWarning")
 

@@ -151,7 +151,9 @@ def test_the_wheel_ships_migrations_inside_casstore_only(tmp_path: Path) -> None
     sql_files = sorted(name for name in names if name.endswith(".sql"))
     assert sql_files == [f"casstore/migrations/{name}.sql" for name in MIGRATION_NAMES]
     assert not [name for name in names if name.startswith("migrations/")]
-    assert {"casstore/py.typed", "compactor/py.typed"} <= set(names)
+    assert {"casstore/py.typed", "casstore/compactor/py.typed"} <= set(names)
+    # One top-level name: the compactor ships inside casstore, never as a `compactor` package of its own.
+    assert {name.split("/")[0] for name in names if not name.startswith("casstore-")} == {"casstore"}
 
 
 def test_an_index_locked_by_another_process_says_so(store_root: Path) -> None:

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from casstore import ContentAddressedToolResultStore
-from compactor import DedupOffloadCompactor, make_read_tool, text_search
+from casstore.compactor import DedupOffloadCompactor, make_read_tool, text_search
 
 pytestmark = pytest.mark.filterwarnings("ignore::haystack.utils.experimental.ExperimentalWarning")
 

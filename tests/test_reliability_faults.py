@@ -14,8 +14,8 @@ from haystack.dataclasses import ChatMessage, ToolCall
 from haystack.token_counters import ApproximateTokenCounter
 
 from casstore import ContentAddressedToolResultStore, StorageError
+from casstore.compactor import DedupOffloadCompactor
 from casstore.maintenance import verify
-from compactor import DedupOffloadCompactor
 from tests.helpers import blob_files, snapshot
 from tests.reliability import run_forked
 
