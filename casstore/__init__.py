@@ -20,7 +20,8 @@ from casstore.errors import (
     UnsafeBlobError,
 )
 from casstore.index import OffloadRecord
-from casstore.store import ContentAddressedToolResultStore, PreparedWrite
+from casstore.prepared import PreparedWrite
+from casstore.store import ContentAddressedToolResultStore
 
 __all__ = [
     "CasStoreError",

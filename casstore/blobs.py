@@ -1,49 +1,42 @@
 """
 The blob layer: content stored once, by BLAKE3 digest, as verified zstd frames.
 
-`put`, `get`, `has` and `delete` work by digest. A blob whose frame is at most `inline_max` bytes lives inside
-`index.db` (table `blob_frames`: one SQLite row costs far less than creating a file, and a small file would waste most
-of a disk block); a larger one is a file under `blobs/`. Both kinds are deduplicated, verified and deleted the same
-way, and nothing above this layer knows which kind a blob is.
+It answers "the content of this digest" whatever the blob's encoding and wherever it lives: a blob whose frame is at
+most `inline_max` bytes lives inside `index.db` (table `blob_frames`: one SQLite row costs far less than creating a
+file, and a small file would waste most of a disk block); a larger one is a file under `blobs/`. The `blobs` table
+is this layer's catalog of both. Nothing above this layer knows which kind a blob is: a read gets an opaque
+`BlobLocation` from `locate` and hands it back to `load`.
 
-Methods that take a `connection` run inside the caller's transaction, so a blob and the index row that references it
-commit together. The expensive parts of storing new content (compressing, writing a file) happen in `stage`, outside
-any transaction, so a writer holds SQLite's write lock only for a few row operations.
-
-A blob store remembers which blobs it put or refreshed lately, in transactions that committed (`seen`,
-`needs_refresh`; the caller says when with `keep_checked`), so that a writer can skip a look-up that would change
-nothing; what it remembers is a hint, never proof that a blob is still stored.
+Methods that take a `UnitOfWork` run inside the caller's write transaction, so a blob and the history row that
+references it commit together; what they learn (that a blob is stored) is published by the transaction once it
+commits. The expensive parts of storing new content (compressing, writing a file) happen in `stage`, outside any
+transaction, so a writer holds SQLite's write lock only for a few row operations.
 """
 
 import sqlite3
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
-
-import blake3
-import zstandard
+from functools import partial
 
 from casstore.blob_files import BlobDirectory, BlobFile, UnsafeBlobPathError
-from casstore.database import NOW_SQL, SHIFTED_NOW_SQL, ago
+from casstore.blob_hints import LAST_SEEN_RESOLUTION, BlobHints
+from casstore.database import NOW_SQL, SHIFTED_NOW_SQL, UnitOfWork, ago
 from casstore.errors import CorruptBlobError, UnsafeBlobError
-
-# Above this size, BLAKE3 hashes with several threads.
-_PARALLEL_HASH_BYTES = 4 * 1024 * 1024
+from casstore.frames import FrameCodec
 
 _STORED_IN_INDEX = "index"
 _STORED_IN_FILE = "file"
 
-# How stale `last_seen` may get: a write refreshes it only when it is older than this.
-LAST_SEEN_RESOLUTION = timedelta(seconds=1)
-_REFRESH_SQL = f"SELECT stored_in, last_seen < {SHIFTED_NOW_SQL} FROM blobs WHERE digest = ?"
-_REFRESH_AGO = ago(LAST_SEEN_RESOLUTION)
+_LOCATE_SQL = "SELECT size, stored_in, frame FROM blob_locations WHERE digest = ?"
+_CONFIRM_SQL = f"SELECT stored_in, last_seen < {SHIFTED_NOW_SQL} FROM blobs WHERE digest = ?"
+_CONFIRM_AGO = ago(LAST_SEEN_RESOLUTION)
 _RESOLUTION_SECONDS = LAST_SEEN_RESOLUTION.total_seconds()
-# How many digests a blob store remembers having stored or found (see `seen` and `needs_refresh`).
-_REMEMBERED = 65_536
+# A blob is collectable when no reference to it is visible and it was not seen within the grace period.
+_COLLECTABLE = (
+    f"last_seen <= {SHIFTED_NOW_SQL} AND NOT EXISTS (SELECT 1 FROM visible_references WHERE digest = blobs.digest)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,50 +50,43 @@ class StagedBlob:
 
 
 @dataclass(frozen=True, slots=True)
-class StoredBlob:
-    """A blob's row, enough to load it: `frame` is set for blobs kept in the index."""
+class BlobLocation:
+    """Where a blob is, as `locate` found it: opaque above this layer, which only hands it back to `load`."""
 
     digest: str
     size: int
     frame: bytes | None
 
 
-def content_digest(data: bytes) -> str:
-    """
-    :param data: The content bytes.
-    :returns: The 64-hex BLAKE3 digest of `data`.
-    """
-    if len(data) >= _PARALLEL_HASH_BYTES:
-        return blake3.blake3(data, max_threads=blake3.blake3.AUTO).hexdigest()
-    return blake3.blake3(data).hexdigest()
-
-
 class BlobStore:
-    """Blobs by digest, in the `blobs` table and the blob directory."""
+    """Blobs by digest: the `blobs` and `blob_frames` tables, and the blob directory."""
 
-    def __init__(self, *, directory: Path, compression_level: int, inline_max: int, durable: bool) -> None:
+    def __init__(
+        self,
+        *,
+        files: BlobDirectory,
+        codec: FrameCodec,
+        inline_max: int,
+        file_access: AbstractContextManager[object],
+    ) -> None:
         """
-        :param directory: The `blobs` folder for blobs too large for the index.
-        :param compression_level: The zstd level (1 to 22).
+        :param files: The directory of blobs too large for the index.
+        :param codec: How frames are made and checked.
         :param inline_max: Frames of at most this many bytes are stored in the index; `0` sends every blob to a file.
-        :param durable: Fsync blob files and their folder.
+        :param file_access: Held while a blob file is read (the repository's guard, so that the directory is not
+            closed meanwhile); a blob kept in the index needs no file and does not take it.
         """
-        self.files = BlobDirectory(directory, durable=durable)
-        self.compression_level = compression_level
-        self.inline_max = inline_max
-        # zstd contexts are not thread-safe, and making one costs more than compressing a small result.
-        self._contexts = threading.local()
-        # Digest -> (the `time.monotonic()` by which its `last_seen` was current, whether it lives in the index), for
-        # blobs this store put or refreshed in transactions that committed, least recently first.
-        self._checked: dict[str, tuple[float, bool]] = {}
-        self._checked_lock = threading.Lock()
-        # What `put` and `refresh` learned in the current thread's transaction, until `keep_checked` or
-        # `discard_checked`: a refresh that is rolled back must not be trusted.
-        self._uncommitted = threading.local()
+        self._files = files
+        self._codec = codec
+        self._inline_max = inline_max
+        self._file_access = file_access
+        self._hints = BlobHints()
 
     def close(self) -> None:
         """Release the blob directory."""
-        self.files.close()
+        self._files.close()
+
+    # Storing.
 
     def stage(self, digest: str, data: bytes) -> StagedBlob:
         """
@@ -112,13 +98,13 @@ class BlobStore:
         :param data: The content bytes.
         :returns: The staged blob, for `put`.
         """
-        frame = self._compressor().compress(data)
-        in_index = len(frame) <= self.inline_max
+        frame = self._codec.encode(data)
+        in_index = len(frame) <= self._inline_max
         if not in_index:
-            self.files.write(digest, frame)
+            self._files.write(digest, frame)
         return StagedBlob(digest=digest, size=len(data), frame=frame, in_index=in_index)
 
-    def put(self, connection: sqlite3.Connection, staged: StagedBlob) -> None:
+    def put(self, work: UnitOfWork, staged: StagedBlob) -> None:
         """
         Record a staged blob, inside the caller's write transaction.
 
@@ -126,9 +112,10 @@ class BlobStore:
         committed row never points at nothing. If the digest already has a row, the row is replaced by this one:
         either layout holds the same content, and this one was just checked to exist.
         """
-        if not staged.in_index and not self.files.exists(staged.digest):
-            self.files.write(staged.digest, staged.frame)
-        checked_at = time.monotonic()
+        if not staged.in_index and not self._files.exists(staged.digest):
+            self._files.write(staged.digest, staged.frame)
+        checked_at = self._hints.now()
+        connection = work.connection
         (blob_id,) = connection.execute(
             f"""
             INSERT INTO blobs (digest, size, stored_size, stored_in, first_seen, last_seen)
@@ -146,11 +133,12 @@ class BlobStore:
             )
         else:
             connection.execute("DELETE FROM blob_frames WHERE blob_id = ?", (blob_id,))
-        self._note(staged.digest, current_at=checked_at, in_index=staged.in_index)
+        work.on_commit(partial(self._hints.remember, staged.digest, current_at=checked_at, in_index=staged.in_index))
 
-    def refresh(self, connection: sqlite3.Connection, digest: str) -> bool:
+    def confirm(self, work: UnitOfWork, digest: str) -> bool:
         """
-        Mark a blob as just seen, inside the caller's write transaction, so `gc` leaves it alone.
+        Make sure a blob is stored and mark it as just seen, inside the caller's write transaction, so `gc` leaves
+        it alone.
 
         `last_seen` is rewritten only when it is more than `LAST_SEEN_RESOLUTION` old, so a burst of repeated writes
         costs one row update, not one each; `gc` adds that resolution to its grace period.
@@ -158,195 +146,72 @@ class BlobStore:
         :returns: True if the blob is stored; False if it is not (or its file has gone), and the caller must `stage`
             and `put` it.
         """
-        checked_at = time.monotonic()
-        row = connection.execute(_REFRESH_SQL, (_REFRESH_AGO, digest)).fetchone()
+        checked_at = self._hints.now()
+        connection = work.connection
+        row = connection.execute(_CONFIRM_SQL, (_CONFIRM_AGO, digest)).fetchone()
         if row is None:
             return False
         stored_in, stale = row
         in_index = stored_in == _STORED_IN_INDEX
-        if not in_index and not self.files.exists(digest):
+        if not in_index and not self._files.exists(digest):
             return False
         if stale:
             connection.execute(f"UPDATE blobs SET last_seen = {NOW_SQL} WHERE digest = ?", (digest,))
         # Left alone, `last_seen` may already be up to a resolution old.
-        self._note(digest, current_at=checked_at if stale else checked_at - _RESOLUTION_SECONDS, in_index=in_index)
+        current_at = checked_at if stale else checked_at - _RESOLUTION_SECONDS
+        work.on_commit(partial(self._hints.remember, digest, current_at=current_at, in_index=in_index))
         return True
 
-    def seen(self, digest: str) -> bool:
-        """
-        :returns: Whether this blob store put or refreshed the blob lately: a hint that it is stored, to skip work
-            that a write transaction would notice was needed, never a proof.
-        """
-        return digest in self._checked
+    def known(self, digest: str) -> bool:
+        """:returns: Whether this layer stored or confirmed the blob lately: a hint, never proof (`BlobHints`)."""
+        return self._hints.known(digest)
 
-    def needs_refresh(self, digest: str) -> bool:
-        """
-        Whether a write of a blob known to be stored should still `refresh` it.
+    def needs_confirmation(self, digest: str) -> bool:
+        """:returns: Whether a write of this blob, known to be stored, should still `confirm` it (`BlobHints`)."""
+        return self._hints.needs_confirmation(digest)
 
-        :returns: False only if this blob store put or refreshed the blob less than `LAST_SEEN_RESOLUTION` ago (so
-            its `last_seen` is current) and it lives in the index. A blob file could have been removed since, and only
-            `refresh` notices (so the writer stores it again).
-        """
-        checked = self._checked.get(digest)
-        return checked is None or not checked[1] or checked[0] <= time.monotonic() - _RESOLUTION_SECONDS
-
-    def keep_checked(self) -> None:
-        """
-        Remember what `put` and `refresh` learned in this thread's transaction, now that it has committed.
-
-        Until then, `seen` and `needs_refresh` do not count it. Call `discard_checked` instead if it rolled back.
-        """
-        learned: dict[str, tuple[float, bool]] | None = getattr(self._uncommitted, "learned", None)
-        if not learned:
-            return
-        self._uncommitted.learned = {}
-        with self._checked_lock:
-            checked = self._checked
-            for digest, fact in learned.items():
-                checked.pop(digest, None)
-                checked[digest] = fact
-            while len(checked) > _REMEMBERED:
-                del checked[next(iter(checked))]
-
-    def discard_checked(self) -> None:
-        """Forget what `put` and `refresh` learned in this thread's transaction: it rolled back, or never ran."""
-        self._uncommitted.learned = {}
-
-    def _note(self, digest: str, *, current_at: float, in_index: bool) -> None:
-        learned: dict[str, tuple[float, bool]] | None = getattr(self._uncommitted, "learned", None)
-        if learned is None:
-            learned = self._uncommitted.learned = {}
-        learned[digest] = (current_at, in_index)
-
-    def has(self, connection: sqlite3.Connection, digest: str) -> bool:
-        """:returns: Whether a blob row exists for `digest` (its content is not checked; see `get`)."""
+    def exists(self, connection: sqlite3.Connection, digest: str) -> bool:
+        """:returns: Whether a blob row exists for `digest` (its content is not checked; see `load`)."""
         return connection.execute("SELECT 1 FROM blobs WHERE digest = ?", (digest,)).fetchone() is not None
 
-    def fetch(self, connection: sqlite3.Connection, digest: str) -> StoredBlob:
-        """
-        Look up a blob's row: the quick part of `get`, to run while holding the connection.
+    # Reading.
 
-        :raises CorruptBlobError: If the index has no row for `digest`, or a blob stored in the index has no frame.
+    def locate(self, connection: sqlite3.Connection, digest: str) -> BlobLocation:
         """
-        # The same rule as the view `readable_blobs`, so that `verify` checks what `read` reads: a frame, when the
-        # index has one, is what is read, even for a blob whose row says it is kept in a file (a damaged index).
-        row = connection.execute(
-            "SELECT coalesce(blob_frames.size, blobs.size), "
-            "CASE WHEN blob_frames.frame IS NOT NULL THEN 'index' ELSE blobs.stored_in END, blob_frames.frame "
-            "FROM blobs LEFT JOIN blob_frames ON blob_frames.blob_id = blobs.id WHERE blobs.digest = ?",
-            (digest,),
-        ).fetchone()
+        Find where a blob is: the quick part of a read, to run while holding the connection.
+
+        :raises CorruptBlobError: If the index has no row for `digest` (`missing`).
+        """
+        row = connection.execute(_LOCATE_SQL, (digest,)).fetchone()
         if row is None:
             raise CorruptBlobError(f"Blob {digest} is missing from the index.", digest=digest, missing=True)
-        return self.stored(digest, size=row[0], stored_in=row[1], frame=row[2])
+        size, stored_in, frame = row
+        if stored_in == _STORED_IN_INDEX:
+            return BlobLocation(digest, size, frame)
+        return BlobLocation(digest, size, None)
 
-    def stored(self, digest: str, *, size: int | None, stored_in: str | None, frame: bytes | None) -> StoredBlob:
+    def load(self, location: BlobLocation, *, guarded: bool = True) -> bytes:
         """
-        Make a `StoredBlob` from the columns of its row, as a query joining the blob tables returned them.
+        Read, decompress and verify a blob: the slow part of a read, to run without holding the connection.
 
-        :raises CorruptBlobError: If the row is gone (`size` is None), or a blob stored in the index has no frame.
+        :param location: What `locate` returned.
+        :param guarded: Take the file guard to read a blob file; False when the caller holds it already.
+        :returns: The content bytes, whose BLAKE3 digest was checked to be `location.digest`.
+        :raises CorruptBlobError: If the blob file is missing (`missing`) or unsafe (`UnsafeBlobError`), or the frame
+            is truncated, undecodable, of the wrong size, or decodes to content with another digest.
         """
-        if size is None:
-            raise CorruptBlobError(f"Blob {digest} is missing from the index.", digest=digest, missing=True)
-        if stored_in == _STORED_IN_INDEX and frame is None:
-            raise CorruptBlobError(
-                f"Blob {digest} is missing: its frame is gone from the index.", digest=digest, missing=True
-            )
-        return StoredBlob(digest=digest, size=size, frame=frame if stored_in == _STORED_IN_INDEX else None)
-
-    def load(self, blob: StoredBlob) -> bytes:
-        """
-        Read, decompress and verify a blob: the slow part of `get`, to run without holding the connection.
-
-        :returns: The content bytes, whose BLAKE3 digest was checked to be `blob.digest`.
-        :raises CorruptBlobError: If the blob file is missing or unsafe, or the frame is truncated, undecodable, of the
-            wrong size, or decodes to content with another digest.
-        """
-        frame = blob.frame if blob.frame is not None else self._read_file(blob.digest)
-        return self._decode(blob.digest, blob.size, frame)
-
-    def load_columns(
-        self,
-        digest: str,
-        *,
-        size: int | None,
-        stored_in: str | None,
-        frame: bytes | None,
-        file_access: AbstractContextManager[object],
-    ) -> bytes:
-        """
-        `stored` and `load` in one call, for the read path: the verified content of a blob from its row's columns.
-
-        :param file_access: Held while a blob file is read (the store's guard, so that it is not closed meanwhile);
-            a blob kept in the index needs no file and does not take it.
-        :raises CorruptBlobError: As `stored` and `load`.
-        """
-        if stored_in == _STORED_IN_INDEX and frame is not None and size is not None:
-            return self._decode(digest, size, frame)
-        with file_access:
-            return self.load(self.stored(digest, size=size, stored_in=stored_in, frame=frame))
-
-    def _decode(self, digest: str, size: int, frame: bytes) -> bytes:
-        try:
-            declared = zstandard.frame_content_size(frame)
-        except zstandard.ZstdError as error:
-            raise CorruptBlobError(f"Blob {digest} is not a zstd frame ({error}).", digest=digest) from error
-        if declared != size:
-            raise CorruptBlobError(
-                f"Blob {digest} declares {declared} bytes of content, but {size} were stored.", digest=digest
-            )
-        try:
-            data = self._decompressor().decompress(frame)
-        except zstandard.ZstdError as error:
-            raise CorruptBlobError(f"Blob {digest} does not decompress ({error}).", digest=digest) from error
-        if len(data) != size or content_digest(data) != digest:
-            raise CorruptBlobError(f"Blob {digest} decompresses to content with another digest.", digest=digest)
-        return data
-
-    def get(self, connection: sqlite3.Connection, digest: str) -> bytes:
-        """:returns: The verified content of the blob `digest`. :raises CorruptBlobError: As `fetch` and `load`."""
-        return self.load(self.fetch(connection, digest))
-
-    def delete(self, connection: sqlite3.Connection, digest: str) -> bool:
-        """
-        Delete a blob, inside the caller's write transaction.
-
-        The file goes before the transaction commits, so a writer that reuses the digest after the commit always
-        writes a new file; a crash before the commit leaves a row without a file, which `refresh` treats as absent.
-
-        :returns: Whether a row was deleted.
-        """
-        row = connection.execute("DELETE FROM blobs WHERE digest = ? RETURNING id, stored_in", (digest,)).fetchone()
-        if row is None:
-            return False
-        blob_id, stored_in = row
-        connection.execute("DELETE FROM blob_frames WHERE blob_id = ?", (blob_id,))
-        if stored_in == _STORED_IN_FILE:
-            self.files.remove(digest)
-        return True
-
-    def digests(self, connection: sqlite3.Connection) -> list[str]:
-        """:returns: Every digest with a row, in order."""
-        return [row[0] for row in connection.execute("SELECT digest FROM blobs ORDER BY digest")]
-
-    def stray_files(self) -> Iterator[BlobFile]:
-        """Yield every file in the blob directory; `is_stray` tells, under a transaction, which have no row."""
-        return self.files.files()
-
-    def is_stray(self, connection: sqlite3.Connection, blob_file: BlobFile) -> bool:
-        """:returns: Whether `blob_file` is a temporary file or a blob file that no row points at."""
-        if blob_file.digest is None:
-            return True
-        row = connection.execute("SELECT stored_in FROM blobs WHERE digest = ?", (blob_file.digest,)).fetchone()
-        return row is None or row[0] != _STORED_IN_FILE
-
-    def remove_stray(self, blob_file: BlobFile) -> None:
-        """Remove a file `is_stray` reported, while the caller's transaction still holds the write lock."""
-        self.files.remove(None, fanout=blob_file.fanout, name=blob_file.name)
+        frame = location.frame
+        if frame is None:
+            if guarded:
+                with self._file_access:
+                    frame = self._read_file(location.digest)
+            else:
+                frame = self._read_file(location.digest)
+        return self._codec.decode(location.digest, location.size, frame)
 
     def _read_file(self, digest: str) -> bytes:
         try:
-            return self.files.read(digest)
+            return self._files.read(digest)
         except FileNotFoundError as error:
             raise CorruptBlobError(
                 f"Blob {digest} is missing: its file is gone.", digest=digest, missing=True
@@ -361,18 +226,57 @@ class BlobStore:
         except OSError as error:
             raise CorruptBlobError(f"Blob {digest} cannot be read: {error}.", digest=digest) from error
 
-    def _compressor(self) -> zstandard.ZstdCompressor:
-        compressor: zstandard.ZstdCompressor | None = getattr(self._contexts, "compressor", None)
-        if compressor is None:
-            compressor = zstandard.ZstdCompressor(
-                level=self.compression_level, write_checksum=True, write_content_size=True
-            )
-            self._contexts.compressor = compressor
-        return compressor
+    # Maintenance.
 
-    def _decompressor(self) -> zstandard.ZstdDecompressor:
-        decompressor: zstandard.ZstdDecompressor | None = getattr(self._contexts, "decompressor", None)
-        if decompressor is None:
-            decompressor = zstandard.ZstdDecompressor()
-            self._contexts.decompressor = decompressor
-        return decompressor
+    def digests(self, connection: sqlite3.Connection) -> list[str]:
+        """:returns: Every digest with a row, in order."""
+        return [row[0] for row in connection.execute("SELECT digest FROM blobs ORDER BY digest")]
+
+    def collectable(self, connection: sqlite3.Connection, *, grace: timedelta) -> list[tuple[str, int]]:
+        """:returns: `(digest, stored_size)` of every blob no reference is visible for and not seen within `grace`."""
+        rows = connection.execute(
+            f"SELECT digest, stored_size FROM blobs WHERE {_COLLECTABLE}", (_grace_parameter(grace),)
+        )
+        return [(row[0], row[1]) for row in rows]
+
+    def delete_if_collectable(self, work: UnitOfWork, digest: str, *, grace: timedelta) -> bool:
+        """
+        Delete a blob, inside the caller's write transaction, if it is still collectable under that lock.
+
+        The file goes before the transaction commits, so a writer that reuses the digest after the commit always
+        writes a new file; a crash before the commit leaves a row without a file, which `confirm` treats as absent.
+
+        :returns: Whether the blob was deleted.
+        """
+        connection = work.connection
+        row = connection.execute(
+            f"DELETE FROM blobs WHERE digest = ? AND {_COLLECTABLE} RETURNING id, stored_in",
+            (digest, _grace_parameter(grace)),
+        ).fetchone()
+        if row is None:
+            return False
+        blob_id, stored_in = row
+        connection.execute("DELETE FROM blob_frames WHERE blob_id = ?", (blob_id,))
+        if stored_in == _STORED_IN_FILE:
+            self._files.remove(digest)
+        return True
+
+    def files(self) -> Iterator[BlobFile]:
+        """Yield every file in the blob directory; `is_stray` tells, with the index, which have no row."""
+        return self._files.files()
+
+    def is_stray(self, connection: sqlite3.Connection, blob_file: BlobFile) -> bool:
+        """:returns: Whether `blob_file` is a temporary file or a blob file that no row points at."""
+        if blob_file.digest is None:
+            return True
+        row = connection.execute("SELECT stored_in FROM blobs WHERE digest = ?", (blob_file.digest,)).fetchone()
+        return row is None or row[0] != _STORED_IN_FILE
+
+    def remove_stray(self, blob_file: BlobFile) -> None:
+        """Remove a file `is_stray` reported, while the caller's transaction still holds the write lock."""
+        self._files.remove(None, fanout=blob_file.fanout, name=blob_file.name)
+
+
+def _grace_parameter(grace: timedelta) -> str:
+    # `last_seen` may lag a write by up to its resolution, so that much is added to the grace period.
+    return ago(grace + LAST_SEEN_RESOLUTION)

@@ -253,10 +253,8 @@ def verify(root: Path, as_json: bool) -> None:
     """
     with _open(root) as store:
         if not as_json and sys.stderr.isatty():
-            with store.database.reading() as connection:
-                total = len(store.blobs.digests(connection))
-            with click.progressbar(length=total, label="verifying", file=sys.stderr) as bar:
-                report = maintenance.verify(store, progress=lambda done, _total: bar.update(done - bar.pos))
+            with _ProgressBar("verifying") as bar:
+                report = maintenance.verify(store, progress=bar.update)
         else:
             report = maintenance.verify(store)
     if as_json:
@@ -267,6 +265,26 @@ def verify(root: Path, as_json: bool) -> None:
         sys.exit(1)
     if not report.clean:
         sys.exit(_ORPHANS_ONLY)
+
+
+class _ProgressBar:
+    """A progress bar on stderr whose length is learned from the first `update(done, total)`."""
+
+    def __init__(self, label: str) -> None:
+        self._label = label
+        self._bar: Any = None
+
+    def update(self, done: int, total: int) -> None:
+        if self._bar is None:
+            self._bar = click.progressbar(length=total, label=self._label, file=sys.stderr).__enter__()
+        self._bar.update(done - self._bar.pos)
+
+    def __enter__(self) -> "_ProgressBar":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(*exc_info)
 
 
 def _print_verify_report(report: maintenance.VerifyReport) -> None:

@@ -10,7 +10,7 @@ transaction starts with `BEGIN IMMEDIATE` and waits (up to `busy_timeout`) for t
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -104,21 +104,22 @@ class Database:
         """
         Run a write transaction: the thread lock, `BEGIN IMMEDIATE`, then `COMMIT`, or `ROLLBACK` on any error.
 
-        :returns: A context manager yielding the connection.
+        :returns: A context manager yielding the transaction's `UnitOfWork`, whose `on_commit` callbacks run after
+            the commit.
         """
         return _Transaction(self)
 
     @contextmanager
-    def rolled_back(self) -> Iterator[sqlite3.Connection]:
+    def rolled_back(self) -> Iterator["UnitOfWork"]:
         """
         Run a write transaction that is always rolled back: a dry run sees its own changes and keeps none.
 
-        :returns: A context manager yielding the connection.
+        :returns: A context manager yielding the transaction's `UnitOfWork` (its `on_commit` callbacks never run).
         """
         with self._held() as connection:
             connection.execute("BEGIN IMMEDIATE")
             try:
-                yield connection
+                yield UnitOfWork(connection)
             finally:
                 if connection.in_transaction:
                     connection.execute("ROLLBACK")
@@ -178,19 +179,43 @@ class _Held:
         self._database._lock.release()
 
 
+class UnitOfWork:
+    """
+    One write transaction: its connection, and what the layers learned in it, published only if it commits.
+
+    A layer that learns something worth remembering beyond the transaction (the blob layer's note that a blob is
+    stored) registers it with `on_commit`; a transaction that rolls back publishes nothing, so no caller has to.
+    """
+
+    __slots__ = ("_committed", "connection")
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self.connection = connection
+        self._committed: list[Callable[[], None]] = []
+
+    def on_commit(self, publish: Callable[[], None]) -> None:
+        """:param publish: Called once, after this transaction has committed; never if it rolls back."""
+        self._committed.append(publish)
+
+    def _publish(self) -> None:
+        for publish in self._committed:
+            publish()
+
+
 class _Transaction(_Held):
     """A write transaction on a held connection; a plain class, as this is on every write's path."""
 
-    __slots__ = ()
+    __slots__ = ("_work",)
 
-    def __enter__(self) -> sqlite3.Connection:
+    def __enter__(self) -> UnitOfWork:  # type: ignore[override]
         connection = _Held.__enter__(self)
         try:
             connection.execute("BEGIN IMMEDIATE")
         except BaseException:
             self._database._lock.release()
             raise
-        return connection
+        self._work = UnitOfWork(connection)
+        return self._work
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: object, traceback: object) -> None:
         connection = self._database._connection
@@ -206,6 +231,8 @@ class _Transaction(_Held):
                 connection.execute("ROLLBACK")
         finally:
             self._database._lock.release()
+        if exc_type is None:
+            self._work._publish()
 
 
 # Connections inherited across fork(): kept alive so that they are never closed in the child.

@@ -29,7 +29,7 @@ from haystack.tools.tool import Tool
 from haystack.utils.experimental import ExperimentalWarning
 
 from casstore.demo_tools import TEXT_SUFFIXES, make_file_tools
-from casstore.history import disk_usage
+from casstore.disk import disk_usage
 from casstore.namespaces import check_namespace
 from casstore.store import ContentAddressedToolResultStore
 
@@ -223,7 +223,7 @@ def run_demo(
     disk_before = disk_usage(root)
     started = time.perf_counter()
     with ContentAddressedToolResultStore(root, namespace=namespace) as store:
-        before = _last_ids(store)  # so the summary counts this run only, even in a namespace used before
+        before = store.repository.history_mark()  # so the summary counts this run only, even in a namespace used before
         read_tool = make_read_tool(store)
         model = ScriptedCodingAgent(corpus=corpus, steps=steps, read_tool=read_tool, files=files)
         model.on_step = progress
@@ -242,8 +242,8 @@ def run_demo(
             max_agent_steps=steps + 2,
         )
         result = agent.run(messages=[ChatMessage.from_user(f"Explore the project in {corpus.name} and explain it.")])
-        figures = _run_figures(store, after=before)
-        writes = _run_writes(store, after=before)
+        figures = store.repository.figures_since(namespace=namespace, mark=before)
+        writes = store.repository.writes_since(namespace=namespace, mark=before)
         filesystem_bytes, filesystem_files = _filesystem_store_cost(store, writes)
     if progress is not None and sys.stderr.isatty():
         sys.stderr.write("\n")
@@ -264,50 +264,6 @@ def run_demo(
         seconds=round(time.perf_counter() - started, 2),
         **figures,
     )
-
-
-def _last_ids(store: ContentAddressedToolResultStore) -> tuple[int, int]:
-    """:returns: The highest `writes` and `offloads` ids so far (0 when empty)."""
-    with store.database.reading() as connection:
-        row = connection.execute(
-            "SELECT (SELECT coalesce(max(id), 0) FROM writes), (SELECT coalesce(max(id), 0) FROM offloads)"
-        ).fetchone()
-        return int(row[0]), int(row[1])
-
-
-def _run_figures(store: ContentAddressedToolResultStore, *, after: tuple[int, int]) -> dict[str, int]:
-    last_write, last_offload = after
-    with store.database.reading() as connection:
-        offloaded, compactions, saved = connection.execute(
-            "SELECT count(*), count(DISTINCT compaction_id), coalesce(sum(saved_tokens), 0) FROM offloads "
-            "WHERE namespace = ? AND id > ?",
-            (store.namespace, last_offload),
-        ).fetchone()
-        logical, unique, stored = connection.execute(
-            """
-            SELECT (SELECT coalesce(sum(size), 0) FROM writes WHERE namespace = ? AND id > ?),
-                   coalesce(sum(size), 0), coalesce(sum(stored_size), 0)
-            FROM blobs WHERE digest IN (SELECT digest FROM writes WHERE namespace = ? AND id > ?)
-            """,
-            (store.namespace, last_write, store.namespace, last_write),
-        ).fetchone()
-    return {
-        "results_offloaded": offloaded,
-        "compactions": compactions,
-        "tokens_saved": saved,
-        "logical_bytes": logical,
-        "unique_bytes": unique,
-        "stored_bytes": stored,
-    }
-
-
-def _run_writes(store: ContentAddressedToolResultStore, *, after: tuple[int, int]) -> list[tuple[str, str]]:
-    with store.database.reading() as connection:
-        rows = connection.execute(
-            "SELECT key, reference FROM writes WHERE namespace = ? AND id > ? ORDER BY id",
-            (store.namespace, after[0]),
-        )
-        return [(row[0], row[1]) for row in rows]
 
 
 def _filesystem_store_cost(store: ContentAddressedToolResultStore, writes: list[tuple[str, str]]) -> tuple[int, int]:

@@ -1,21 +1,28 @@
 """
-The index layer: the offload history in `index.db` (the `writes` and `offloads` tables) and the queries over it.
+The index layer: the offload history in `index.db` (the `writes` and `offloads` tables) and the set of references
+each namespace may read (`visible_references`), which this module alone keeps.
 
-The per-write statements here are plain `sqlite3`, run inside the store's transaction. The tables are documented in
-the README and in `migrations/`; a person can query them with `sqlite3 index.db`.
+The per-write statements here are plain `sqlite3`, run inside the repository's transaction. The tables are
+documented in the docs and in `migrations/`; a person can query them with `sqlite3 index.db`.
 """
 
 import json
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
-from casstore.database import NOW_SQL
+from casstore.database import NOW_SQL, SHIFTED_NOW_SQL, UnitOfWork, ago
 
 _INSERT_WRITE_SQL = (
     f"INSERT INTO writes (namespace, key, digest, kind, size, reference, written_at) "
     f"VALUES (?, ?, ?, ?, ?, ?, {NOW_SQL})"
 )
+# Returns a row only when the reference was not visible yet.
+_MAKE_VISIBLE_SQL = (
+    "INSERT INTO visible_references (digest, namespace, reference) VALUES (?, ?, ?) ON CONFLICT DO NOTHING RETURNING 1"
+)
+_IS_VISIBLE_SQL = "SELECT 1 FROM visible_references WHERE digest = ? AND namespace = ? AND reference = ?"
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,52 +36,43 @@ class OffloadRecord:
     saved_tokens: int
 
 
-def record_write(
-    connection: sqlite3.Connection,
-    *,
-    namespace: str,
-    key: str,
-    digest: str,
-    is_text: bool,
-    size: int,
-    reference: str,
-) -> bool:
+@dataclass(frozen=True, slots=True)
+class WriteRecord:
+    """One call to `write`, as the `writes` table records it."""
+
+    namespace: str
+    key: str
+    digest: str
+    is_text: bool
+    size: int
+    reference: str
+
+
+def record_write(work: UnitOfWork, write: WriteRecord) -> bool:
     """
-    Append one row to `writes`, inside the caller's transaction. The schema's trigger makes the reference visible in
-    its namespace (`visible_references`) in the same statement.
+    Append one row to `writes` and make its reference visible in its namespace, inside the caller's transaction.
 
-    :returns: Whether the reference was visible in `namespace` already. Then its blob is stored: a reference becomes
-        visible only in the transaction that stores or finds its blob, and `gc` deletes a blob only when no reference
-        to it is visible, both under SQLite's write lock.
+    :returns: Whether the reference was visible in its namespace already. Then its blob is stored: a reference
+        becomes visible only in the transaction that stores or finds its blob, and `gc` deletes a blob only when no
+        reference to it is visible, both under SQLite's write lock.
     """
-    changes_before = connection.total_changes
-    connection.execute(_INSERT_WRITE_SQL, (namespace, key, digest, "text" if is_text else "binary", size, reference))
-    # The row is one change; the trigger's insert into `visible_references` is another unless the row was there. Any
-    # other trigger on these tables would change this count (tests/test_migrations.py checks there is none).
-    return connection.total_changes - changes_before == 1
+    connection = work.connection
+    connection.execute(
+        _INSERT_WRITE_SQL,
+        (write.namespace, write.key, write.digest, "text" if write.is_text else "binary", write.size, write.reference),
+    )
+    made_visible = connection.execute(_MAKE_VISIBLE_SQL, (write.digest, write.namespace, write.reference)).fetchone()
+    return made_visible is None
 
 
-def readable_blob(
-    connection: sqlite3.Connection, *, namespace: str, digest: str, reference: str
-) -> tuple[int | None, str | None, bytes | None] | None:
-    """
-    Look up a reference and its blob in one statement (so in one consistent state of the index).
-
-    :returns: None if `reference` is not visible in `namespace`; otherwise the blob's `(size, stored_in, frame)`, all
-        None if the blob's row is gone.
-    """
-    row: tuple[int | None, str | None, bytes | None] | None = connection.execute(
-        "SELECT size, stored_in, frame FROM readable_blobs WHERE digest = ? AND namespace = ? AND reference = ?",
-        (digest, namespace, reference),
-    ).fetchone()
-    return row
+def is_visible(connection: sqlite3.Connection, *, namespace: str, digest: str, reference: str) -> bool:
+    """:returns: Whether `reference` (to the blob `digest`) was written in `namespace` and is not forgotten."""
+    return connection.execute(_IS_VISIBLE_SQL, (digest, namespace, reference)).fetchone() is not None
 
 
-def record_offloads(
-    connection: sqlite3.Connection, *, namespace: str, compaction_id: str, offloads: Sequence[OffloadRecord]
-) -> None:
+def record_offloads(work: UnitOfWork, *, namespace: str, compaction_id: str, offloads: Sequence[OffloadRecord]) -> None:
     """Append rows to `offloads`, inside the caller's transaction."""
-    connection.executemany(
+    work.connection.executemany(
         f"INSERT INTO offloads (compaction_id, namespace, tool_name, tool_call_id, refs, original_tokens, "
         f"saved_tokens, offloaded_at) VALUES (?, ?, ?, ?, ?, ?, ?, {NOW_SQL})",
         [
@@ -92,25 +90,33 @@ def record_offloads(
     )
 
 
-def forget_writes(connection: sqlite3.Connection, *, where: str, parameters: Sequence[object]) -> int:
+def forget(work: UnitOfWork, *, namespace: str | None, older_than: timedelta | None) -> tuple[int, int]:
     """
-    Delete the writes matching `where` (an SQL condition over `writes`), and the visibility of references no write
-    is left for, inside the caller's transaction.
+    Delete the writes and offloads of `namespace` (any namespace if None) older than `older_than` (any age if None),
+    and the visibility of every reference no write is left for, inside the caller's transaction.
 
-    :returns: How many writes were deleted.
+    :returns: How many writes and how many offloads were deleted. With neither argument, nothing is deleted.
     """
-    deleted = connection.execute(f"DELETE FROM writes WHERE {where}", parameters).rowcount
-    if deleted:
+    if namespace is None and older_than is None:
+        return 0, 0
+    connection = work.connection
+    counts = []
+    for table, column in (("writes", "written_at"), ("offloads", "offloaded_at")):
+        clauses: list[str] = []
+        parameters: list[object] = []
+        if namespace is not None:
+            clauses.append("namespace = ?")
+            parameters.append(namespace)
+        if older_than is not None:
+            clauses.append(f"{column} < {SHIFTED_NOW_SQL}")
+            parameters.append(ago(older_than))
+        counts.append(connection.execute(f"DELETE FROM {table} WHERE {' AND '.join(clauses)}", parameters).rowcount)
+    if counts[0]:
         connection.execute(
             "DELETE FROM visible_references "
             "WHERE (namespace, reference) NOT IN (SELECT namespace, reference FROM writes)"
         )
-    return deleted
-
-
-def forget_offloads(connection: sqlite3.Connection, *, where: str, parameters: Sequence[object]) -> int:
-    """:returns: How many offloads matching `where` (an SQL condition over `offloads`) were deleted."""
-    return connection.execute(f"DELETE FROM offloads WHERE {where}", parameters).rowcount
+    return counts[0], counts[1]
 
 
 def unreferenced_digests(connection: sqlite3.Connection) -> list[str]:
@@ -118,14 +124,6 @@ def unreferenced_digests(connection: sqlite3.Connection) -> list[str]:
     return [
         row[0] for row in connection.execute("SELECT digest FROM blobs EXCEPT SELECT digest FROM visible_references")
     ]
-
-
-def is_referenced(connection: sqlite3.Connection, digest: str) -> bool:
-    """:returns: Whether any write (in any namespace) references the blob `digest`."""
-    return (
-        connection.execute("SELECT 1 FROM visible_references WHERE digest = ? LIMIT 1", (digest,)).fetchone()
-        is not None
-    )
 
 
 def dangling_writes(connection: sqlite3.Connection) -> list[tuple[str, str]]:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from casstore import ContentAddressedToolResultStore
+from casstore.blob_hints import BlobHints
 from casstore.maintenance import collect_garbage
 
 WORDS = Path(__file__).read_text().split()
@@ -147,3 +148,11 @@ def collect(pid: int, read_end: int, *, timeout: float = 120.0) -> dict[str, Any
 def run_forked(job: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """Run `job` in a forked child (so resource limits and crashes stay there) and return what it reported."""
     return collect(*fork_job(job))
+
+
+def forget_hints(store: ContentAddressedToolResultStore) -> None:
+    """
+    Make a store forget which blobs it stored or confirmed lately, as if `LAST_SEEN_RESOLUTION` had passed, so its
+    next write of known content looks the blob up again (instead of sleeping for the resolution).
+    """
+    store.repository._blobs._hints = BlobHints()

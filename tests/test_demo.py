@@ -5,6 +5,7 @@ import math
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -121,7 +122,7 @@ def test_the_demo_runs_in_the_namespace_it_is_given_and_summarizes_each_run_alon
     first = run_demo(root=root, steps=30, namespace="team-a")
     second = run_demo(root=root, steps=30, namespace="team-a")
     assert first.namespace == second.namespace == "team-a"
-    with ContentAddressedToolResultStore(root, namespace="team-a") as store, store.database.reading() as connection:
+    with closing(sqlite3.connect(root / "index.db")) as connection:
         namespaces = {row[0] for row in connection.execute("SELECT namespace FROM writes")}
         writes, offloads = connection.execute(
             "SELECT (SELECT count(*) FROM writes), (SELECT count(*) FROM offloads)"

@@ -1,10 +1,12 @@
 """`gc` racing real writer processes: a blob a writer references is never deleted."""
 
 import json
+import sqlite3
 import subprocess
 import sys
 import threading
 import time
+from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -12,9 +14,9 @@ from typing import Any
 import pytest
 
 from casstore import ContentAddressedToolResultStore, ReferenceNotFoundError, StorageError
-from casstore.blobs import LAST_SEEN_RESOLUTION
-from casstore.index import record_write
+from casstore.blob_hints import LAST_SEEN_RESOLUTION
 from casstore.maintenance import collect_garbage, verify
+from tests.reliability import forget_hints
 
 CONTENTS = [f"result {number}\n" * (30 + 700 * (number % 4)) for number in range(240)]
 
@@ -77,25 +79,28 @@ def test_writers_racing_gc_lose_nothing(store_root: Path) -> None:
         assert report.ok, report
 
 
+def _age_every_blob(root: Path) -> None:
+    """As if every blob was last seen long ago, so that gc with no grace period may take it at once."""
+    with closing(sqlite3.connect(root / "index.db")) as connection, connection:
+        connection.execute("UPDATE blobs SET last_seen = '2020-01-01 00:00:00.000'")
+
+
 def test_a_blob_staged_before_gc_and_recorded_after_it_still_reads(store_root: Path) -> None:
-    """The narrowest interleaving, made deterministic: gc runs between a writer's `stage` and its `put`."""
+    """The narrowest interleaving, made deterministic: gc runs between a writer's `stage` and its transaction."""
     with ContentAddressedToolResultStore(store_root, inline_max=0) as store:
-        prepared = store.prepare_write(key="a.txt", content=CONTENTS[1])
-        staged = store.blobs.stage(prepared.digest, prepared.data)
-        report = collect_garbage(store, grace=timedelta(0))
-        assert report.stray_files_removed == 1  # the staged file had no row yet, so gc took it
-        with store.database.transaction() as connection:
-            store.blobs.put(connection, staged)
-            record_write(
-                connection,
-                namespace="default",
-                key="a.txt",
-                digest=prepared.digest,
-                is_text=True,
-                size=len(prepared.data),
-                reference=prepared.reference,
-            )
-        assert store.read(prepared.reference) == CONTENTS[1]
+        repository = store.repository
+        stage_unknown = repository._stage_unknown
+        reports = []
+
+        def stage_then_collect(writes: Any) -> Any:
+            staged = stage_unknown(writes)
+            reports.append(collect_garbage(store, grace=timedelta(0)))
+            return staged
+
+        repository._stage_unknown = stage_then_collect  # type: ignore[method-assign]
+        reference = store.write(key="a.txt", content=CONTENTS[1])
+        assert [report.stray_files_removed for report in reports] == [1]  # the staged file had no row yet: gc took it
+        assert store.read(reference) == CONTENTS[1]
         assert verify(store).ok
 
 
@@ -104,8 +109,7 @@ def test_a_write_after_gc_deleted_its_blob_stores_it_again(store_root: Path, inl
     """Right after the store put the blob, so only the forgotten reference tells it to look the blob up."""
     with ContentAddressedToolResultStore(store_root, inline_max=inline_max) as store:
         store.write(key="a.txt", content=CONTENTS[2])
-        with store.database.transaction() as connection:  # as if the write were long ago
-            connection.execute("UPDATE blobs SET last_seen = '2020-01-01 00:00:00.000'")
+        _age_every_blob(store_root)
         assert collect_garbage(store, namespace="default", grace=timedelta(0)).blobs_deleted == 1
         assert not list((store_root / "blobs").rglob("*.zst"))
         reference = store.write(key="b.txt", content=CONTENTS[2])
@@ -120,13 +124,13 @@ def test_a_write_that_goes_again_after_gc_took_a_part_still_refreshes_the_others
         collected = store.prepare_write(key="b.txt", content=CONTENTS[5])
         store.write_prepared(kept)
         store.write_prepared(collected)  # the store now knows both blobs, so it will not stage b again by itself
-        with store.database.transaction() as connection:  # both written long ago; b's write then forgotten
+        with closing(sqlite3.connect(store_root / "index.db")) as connection, connection:  # both written long ago
             connection.execute("UPDATE blobs SET last_seen = '2020-01-01 00:00:00.000'")
             connection.execute(
                 "UPDATE writes SET written_at = '2020-01-01 00:00:00.000' WHERE digest = ?", [collected.digest]
             )
         assert collect_garbage(store, older_than=timedelta(days=1), grace=timedelta(0)).blobs_deleted == 1
-        time.sleep(LAST_SEEN_RESOLUTION.total_seconds() * 1.1)  # so the store looks a up again
+        forget_hints(store)  # so the store looks a up again
         store.write_prepared_many([kept, collected])  # a is refreshed, b is missing: rolled back, staged, again
         # Written a moment ago: a one-hour grace period keeps a even once its namespace is forgotten.
         assert collect_garbage(store, namespace="default", grace=timedelta(hours=1)).blobs_deleted == 0
@@ -137,14 +141,15 @@ def test_a_write_that_failed_leaves_nothing_trusted(store_root: Path) -> None:
     with ContentAddressedToolResultStore(store_root) as store:
         kept = store.prepare_write(key="a.txt", content=CONTENTS[6])
         store.write_prepared(kept)
-        with store.database.transaction() as connection:  # written long ago
-            connection.execute("UPDATE blobs SET last_seen = '2020-01-01 00:00:00.000'")
-            # An error inside the write transaction, after a has been refreshed, as a full disk would raise.
-            connection.execute(
+        _age_every_blob(store_root)
+        # An error inside the write transaction, after a has been refreshed, as a full disk would raise. A temporary
+        # trigger lives on the connection that made it: the store's own.
+        with store.repository._database.transaction() as work:
+            work.connection.execute(
                 "CREATE TEMP TRIGGER fail_boom BEFORE INSERT ON writes WHEN NEW.key = 'boom.txt' "
                 "BEGIN SELECT RAISE(ABORT, 'no space left'); END"
             )
-        time.sleep(LAST_SEEN_RESOLUTION.total_seconds() * 1.1)
+        forget_hints(store)  # so the write looks a up again, and refreshes it in the transaction that fails
         boom = store.prepare_write(key="boom.txt", content=CONTENTS[7])
         with pytest.raises(StorageError):
             store.write_prepared_many([kept, boom])
@@ -179,8 +184,7 @@ def test_a_reference_forgotten_and_collected_during_a_read_reads_as_not_found(st
         started = time.monotonic()
         # Two seconds, and on until both outcomes were seen (a slow machine may need longer to meet both).
         while time.monotonic() < started + 2 or (min(outcomes.values()) == 0 and time.monotonic() < started + 30):
-            with store.database.transaction() as connection:  # as if written long ago, so gc may take it at once
-                connection.execute("UPDATE blobs SET last_seen = '2020-01-01 00:00:00.000'")
+            _age_every_blob(store_root)
             collect_garbage(store, namespace="reader", grace=timedelta(0))
             store.write(key="r.txt", content=content)
         stop.set()
@@ -200,21 +204,21 @@ def test_a_read_whose_blob_was_collected_and_stored_again_meanwhile_returns_the_
     content = CONTENTS[3]
     with ContentAddressedToolResultStore(store_root, namespace="reader", inline_max=0) as store:
         reference = store.write(key="r.txt", content=content)
-        load_columns = store._blobs.load_columns
+        blobs = store.repository._blobs
+        load = blobs.load
         collections: list[int] = []
 
-        def collect_and_store_again_around_unlocked_loads(*args: Any, **kwargs: Any) -> bytes:
-            if store.database._connection.in_transaction:  # the read's look under the write lock: gc would wait
-                return load_columns(*args, **kwargs)
-            with store.database.transaction() as connection:  # as if written long ago, so gc may take it at once
-                connection.execute("UPDATE blobs SET last_seen = '2020-01-01 00:00:00.000'")
+        def collect_and_store_again_around_unlocked_loads(location: Any, *, guarded: bool = True) -> bytes:
+            if not guarded:  # the read's look under the write lock: gc would wait
+                return load(location, guarded=guarded)
+            _age_every_blob(store_root)
             collections.append(collect_garbage(store, namespace="reader", grace=timedelta(0)).blobs_deleted)
             try:
-                return load_columns(*args, **kwargs)
+                return load(location, guarded=guarded)
             finally:
                 store.write(key="r.txt", content=content)
 
-        store._blobs.load_columns = collect_and_store_again_around_unlocked_loads  # type: ignore[method-assign]
+        blobs.load = collect_and_store_again_around_unlocked_loads  # type: ignore[method-assign]
         for _ in range(3):
             assert store.read(reference) == content
         assert collections == [1, 1, 1]

@@ -1,28 +1,36 @@
-"""The blob layer and the index layer, each alone, on a real index.db and a real blob folder."""
+"""The layers under the repository, each alone on a real index.db and a real blob folder, and the boundary above."""
 
+import ast
 import os
 from collections.abc import Iterator
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import casstore.blobs
-from casstore.blobs import LAST_SEEN_RESOLUTION, BlobStore, content_digest
+import casstore.blob_hints
+from casstore.blob_files import BlobDirectory
+from casstore.blob_hints import LAST_SEEN_RESOLUTION
+from casstore.blobs import BlobStore
 from casstore.database import Database
 from casstore.errors import CorruptBlobError
+from casstore.frames import FrameCodec, content_digest
 from casstore.index import (
     OffloadRecord,
+    WriteRecord,
     dangling_writes,
-    forget_writes,
-    is_referenced,
-    readable_blob,
+    forget,
+    is_visible,
     record_offloads,
     record_write,
     unreferenced_digests,
 )
 from tests.helpers import blake3_hex
+
+PACKAGE = Path(casstore.blob_hints.__file__).resolve().parent
+COMPACTOR = PACKAGE.parent / "compactor"
 
 
 @pytest.fixture
@@ -32,9 +40,18 @@ def database(tmp_path: Path) -> Iterator[Database]:
     opened.close()
 
 
+def _blob_store(tmp_path: Path, *, inline_max: int) -> BlobStore:
+    return BlobStore(
+        files=BlobDirectory(tmp_path / "blobs", durable=False),
+        codec=FrameCodec(compression_level=3),
+        inline_max=inline_max,
+        file_access=nullcontext(),
+    )
+
+
 @pytest.fixture(params=[0, 1 << 20], ids=["file", "inline"])
 def blobs(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BlobStore]:
-    store = BlobStore(directory=tmp_path / "blobs", compression_level=3, inline_max=request.param, durable=True)
+    store = _blob_store(tmp_path, inline_max=request.param)
     yield store
     store.close()
 
@@ -42,54 +59,97 @@ def blobs(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BlobStore]
 def _put(database: Database, blobs: BlobStore, data: bytes) -> str:
     digest = content_digest(data)
     staged = blobs.stage(digest, data)
-    with database.transaction() as connection:
-        blobs.put(connection, staged)
-    blobs.keep_checked()
+    with database.transaction() as work:
+        blobs.put(work, staged)
     return digest
+
+
+def _content(database: Database, blobs: BlobStore, digest: str) -> bytes:
+    with database.reading() as connection:
+        location = blobs.locate(connection, digest)
+    return blobs.load(location)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.binary(max_size=50_000))
-def test_put_then_get_returns_the_bytes(database: Database, blobs: BlobStore, data: bytes) -> None:
+def test_put_then_read_returns_the_bytes(database: Database, blobs: BlobStore, data: bytes) -> None:
     digest = _put(database, blobs, data)
     assert digest == blake3_hex(data)
     with database.reading() as connection:
-        assert blobs.has(connection, digest)
-        assert blobs.get(connection, digest) == data
+        assert blobs.exists(connection, digest)
+    assert _content(database, blobs, digest) == data
 
 
-def test_put_twice_keeps_one_blob_and_delete_removes_it(database: Database, blobs: BlobStore, tmp_path: Path) -> None:
+@settings(max_examples=60, deadline=None)
+@given(data=st.binary(max_size=20_000), other=st.binary(min_size=1, max_size=20_000))
+def test_a_frame_of_other_content_never_decodes_as_this_digest(data: bytes, other: bytes) -> None:
+    codec = FrameCodec(compression_level=1)
+    digest = content_digest(data)
+    assert codec.decode(digest, len(data), codec.encode(data)) == data
+    forged = data[:-1] + bytes([data[-1] ^ 1]) if data else other
+    with pytest.raises(CorruptBlobError, match=digest):
+        codec.decode(digest, len(forged), codec.encode(forged))
+
+
+def test_put_twice_keeps_one_blob_and_a_collection_removes_it(
+    database: Database, blobs: BlobStore, tmp_path: Path
+) -> None:
     data = os.urandom(4096)
     digest = _put(database, blobs, data)
     _put(database, blobs, data)
     with database.reading() as connection:
         assert blobs.digests(connection) == [digest]
-    with database.transaction() as connection:
-        assert blobs.delete(connection, digest)
-        assert not blobs.delete(connection, digest)
+        assert blobs.collectable(connection, grace=LAST_SEEN_RESOLUTION) == []  # seen just now
+    with database.transaction() as work:
+        work.connection.execute("UPDATE blobs SET last_seen = '2020-01-01 00:00:00.000'")
+        assert blobs.delete_if_collectable(work, digest, grace=LAST_SEEN_RESOLUTION)
+        assert not blobs.delete_if_collectable(work, digest, grace=LAST_SEEN_RESOLUTION)
     with database.reading() as connection:
-        assert not blobs.has(connection, digest)
+        assert not blobs.exists(connection, digest)
         with pytest.raises(CorruptBlobError) as missing:
-            blobs.get(connection, digest)
+            blobs.locate(connection, digest)
     assert missing.value.missing
     assert not [path for path in (tmp_path / "blobs").rglob("*") if path.is_file()]
 
 
-def test_refresh_says_whether_the_blob_is_really_there(database: Database, tmp_path: Path) -> None:
-    blobs = BlobStore(directory=tmp_path / "blobs", compression_level=3, inline_max=0, durable=False)
+def test_a_referenced_blob_is_never_collectable(database: Database, blobs: BlobStore) -> None:
+    digest = _put(database, blobs, b"kept")
+    with database.transaction() as work:
+        record_write(work, WriteRecord("ns", "k.txt", digest, True, 4, f"blake3/{digest[:2]}/{digest[2:]}.txt"))
+        work.connection.execute("UPDATE blobs SET last_seen = '2020-01-01 00:00:00.000'")
+        assert not blobs.delete_if_collectable(work, digest, grace=LAST_SEEN_RESOLUTION)
+    assert _content(database, blobs, digest) == b"kept"
+
+
+def test_confirm_says_whether_the_blob_is_really_there(database: Database, tmp_path: Path) -> None:
+    blobs = _blob_store(tmp_path, inline_max=0)
     digest = _put(database, blobs, b"x" * 10_000)
-    with database.transaction() as connection:
-        assert blobs.refresh(connection, digest)
-        assert not blobs.refresh(connection, "0" * 64)
+    with database.transaction() as work:
+        assert blobs.confirm(work, digest)
+        assert not blobs.confirm(work, "0" * 64)
     (blob_file,) = [path for path in (tmp_path / "blobs").rglob("*.zst")]
     blob_file.unlink()
-    with database.transaction() as connection:
-        assert not blobs.refresh(connection, digest)  # a row whose file is gone counts as absent, so it is stored again
+    with database.transaction() as work:
+        assert not blobs.confirm(work, digest)  # a row whose file is gone counts as absent, so it is stored again
     blobs.close()
 
 
+def test_a_unit_of_work_publishes_only_once_committed(database: Database) -> None:
+    published: list[str] = []
+    with database.transaction() as work:
+        work.on_commit(lambda: published.append("committed"))
+        assert published == []  # not while the transaction is open
+    assert published == ["committed"]
+    with pytest.raises(RuntimeError), database.transaction() as work:
+        work.on_commit(lambda: published.append("rolled back"))
+        raise RuntimeError("the transaction fails")
+    with database.rolled_back() as work:
+        work.on_commit(lambda: published.append("dry run"))
+    assert published == ["committed"]
+
+
 class _Clock:
-    """A stand-in for the `time` module in `casstore.blobs`: its monotonic clock moves only when a test says."""
+    """A stand-in for the `time` module in `casstore.blob_hints`: its clock moves only when a test says."""
 
     def __init__(self) -> None:
         self.now = 1_000.0
@@ -103,102 +163,132 @@ _LONG_AGO = "2020-01-01 00:00:00.000"
 _FRESH = "strftime('%Y-%m-%d %H:%M:%f', 'now', '+60 seconds')"
 
 
-def test_a_blob_needs_refreshing_unless_put_or_refreshed_within_the_resolution_and_inline(
+def test_a_blob_needs_confirming_unless_put_or_confirmed_within_the_resolution_and_inline(
     database: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = _Clock()
-    monkeypatch.setattr(casstore.blobs, "time", clock)
-    inline = BlobStore(directory=tmp_path / "blobs", compression_level=3, inline_max=1 << 20, durable=False)
-    in_files = BlobStore(directory=tmp_path / "blobs", compression_level=3, inline_max=0, durable=False)
+    monkeypatch.setattr(casstore.blob_hints, "time", clock)
+    inline = _blob_store(tmp_path, inline_max=1 << 20)
+    in_files = _blob_store(tmp_path, inline_max=0)
     inline_digest = _put(database, inline, b"inline" * 1000)
     file_digest = _put(database, in_files, b"file" * 1000)
-    assert inline.seen(inline_digest) and not inline.seen(file_digest)
-    assert not inline.needs_refresh(inline_digest)  # just put: last_seen is current, and nothing outside can vanish
-    assert in_files.needs_refresh(file_digest)  # its file could be removed; only refresh would notice
-    assert inline.needs_refresh(file_digest)  # never seen by this blob store
-    other = BlobStore(directory=tmp_path / "blobs", compression_level=3, inline_max=1 << 20, durable=False)
-    with database.transaction() as connection:
-        connection.execute(f"UPDATE blobs SET last_seen = {_FRESH}")
-        assert other.refresh(connection, inline_digest)
-    assert not other.seen(inline_digest)  # not until the caller says its transaction committed
-    other.keep_checked()
-    assert other.seen(inline_digest)
-    assert other.needs_refresh(inline_digest)  # found with last_seen fresh, but it may be up to a resolution old
+    assert inline.known(inline_digest) and not inline.known(file_digest)
+    assert not inline.needs_confirmation(inline_digest)  # just put: last_seen is current, and nothing can vanish
+    assert in_files.needs_confirmation(file_digest)  # its file could be removed; only confirm would notice
+    assert inline.needs_confirmation(file_digest)  # never seen by this blob store
+    other = _blob_store(tmp_path, inline_max=1 << 20)
+    with database.transaction() as work:
+        work.connection.execute(f"UPDATE blobs SET last_seen = {_FRESH}")
+        assert other.confirm(work, inline_digest)
+        assert not other.known(inline_digest)  # not until its transaction commits
+    assert other.known(inline_digest)
+    assert other.needs_confirmation(inline_digest)  # found with last_seen fresh, but it may be up to a resolution old
     clock.now += LAST_SEEN_RESOLUTION.total_seconds() * 1.1
-    assert inline.needs_refresh(inline_digest)
-    with database.rolled_back() as connection:
-        connection.execute("UPDATE blobs SET last_seen = ?", (_LONG_AGO,))
-        assert other.refresh(connection, inline_digest)  # stale, so rewritten, but rolled back
-    other.discard_checked()
-    other.keep_checked()
-    assert other.needs_refresh(inline_digest)
-    with database.transaction() as connection:
-        connection.execute("UPDATE blobs SET last_seen = ?", (_LONG_AGO,))
-        assert other.refresh(connection, inline_digest)  # rewritten and committed: current
-    other.keep_checked()
-    assert not other.needs_refresh(inline_digest)
+    assert inline.needs_confirmation(inline_digest)
+    another = _blob_store(tmp_path, inline_max=1 << 20)
+    with database.rolled_back() as work:
+        work.connection.execute("UPDATE blobs SET last_seen = ?", (_LONG_AGO,))
+        assert another.confirm(work, inline_digest)  # stale, so rewritten, but rolled back
+    assert not another.known(inline_digest)
+    with database.transaction() as work:
+        work.connection.execute("UPDATE blobs SET last_seen = ?", (_LONG_AGO,))
+        assert other.confirm(work, inline_digest)  # rewritten and committed: current
+    assert not other.needs_confirmation(inline_digest)
     clock.now += LAST_SEEN_RESOLUTION.total_seconds() * 1.1
-    assert other.needs_refresh(inline_digest)
-    for blob_store in (inline, in_files, other):
+    assert other.needs_confirmation(inline_digest)
+    for blob_store in (inline, in_files, other, another):
         blob_store.close()
 
 
 def test_stray_files_are_found_only_without_rows(database: Database, tmp_path: Path) -> None:
-    blobs = BlobStore(directory=tmp_path / "blobs", compression_level=3, inline_max=0, durable=False)
+    blobs = _blob_store(tmp_path, inline_max=0)
     kept = _put(database, blobs, b"kept" * 5000)
     stray_digest = content_digest(b"stray")
     blobs.stage(stray_digest, b"stray" * 5000)  # a file whose row was never committed
     with database.reading() as connection:
-        strays = [f for f in blobs.stray_files() if blobs.is_stray(connection, f)]
+        strays = [f for f in blobs.files() if blobs.is_stray(connection, f)]
     assert [f.digest for f in strays] == [stray_digest]
     blobs.remove_stray(strays[0])
-    with database.reading() as connection:
-        assert [f.digest for f in blobs.stray_files()] == [kept]
+    assert [f.digest for f in blobs.files()] == [kept]
     blobs.close()
 
 
 def test_the_index_records_writes_and_answers_visibility(database: Database) -> None:
     digest = "a" * 64
-    with database.transaction() as connection:
+    reference = f"blake3/aa/{'a' * 62}.txt"
+    with database.transaction() as work:
         was_visible = [
-            record_write(
-                connection,
-                namespace=namespace,
-                key="k.txt",
-                digest=digest,
-                is_text=True,
-                size=3,
-                reference=f"blake3/aa/{'a' * 62}.txt",
-            )
+            record_write(work, WriteRecord(namespace, "k.txt", digest, True, 3, reference))
             for namespace in ("alice", "alice", "bob")
         ]
         assert was_visible == [False, True, False]  # visible already: only alice's second write
         record_offloads(
-            connection,
-            namespace="alice",
-            compaction_id="c",
-            offloads=[OffloadRecord("tool", None, [f"blake3/aa/{'a' * 62}.txt"], 10, 5)],
+            work, namespace="alice", compaction_id="c", offloads=[OffloadRecord("tool", None, [reference], 10, 5)]
         )
-    reference = f"blake3/aa/{'a' * 62}.txt"
     with database.reading() as connection:
-        assert readable_blob(connection, namespace="alice", digest=digest, reference=reference) is not None
-        assert readable_blob(connection, namespace="carol", digest=digest, reference=reference) is None
-        assert readable_blob(connection, namespace="alice", digest=digest, reference=reference + "x") is None
-        assert is_referenced(connection, digest)
+        assert is_visible(connection, namespace="alice", digest=digest, reference=reference)
+        assert not is_visible(connection, namespace="carol", digest=digest, reference=reference)
+        assert not is_visible(connection, namespace="alice", digest=digest, reference=reference + "x")
         assert dangling_writes(connection) == [("alice", reference), ("alice", reference), ("bob", reference)]
         assert connection.execute("SELECT count(*) FROM visible_references").fetchone()[0] == 2
-    with database.transaction() as connection:
-        assert forget_writes(connection, where="namespace = ?", parameters=["alice"]) == 2
+    with database.transaction() as work:
+        assert forget(work, namespace=None, older_than=None) == (0, 0)  # nothing named, nothing forgotten
+        assert forget(work, namespace="alice", older_than=None) == (2, 1)
     with database.reading() as connection:
-        assert readable_blob(connection, namespace="alice", digest=digest, reference=reference) is None
-        assert readable_blob(connection, namespace="bob", digest=digest, reference=reference) is not None
-    with database.transaction() as connection:
-        forget_writes(connection, where="1", parameters=[])
-        connection.execute(
+        assert not is_visible(connection, namespace="alice", digest=digest, reference=reference)
+        assert is_visible(connection, namespace="bob", digest=digest, reference=reference)
+    with database.transaction() as work:
+        assert forget(work, namespace="bob", older_than=None) == (1, 0)
+        work.connection.execute(
             "INSERT INTO blobs (digest, size, stored_size, stored_in, first_seen, last_seen) "
             "VALUES (?, 3, 3, 'index', 'now', 'now')",
             (digest,),
         )
     with database.reading() as connection:
         assert unreferenced_digests(connection) == [digest]
-        assert not is_referenced(connection, digest)
+        assert connection.execute("SELECT count(*) FROM visible_references").fetchone()[0] == 0
+
+
+def test_forgetting_by_age_keeps_recent_writes(database: Database) -> None:
+    reference = f"blake3/bb/{'b' * 62}.txt"
+    with database.transaction() as work:
+        for key in ("old.txt", "new.txt"):
+            record_write(work, WriteRecord("ns", key, "b" * 64, True, 1, reference))
+        work.connection.execute("UPDATE writes SET written_at = '2020-01-01 00:00:00.000' WHERE key = 'old.txt'")
+    with database.transaction() as work:
+        assert forget(work, namespace=None, older_than=LAST_SEEN_RESOLUTION * 3600) == (1, 0)
+    with database.reading() as connection:
+        assert is_visible(connection, namespace="ns", digest="b" * 64, reference=reference)  # new.txt still holds it
+
+
+# The repository's clients: they ask it typed questions and never hold a connection or a blob path.
+_CLIENTS = ["store.py", "maintenance.py", "history.py", "cli.py", "demo.py", "demo_tools.py"]
+_LAYERS_BELOW = {
+    "casstore.database",
+    "casstore.blobs",
+    "casstore.blob_files",
+    "casstore.blob_hints",
+    "casstore.frames",
+    "casstore.schema",
+    "casstore.index_queries",
+}
+_PRIVATE_LAYER_ATTRIBUTES = {"_database", "_blobs", "_connection", "_files", "_hints"}
+
+
+@pytest.mark.parametrize(
+    "module",
+    [PACKAGE / name for name in _CLIENTS] + sorted(COMPACTOR.glob("*.py")),
+    ids=lambda path: path.name,
+)
+def test_clients_of_the_repository_never_reach_below_it(module: Path) -> None:
+    tree = ast.parse(module.read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)} | {
+        alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+    }
+    assert not imported & _LAYERS_BELOW, f"{module.name} imports {sorted(imported & _LAYERS_BELOW)}"
+    attributes = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+    assert not attributes & _PRIVATE_LAYER_ATTRIBUTES, f"{module.name} uses {attributes & _PRIVATE_LAYER_ATTRIBUTES}"
+    calls = {
+        node.func.attr for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+    }
+    assert not calls & {"reading", "transaction", "snapshot", "rolled_back", "execute"}, module.name

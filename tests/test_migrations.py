@@ -11,8 +11,8 @@ import pytest
 import sqlite_utils
 
 from casstore import ContentAddressedToolResultStore, CorruptBlobError, IndexDamagedError, SchemaError
-from casstore.blobs import BlobStore, content_digest
 from casstore.database import Database
+from casstore.frames import FrameCodec, content_digest
 from casstore.references import Reference
 from casstore.schema import MIGRATION_NAMES, MIGRATION_SET, MIGRATIONS
 from tests.helpers import tree_fingerprint
@@ -35,11 +35,16 @@ def test_a_new_store_applies_every_migration(store: ContentAddressedToolResultSt
         assert connection.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATION_NAMES)
 
 
-def test_writes_have_one_trigger_so_record_write_can_count_on_it(store: ContentAddressedToolResultStore) -> None:
-    """`index.record_write` tells a visible reference by counting changes: another trigger would break that."""
+def test_visibility_has_one_owner_and_no_trigger(store: ContentAddressedToolResultStore) -> None:
+    """`visible_references` is kept by casstore's index layer alone (0006 dropped the trigger that kept half of it)."""
     with sqlite3.connect(store.root / "index.db") as connection:
         triggers = connection.execute("SELECT name, tbl_name FROM sqlite_master WHERE type = 'trigger'").fetchall()
-    assert triggers == [("writes_make_references_visible", "writes")]
+    assert triggers == []
+    reference = store.write(key="a.txt", content="seen")
+    store.write(key="b.txt", content="seen")
+    with sqlite3.connect(store.root / "index.db") as connection:
+        rows = connection.execute("SELECT namespace, reference FROM visible_references").fetchall()
+    assert rows == [("default", reference)]
 
 
 def test_an_index_of_the_first_schema_version_upgrades_in_place(store_root: Path) -> None:
@@ -47,29 +52,32 @@ def test_an_index_of_the_first_schema_version_upgrades_in_place(store_root: Path
     store_root.mkdir()
     connection = sqlite3.connect(store_root / "index.db", isolation_level=None)
     MIGRATIONS.apply(sqlite_utils.Database(connection), stop_before=MIGRATION_NAMES[1])
-    blobs = BlobStore(directory=store_root / "blobs", compression_level=3, inline_max=100, durable=False)
+    codec = FrameCodec(compression_level=3)
     written = {"small.txt": "a short result", "large.txt": "a longer result, line after line\n" * 1000}
     references = {}
     for key, text in written.items():
         data = text.encode()
         digest = content_digest(data)
         reference = str(Reference(digest=digest, is_text=True, extension=".txt"))
-        staged = blobs.stage(digest, data)  # compresses, and writes the file of a blob too large for the index
-        stored_in = "index" if staged.in_index else "file"
+        frame = codec.encode(data)
+        in_index = len(frame) <= 100
+        if not in_index:
+            (store_root / "blobs" / digest[:2]).mkdir(parents=True, exist_ok=True)
+            (store_root / "blobs" / digest[:2] / f"{digest[2:]}.zst").write_bytes(frame)
+        stored_in = "index" if in_index else "file"
         blob_id = connection.execute(
             "INSERT INTO blobs (digest, size, stored_size, stored_in, first_seen, last_seen) "
             "VALUES (?, ?, ?, ?, '2025-01-01 00:00:00.000', '2025-01-01 00:00:00.000')",
-            (digest, len(data), len(staged.frame), stored_in),
+            (digest, len(data), len(frame), stored_in),
         ).lastrowid
-        if staged.in_index:
-            connection.execute("INSERT INTO blob_frames (blob_id, frame) VALUES (?, ?)", (blob_id, staged.frame))
+        if in_index:
+            connection.execute("INSERT INTO blob_frames (blob_id, frame) VALUES (?, ?)", (blob_id, frame))
         connection.execute(
             "INSERT INTO writes (namespace, key, digest, kind, size, reference, written_at) "
             "VALUES ('default', ?, ?, 'text', ?, ?, '2025-01-01 00:00:00.000')",
             (key, digest, len(data), reference),
         )
         references[key] = reference
-    blobs.close()
     connection.close()
     assert _applied(store_root) == [MIGRATION_NAMES[0]]
 

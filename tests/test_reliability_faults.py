@@ -4,8 +4,10 @@ import json
 import os
 import resource
 import signal
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +91,7 @@ def test_the_index_refusing_a_write(store_root: Path) -> None:
     assert outcome["errors"] > 0 and outcome["recovered"]
     with ContentAddressedToolResultStore(store_root) as store:
         assert verify(store).ok
-        with store.database.reading() as connection:
+        with closing(sqlite3.connect(store_root / "index.db")) as connection:
             written = connection.execute("SELECT count(*) FROM writes").fetchone()[0]
         assert written == 1 + 50 - outcome["errors"] + 1
 

@@ -1,0 +1,174 @@
+"""
+History questions the index answers, with typed arguments: read-only queries over its tables and views, so what
+`casstore stats` and `casstore log` print is exactly what `sqlite3 index.db` shows.
+"""
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from casstore.database import SHIFTED_NOW_SQL, ago
+
+
+@dataclass(frozen=True)
+class OffloadEntry:
+    """One row of the offload history."""
+
+    offloaded_at: str
+    namespace: str
+    tool_name: str
+    tool_call_id: str | None
+    original_tokens: int
+    saved_tokens: int
+    references: list[str]
+    compaction_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryMark:
+    """How far the history reached at one moment (the highest row ids), to ask later what came after it."""
+
+    last_write: int
+    last_offload: int
+
+
+def summary(connection: sqlite3.Connection) -> dict[str, Any]:
+    """:returns: The one row of the view `dedup_summary`, by column."""
+    return _rows(connection, "SELECT * FROM dedup_summary")[0]
+
+
+def namespace_rows(connection: sqlite3.Connection, *, namespace: str | None) -> list[dict[str, Any]]:
+    """:returns: Per namespace (only `namespace` if given): `namespace_summary` with its offloads and tokens saved."""
+    where, parameters = _namespace_filter(namespace)
+    return _rows(
+        connection,
+        f"""
+        SELECT * FROM namespace_summary
+        LEFT JOIN (SELECT namespace, sum(offloads) AS offloads, sum(saved_tokens) AS saved_tokens
+                   FROM offload_summary GROUP BY namespace) USING (namespace)
+        {where} ORDER BY namespace
+        """,
+        parameters,
+    )
+
+
+def tool_rows(connection: sqlite3.Connection, *, namespace: str | None) -> list[dict[str, Any]]:
+    """:returns: Per namespace and tool (only `namespace`'s if given): offloads and tokens, most offloads first."""
+    where, parameters = _namespace_filter(namespace)
+    return _rows(
+        connection,
+        f"SELECT namespace, tool_name, offloads, original_tokens, saved_tokens FROM offload_summary {where} "
+        "ORDER BY namespace, offloads DESC, tool_name",
+        parameters,
+    )
+
+
+def offload_entries(
+    connection: sqlite3.Connection,
+    *,
+    namespace: str | None,
+    tool: str | None,
+    since: timedelta | None,
+    limit: int | None,
+) -> list[OffloadEntry]:
+    """:returns: Offloads matching every filter given, newest first, at most `limit` of them."""
+    clauses: list[str] = ["1"]
+    parameters: list[object] = []
+    if namespace is not None:
+        clauses.append("namespace = ?")
+        parameters.append(namespace)
+    if tool is not None:
+        clauses.append("tool_name = ?")
+        parameters.append(tool)
+    if since is not None:
+        clauses.append(f"offloaded_at >= {SHIFTED_NOW_SQL}")
+        parameters.append(ago(since))
+    parameters.append(-1 if limit is None else limit)
+    rows = _rows(
+        connection,
+        f"SELECT * FROM offloads WHERE {' AND '.join(clauses)} ORDER BY offloaded_at DESC, id DESC LIMIT ?",
+        parameters,
+    )
+    return [
+        OffloadEntry(
+            offloaded_at=row["offloaded_at"],
+            namespace=row["namespace"],
+            tool_name=row["tool_name"],
+            tool_call_id=row["tool_call_id"],
+            original_tokens=row["original_tokens"],
+            saved_tokens=row["saved_tokens"],
+            references=json.loads(row["refs"]),
+            compaction_id=row["compaction_id"],
+        )
+        for row in rows
+    ]
+
+
+def namespaces(connection: sqlite3.Connection) -> list[str]:
+    """:returns: Every namespace that has writes or offloads, in order."""
+    rows = connection.execute("SELECT namespace FROM writes UNION SELECT namespace FROM offloads ORDER BY 1")
+    return [row[0] for row in rows]
+
+
+def namespaces_holding(connection: sqlite3.Connection, *, digest: str, reference: str) -> list[str]:
+    """:returns: The namespaces in which `reference` was written and is not forgotten, in order."""
+    rows = connection.execute(
+        "SELECT namespace FROM visible_references WHERE digest = ? AND reference = ? ORDER BY 1", (digest, reference)
+    )
+    return [row[0] for row in rows]
+
+
+def history_mark(connection: sqlite3.Connection) -> HistoryMark:
+    """:returns: The highest `writes` and `offloads` ids so far (0 when empty)."""
+    row = connection.execute(
+        "SELECT (SELECT coalesce(max(id), 0) FROM writes), (SELECT coalesce(max(id), 0) FROM offloads)"
+    ).fetchone()
+    return HistoryMark(last_write=int(row[0]), last_offload=int(row[1]))
+
+
+def figures_since(connection: sqlite3.Connection, *, namespace: str, mark: HistoryMark) -> dict[str, int]:
+    """
+    :returns: What `namespace` did after `mark`: `results_offloaded`, `compactions`, `tokens_saved`, and the
+        `logical_bytes` of its writes with the `unique_bytes` and `stored_bytes` of the blobs they reference.
+    """
+    offloaded, compactions, saved = connection.execute(
+        "SELECT count(*), count(DISTINCT compaction_id), coalesce(sum(saved_tokens), 0) FROM offloads "
+        "WHERE namespace = ? AND id > ?",
+        (namespace, mark.last_offload),
+    ).fetchone()
+    logical, unique, stored = connection.execute(
+        """
+        SELECT (SELECT coalesce(sum(size), 0) FROM writes WHERE namespace = ? AND id > ?),
+               coalesce(sum(size), 0), coalesce(sum(stored_size), 0)
+        FROM blobs WHERE digest IN (SELECT digest FROM writes WHERE namespace = ? AND id > ?)
+        """,
+        (namespace, mark.last_write, namespace, mark.last_write),
+    ).fetchone()
+    return {
+        "results_offloaded": offloaded,
+        "compactions": compactions,
+        "tokens_saved": saved,
+        "logical_bytes": logical,
+        "unique_bytes": unique,
+        "stored_bytes": stored,
+    }
+
+
+def writes_since(connection: sqlite3.Connection, *, namespace: str, mark: HistoryMark) -> list[tuple[str, str]]:
+    """:returns: `(key, reference)` of every write of `namespace` after `mark`, in order."""
+    rows = connection.execute(
+        "SELECT key, reference FROM writes WHERE namespace = ? AND id > ? ORDER BY id", (namespace, mark.last_write)
+    )
+    return [(row[0], row[1]) for row in rows]
+
+
+def _namespace_filter(namespace: str | None) -> tuple[str, list[object]]:
+    return ("", []) if namespace is None else ("WHERE namespace = ?", [namespace])
+
+
+def _rows(connection: sqlite3.Connection, sql: str, parameters: list[Any] | None = None) -> list[dict[str, Any]]:
+    cursor = connection.execute(sql, parameters or [])
+    columns = [description[0] for description in cursor.description]
+    return [dict(zip(columns, row, strict=True)) for row in cursor]

@@ -1,0 +1,50 @@
+"""
+`PreparedWrite`: a write checked, encoded and hashed, whose reference is known before anything is stored.
+"""
+
+from dataclasses import dataclass
+
+from casstore.errors import InvalidContentError
+from casstore.frames import content_digest
+from casstore.references import extension_of, format_reference
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedWrite:
+    """A write whose reference is known but which has not been stored yet: see the store's `prepare_write`."""
+
+    reference: str
+    key: str
+    digest: str
+    is_text: bool
+    data: bytes
+
+
+def prepare(*, key: str, content: str | bytes) -> PreparedWrite:
+    """
+    Check and hash a write.
+
+    :param key: The caller's name for the result; only its extension is used, in the reference.
+    :param content: Text (encoded as UTF-8) or bytes.
+    :returns: The prepared write.
+    :raises TypeError: If `content` is neither `str` nor `bytes`, or `key` is not a string.
+    :raises InvalidContentError: If `content` is a `str` that cannot be encoded as UTF-8.
+    :raises InvalidKeyError: If `key` is empty, too long, or contains NUL or a lone surrogate.
+    """
+    extension = extension_of(key)
+    if isinstance(content, str):
+        try:
+            data = content.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise InvalidContentError(
+                f"Text content must be encodable as UTF-8, but position {error.start} holds "
+                f"{content[error.start]!r} (a lone surrogate?). Write it as bytes, or fix the text."
+            ) from None
+        is_text = True
+    elif isinstance(content, bytes):
+        data, is_text = content, False
+    else:
+        raise TypeError(f"Content must be str or bytes, got {type(content).__name__}.")
+    digest = content_digest(data)
+    reference = format_reference(digest, is_text=is_text, extension=extension)
+    return PreparedWrite(reference=reference, key=key, digest=digest, is_text=is_text, data=data)

@@ -1,0 +1,453 @@
+"""
+`Repository`: the one object that owns a store's index and blob layer, and the only one that touches either.
+
+The Haystack store, maintenance (`verify`, `gc`) and history (`stats`, `log`) are its clients: they ask typed
+questions and get typed answers, and never hold a connection or a blob path. Every transaction is a `UnitOfWork`
+that publishes what it learned only once it commits.
+
+Layers, top to bottom (each imports only those below it):
+
+    store.py (Haystack's ToolResultStore)   maintenance.py   history.py
+                         \\                        |              /
+                          repository.py (this module: transactions, the write and read protocols)
+                         /                 |                \\
+        index.py, index_queries.py     blobs.py (catalog rows,      guard.py
+        (writes, visibility,           hints, locate/load)
+         offloads, history)           /          |
+                                 frames.py   blob_files.py
+                         \\           |
+                          database.py (SQLite connection, units of work, migrations)
+"""
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Protocol
+
+from casstore import index, index_queries
+from casstore.blob_files import BlobDirectory
+from casstore.blobs import BlobStore, StagedBlob
+from casstore.database import Database, UnitOfWork
+from casstore.disk import disk_usage
+from casstore.errors import CasStoreError, CorruptBlobError, ReferenceNotFoundError, StorageError
+from casstore.frames import FrameCodec
+from casstore.guard import OpenGuard
+from casstore.index import OffloadRecord, WriteRecord
+from casstore.index_queries import HistoryMark, OffloadEntry
+from casstore.prepared import PreparedWrite
+from casstore.references import parse_reference
+
+__all__ = ["BlobCheck", "Collection", "HasRepository", "IntegritySnapshot", "OffloadEntry", "Repository"]
+
+INDEX_FILE_NAME = "index.db"
+BLOB_DIRECTORY_NAME = "blobs"
+# Rows deleted per transaction by gc, so writers never wait long for the write lock.
+_BATCH = 500
+
+
+@dataclass(frozen=True, slots=True)
+class IntegritySnapshot:
+    """What `verify` starts from, read in one consistent state of the index."""
+
+    digests: list[str]
+    dangling_writes: list[tuple[str, str]]
+    unreferenced: set[str]
+
+
+@dataclass(frozen=True, slots=True)
+class BlobCheck:
+    """One blob re-read and re-hashed: `ok`, `corrupt` (with `message`), `missing`, or `collected` meanwhile."""
+
+    status: str
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Collection:
+    """What a collection removed, or with a dry run would remove."""
+
+    writes_forgotten: int = 0
+    offloads_forgotten: int = 0
+    blobs_deleted: int = 0
+    blob_bytes_freed: int = 0
+
+
+class Repository:
+    """A store's index (`<root>/index.db`) and blobs (inline frames in it, files under `<root>/blobs/`)."""
+
+    def __init__(self, root: Path, *, compression_level: int, inline_max: int, durable: bool) -> None:
+        """
+        Open the repository at `root`, creating it and bringing its index schema up to date if needed.
+
+        :param root: The folder: `index.db` and `blobs/` live in it.
+        :param compression_level: The zstd level for new blobs, 1 to 22.
+        :param inline_max: Frames of at most this many bytes are kept inside `index.db`; `0` puts every blob in a file.
+        :param durable: Fsync blob files and use SQLite's `synchronous=FULL`.
+        :raises SchemaError: If `index.db` was written by a newer casstore or is not a casstore index
+            (`IndexDamagedError` if SQLite finds it damaged).
+        :raises CasStoreError: If the blob folder is a symlink or not a folder.
+        """
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        self._database = Database(root / INDEX_FILE_NAME, durable=durable)
+        self._guard = OpenGuard()
+        try:
+            files = BlobDirectory(root / BLOB_DIRECTORY_NAME, durable=durable)
+        except BaseException:
+            self._database.close()
+            raise
+        self._blobs = BlobStore(
+            files=files,
+            codec=FrameCodec(compression_level=compression_level),
+            inline_max=inline_max,
+            file_access=self._guard,
+        )
+
+    # Writing.
+
+    def store(self, *, namespace: str, writes: Sequence[PreparedWrite]) -> None:
+        """
+        Store prepared writes (the parts of one tool result) together and record them: all of them, or none.
+
+        :raises StorageError: If any part could not be stored (disk full, file size limit, I/O error); then none of
+            them is recorded, and at most a blob file no row points at is left (`gc` removes it).
+        :raises StoreClosedError: If the repository is closed.
+        """
+        try:
+            with self._guard.held():
+                self._store(namespace, writes)
+        except CasStoreError:
+            raise
+        except (OSError, sqlite3.Error) as error:
+            size = sum(len(write.data) for write in writes)
+            raise StorageError(
+                f"Could not store {len(writes)} result part(s) ({size} bytes) in {self.root}: {error}. Nothing of "
+                f"this write was recorded; free space or fix the folder, then write again."
+            ) from error
+
+    def _store(self, namespace: str, writes: Sequence[PreparedWrite]) -> None:
+        # One transaction records every part. New content is compressed (and a large blob's file written) before it,
+        # so the write lock is held only for row operations. If a part's blob turns out to be missing under the lock
+        # (gc took it meanwhile), the transaction is rolled back and goes again with that part staged.
+        staged = self._stage_unknown(writes)
+        while True:
+            try:
+                with self._database.transaction() as work:
+                    self._record_parts(work, namespace, writes, staged)
+            except _BlobsMissing as missing:
+                data = {write.digest: write.data for write in writes}
+                for digest in missing.digests:
+                    staged[digest] = self._blobs.stage(digest, data[digest])
+                continue
+            return
+
+    def _stage_unknown(self, writes: Sequence[PreparedWrite]) -> dict[str, StagedBlob]:
+        # Which parts are new is asked without the lock, and not at all for content this repository stored or found
+        # lately; the transaction settles it either way.
+        unknown = [write for write in writes if not self._blobs.known(write.digest)]
+        if not unknown:
+            return {}
+        with self._database.reading() as connection:
+            new = {write.digest: write for write in unknown if not self._blobs.exists(connection, write.digest)}
+        return {digest: self._blobs.stage(digest, write.data) for digest, write in new.items()}
+
+    def _record_parts(
+        self, work: UnitOfWork, namespace: str, writes: Sequence[PreparedWrite], staged: dict[str, StagedBlob]
+    ) -> None:
+        # A part whose reference was visible already needs no look-up of its blob (see `index.record_write`), unless
+        # its `last_seen` is due for a refresh or it lives in a file whose presence only a look-up checks.
+        for blob in staged.values():
+            self._blobs.put(work, blob)
+        missing = []
+        for write in writes:
+            record = WriteRecord(
+                namespace=namespace,
+                key=write.key,
+                digest=write.digest,
+                is_text=write.is_text,
+                size=len(write.data),
+                reference=write.reference,
+            )
+            was_visible = index.record_write(work, record)
+            digest = write.digest
+            if digest in staged or (was_visible and not self._blobs.needs_confirmation(digest)):
+                continue
+            if not self._blobs.confirm(work, digest):
+                missing.append(digest)
+        if missing:
+            raise _BlobsMissing(missing)
+
+    def record_offloads(self, *, namespace: str, compaction_id: str, offloads: Sequence[OffloadRecord]) -> None:
+        """Append a compaction's offloads to the `offloads` table, in one transaction."""
+        with self._guard.held(), self._database.transaction() as work:
+            index.record_offloads(work, namespace=namespace, compaction_id=compaction_id, offloads=offloads)
+
+    # Reading.
+
+    def read(self, *, namespace: str, digest: str, reference: str) -> bytes:
+        """
+        :returns: The verified content behind `reference`, if it is visible in `namespace`.
+        :raises ReferenceNotFoundError: If it was not written in `namespace` (or was forgotten).
+        :raises CorruptBlobError: If its blob is missing or damaged (`UnsafeBlobError` for a planted link).
+        """
+        try:
+            return self._read_once(namespace, digest, reference)
+        except CorruptBlobError as error:
+            if not error.missing:
+                raise
+        # The blob vanished after the look-up: a concurrent `gc` may have collected it after its reference was
+        # forgotten, and a writer may have stored the same content again since. Looked at once more under the
+        # index's write lock, the only lock under which blobs are deleted, what is found is final.
+        return self._read_locked(namespace, digest, reference)
+
+    def _read_once(self, namespace: str, digest: str, reference: str) -> bytes:
+        try:
+            with self._database.reading() as connection:
+                if not index.is_visible(connection, namespace=namespace, digest=digest, reference=reference):
+                    raise _not_found(namespace, reference)
+                location = self._blobs.locate(connection, digest)
+        except sqlite3.DatabaseError as error:
+            raise _damaged_index(digest, error) from error
+        return self._blobs.load(location)
+
+    def _read_locked(self, namespace: str, digest: str, reference: str) -> bytes:
+        try:
+            with self._guard.held(), self._database.rolled_back() as work:
+                if not index.is_visible(work.connection, namespace=namespace, digest=digest, reference=reference):
+                    raise _not_found(namespace, reference)
+                return self._blobs.load(self._blobs.locate(work.connection, digest), guarded=False)
+        except sqlite3.DatabaseError as error:
+            raise _damaged_index(digest, error) from error
+
+    # History.
+
+    def summary(self) -> dict[str, Any]:
+        """:returns: The view `dedup_summary`'s one row: writes, blobs, bytes and ratios over the whole store."""
+        with self._database.reading() as connection:
+            return index_queries.summary(connection)
+
+    def namespace_rows(self, *, namespace: str | None = None) -> list[dict[str, Any]]:
+        """:returns: Writes, distinct results, bytes, offloads and tokens saved per namespace (or of `namespace`)."""
+        with self._database.reading() as connection:
+            return index_queries.namespace_rows(connection, namespace=namespace)
+
+    def tool_rows(self, *, namespace: str | None = None) -> list[dict[str, Any]]:
+        """:returns: Offloads and tokens per namespace and tool (or of `namespace`)."""
+        with self._database.reading() as connection:
+            return index_queries.tool_rows(connection, namespace=namespace)
+
+    def offload_entries(
+        self,
+        *,
+        namespace: str | None = None,
+        tool: str | None = None,
+        since: timedelta | None = None,
+        limit: int | None = None,
+    ) -> list[OffloadEntry]:
+        """:returns: Offloads matching every filter given, newest first, at most `limit`."""
+        with self._database.reading() as connection:
+            return index_queries.offload_entries(connection, namespace=namespace, tool=tool, since=since, limit=limit)
+
+    def namespaces(self) -> list[str]:
+        """:returns: Every namespace that has writes or offloads, in order."""
+        with self._database.reading() as connection:
+            return index_queries.namespaces(connection)
+
+    def namespaces_holding(self, reference: str) -> list[str]:
+        """
+        :returns: The namespaces in which `reference` was written and is not forgotten, in order.
+        :raises InvalidReferenceError: If `reference` is malformed.
+        """
+        digest = parse_reference(reference).digest
+        with self._database.reading() as connection:
+            return index_queries.namespaces_holding(connection, digest=digest, reference=reference)
+
+    def history_mark(self) -> HistoryMark:
+        """:returns: How far the history reaches now, for `figures_since` and `writes_since`."""
+        with self._database.reading() as connection:
+            return index_queries.history_mark(connection)
+
+    def figures_since(self, *, namespace: str, mark: HistoryMark) -> dict[str, int]:
+        """:returns: Offloads, tokens and bytes of what `namespace` did after `mark` (`index_queries.figures_since`)."""
+        with self._database.reading() as connection:
+            return index_queries.figures_since(connection, namespace=namespace, mark=mark)
+
+    def writes_since(self, *, namespace: str, mark: HistoryMark) -> list[tuple[str, str]]:
+        """:returns: `(key, reference)` of every write of `namespace` after `mark`, in order."""
+        with self._database.reading() as connection:
+            return index_queries.writes_since(connection, namespace=namespace, mark=mark)
+
+    def disk_bytes(self) -> int:
+        """:returns: Bytes the repository occupies on disk, as `du` counts them, index files included."""
+        return disk_usage(self.root)
+
+    # Maintenance.
+
+    def integrity_snapshot(self) -> IntegritySnapshot:
+        """:returns: Every blob, the writes without a blob, and the unreferenced blobs, in one consistent read."""
+        with self._guard.held(), self._database.snapshot() as connection:
+            return IntegritySnapshot(
+                digests=self._blobs.digests(connection),
+                dangling_writes=index.dangling_writes(connection),
+                unreferenced=set(index.unreferenced_digests(connection)),
+            )
+
+    def check_blob(self, digest: str) -> BlobCheck:
+        """Re-read and re-hash one blob, as a read would. :returns: What was found."""
+        with self._guard.held():
+            try:
+                with self._database.reading() as connection:
+                    location = self._blobs.locate(connection, digest)
+                self._blobs.load(location, guarded=False)
+            except CorruptBlobError as error:
+                if not error.missing:
+                    return BlobCheck("corrupt", str(error))
+                with self._database.reading() as connection:
+                    if not self._blobs.exists(connection, digest):
+                        return BlobCheck("collected")  # a concurrent gc deleted it after the list was taken
+                return BlobCheck("missing", str(error))
+        return BlobCheck("ok")
+
+    def stray_files(self, *, modified_before: float) -> tuple[int, int]:
+        """
+        :param modified_before: Only files last modified before this Unix time count (later ones belong to writes in
+            flight, whose rows may not be committed yet).
+        :returns: How many blob or temporary files no row points at, and their bytes.
+        """
+        count = size = 0
+        with self._guard.held():
+            for blob_file in self._blobs.files():
+                if blob_file.mtime >= modified_before:
+                    continue
+                with self._database.reading() as connection:
+                    if self._blobs.is_stray(connection, blob_file):
+                        count += 1
+                        size += blob_file.size
+        return count, size
+
+    def preview_collection(
+        self, *, namespace: str | None, older_than: timedelta | None, grace: timedelta
+    ) -> Collection:
+        """:returns: What `forget` and `delete_collectable_blobs` would remove now; nothing is changed."""
+        with self._guard.held(), self._database.rolled_back() as work:
+            writes, offloads = index.forget(work, namespace=namespace, older_than=older_than)
+            collectable = self._blobs.collectable(work.connection, grace=grace)
+        return Collection(
+            writes_forgotten=writes,
+            offloads_forgotten=offloads,
+            blobs_deleted=len(collectable),
+            blob_bytes_freed=sum(size for _, size in collectable),
+        )
+
+    def forget(self, *, namespace: str | None, older_than: timedelta | None) -> Collection:
+        """Forget the writes and offloads of `namespace` (or all) older than `older_than` (or any age), in one go."""
+        with self._guard.held(), self._database.transaction() as work:
+            writes, offloads = index.forget(work, namespace=namespace, older_than=older_than)
+        return Collection(writes_forgotten=writes, offloads_forgotten=offloads)
+
+    def delete_collectable_blobs(self, *, grace: timedelta) -> Collection:
+        """
+        Delete every blob no reference is visible for and not seen within `grace`.
+
+        Candidates come from one scan without the write lock; each is checked again under the lock, in batches, so a
+        writer waits for at most one batch of deletions, however large the store.
+        """
+        deleted = freed = 0
+        with self._guard.held():
+            with self._database.reading() as connection:
+                candidates = self._blobs.collectable(connection, grace=grace)
+            for start in range(0, len(candidates), _BATCH):
+                with self._database.transaction() as work:
+                    for digest, stored_size in candidates[start : start + _BATCH]:
+                        if self._blobs.delete_if_collectable(work, digest, grace=grace):
+                            deleted += 1
+                            freed += stored_size
+        return Collection(blobs_deleted=deleted, blob_bytes_freed=freed)
+
+    def remove_stray_files(self, *, modified_before: float, dry_run: bool) -> tuple[int, int]:
+        """
+        Remove blob and temporary files no row points at, last modified before `modified_before` (a Unix time),
+        each checked under the write lock, in batches.
+
+        :returns: How many files were (or, with `dry_run`, would be) removed, and their bytes.
+        """
+        count = size = 0
+        with self._guard.held():
+            for batch in _batches(self._blobs.files()):
+                with self._database.transaction() as work:
+                    for blob_file in batch:
+                        if blob_file.mtime >= modified_before or not self._blobs.is_stray(work.connection, blob_file):
+                            continue
+                        if not dry_run:
+                            self._blobs.remove_stray(blob_file)
+                        count += 1
+                        size += blob_file.size
+        return count, size
+
+    # Lifetime.
+
+    def close(self) -> None:
+        """
+        Close the index and the blob folder, after waiting for operations in flight in other threads.
+
+        Later calls raise `StoreClosedError`; closing twice is harmless.
+        """
+        if self._guard.close():
+            self._database.close()
+            self._blobs.close()
+
+    def __enter__(self) -> "Repository":
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class HasRepository(Protocol):
+    """Anything built on a repository (a store), for functions that accept either."""
+
+    @property
+    def repository(self) -> Repository: ...
+
+
+def repository_of(source: "Repository | HasRepository") -> Repository:
+    """:returns: `source` itself if it is a repository, else the repository it is built on."""
+    return source if isinstance(source, Repository) else source.repository
+
+
+class _BlobsMissing(Exception):
+    """Raised inside a write transaction, to roll it back: these parts' blobs must be staged (gc took them)."""
+
+    def __init__(self, digests: list[str]) -> None:
+        super().__init__(digests)
+        self.digests = digests
+
+
+def _not_found(namespace: str, reference: str) -> ReferenceNotFoundError:
+    return ReferenceNotFoundError(
+        f"No result {reference} in namespace {namespace!r}. References are only readable in the namespace that "
+        f"wrote them."
+    )
+
+
+def _damaged_index(digest: str, error: sqlite3.DatabaseError) -> CorruptBlobError:
+    return CorruptBlobError(
+        f"Cannot look up blob {digest}: the index is damaged ({error}). See 'Recovery' in the README.",
+        digest=digest,
+    )
+
+
+def _batches(items: Iterator[Any], size: int = _BATCH) -> Iterator[list[Any]]:
+    batch: list[Any] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
