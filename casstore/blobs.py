@@ -128,7 +128,8 @@ class BlobStore:
         ).fetchone()
         if staged.in_index:
             connection.execute(
-                "INSERT OR REPLACE INTO blob_frames (blob_id, size, frame) VALUES (?, ?, ?)",
+                "INSERT INTO blob_frames (blob_id, size, frame) VALUES (?, ?, ?) "
+                "ON CONFLICT (blob_id) DO UPDATE SET size = excluded.size, frame = excluded.frame",
                 (blob_id, staged.size, staged.frame),
             )
         else:

@@ -46,7 +46,8 @@ def namespace_rows(connection: sqlite3.Connection, *, namespace: str | None) -> 
         connection,
         f"""
         SELECT * FROM namespace_summary
-        LEFT JOIN (SELECT namespace, sum(offloads) AS offloads, sum(saved_tokens) AS saved_tokens
+        LEFT JOIN (SELECT namespace, CAST(sum(offloads) AS BIGINT) AS offloads,
+                          CAST(sum(saved_tokens) AS BIGINT) AS saved_tokens
                    FROM offload_summary GROUP BY namespace) USING (namespace)
         {where} ORDER BY namespace
         """,
@@ -74,7 +75,7 @@ def offload_entries(
     limit: int | None,
 ) -> list[OffloadEntry]:
     """:returns: Offloads matching every filter given, newest first, at most `limit` of them."""
-    clauses: list[str] = ["1"]
+    clauses: list[str] = ["1 = 1"]
     parameters: list[object] = []
     if namespace is not None:
         clauses.append("namespace = ?")
@@ -85,10 +86,13 @@ def offload_entries(
     if since is not None:
         clauses.append(f"offloaded_at >= {SHIFTED_NOW_SQL}")
         parameters.append(ago(since))
-    parameters.append(-1 if limit is None else limit)
+    limit_clause = ""
+    if limit is not None:
+        limit_clause = " LIMIT ?"
+        parameters.append(limit)
     rows = _rows(
         connection,
-        f"SELECT * FROM offloads WHERE {' AND '.join(clauses)} ORDER BY offloaded_at DESC, id DESC LIMIT ?",
+        f"SELECT * FROM offloads WHERE {' AND '.join(clauses)} ORDER BY offloaded_at DESC, id DESC{limit_clause}",
         parameters,
     )
     return [
@@ -134,14 +138,14 @@ def figures_since(connection: sqlite3.Connection, *, namespace: str, mark: Histo
         `logical_bytes` of its writes with the `unique_bytes` and `stored_bytes` of the blobs they reference.
     """
     offloaded, compactions, saved = connection.execute(
-        "SELECT count(*), count(DISTINCT compaction_id), coalesce(sum(saved_tokens), 0) FROM offloads "
+        "SELECT count(*), count(DISTINCT compaction_id), CAST(coalesce(sum(saved_tokens), 0) AS BIGINT) FROM offloads "
         "WHERE namespace = ? AND id > ?",
         (namespace, mark.last_offload),
     ).fetchone()
     logical, unique, stored = connection.execute(
         """
-        SELECT (SELECT coalesce(sum(size), 0) FROM writes WHERE namespace = ? AND id > ?),
-               coalesce(sum(size), 0), coalesce(sum(stored_size), 0)
+        SELECT (SELECT CAST(coalesce(sum(size), 0) AS BIGINT) FROM writes WHERE namespace = ? AND id > ?),
+               CAST(coalesce(sum(size), 0) AS BIGINT), CAST(coalesce(sum(stored_size), 0) AS BIGINT)
         FROM blobs WHERE digest IN (SELECT digest FROM writes WHERE namespace = ? AND id > ?)
         """,
         (namespace, mark.last_write, namespace, mark.last_write),
