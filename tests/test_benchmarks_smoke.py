@@ -1,4 +1,10 @@
-"""A smoke run of `python -m benchmarks`: the small trace, one repetition, every figure present and sane."""
+"""
+A smoke run of `python -m benchmarks`: the small trace, one repetition, every figure present and sane.
+
+It checks that the benchmark runs and that its numbers hang together (timings positive and finite, counts consistent,
+every read checked equal, ratios finite and equal to their quotient), never that one store is faster than the other:
+timings on a shared machine vary, and the speed comparison is what the benchmark itself reports.
+"""
 
 import json
 import math
@@ -26,6 +32,7 @@ def test_small_trace_one_repetition(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert 0 < trace["unique_bytes"] < trace["logical_bytes"]
     assert 0 < trace["duplicate_ratio"] < 1
     assert trace["binary_writes"] > 0  # images in multi-part results
+    assert trace["writes"] == trace["unique_writes"] + trace["duplicate_writes"] >= trace["results"]
 
     figures = result["figures"]
     for figure in FIGURES:
@@ -34,7 +41,12 @@ def test_small_trace_one_repetition(tmp_path: Path, capsys: pytest.CaptureFixtur
         fields = ("casstore", "baseline") if entry["baseline"] == 0 else ("casstore", "baseline", "ratio", "ratio_min")
         for field in fields:
             value = entry[field]
-            assert value is not None and not math.isnan(value), (figure.key, field)
+            assert value is not None and math.isfinite(value) and value >= 0, (figure.key, field, value)
+        if entry["baseline"] != 0:  # one repetition: the ratio is the quotient, and its min and max are the same
+            assert math.isclose(entry["ratio"], entry["casstore"] / entry["baseline"]), (figure.key, entry)
+            assert entry["ratio_min"] == entry["ratio"] == entry["ratio_max"], (figure.key, entry)
+    timings = [key for key in figures if key.endswith(("_us", "_s"))]
+    assert timings and all(figures[key][store] > 0 for key in timings for store in ("casstore", "baseline")), timings
     # Every read was compared with what was written, and all were equal.
     for store in ("casstore", "baseline"):
         assert figures["reads_checked"][store] == 300
@@ -43,11 +55,13 @@ def test_small_trace_one_repetition(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert figures["du_closed_bytes"]["casstore"] < figures["du_closed_bytes"]["baseline"]
     assert figures["file_bytes_closed"]["casstore"] < trace["unique_bytes"]
     assert figures["files_closed"]["casstore"] < figures["files_closed"]["baseline"] == trace["writes"]
+    assert figures["file_bytes_closed"]["baseline"] == trace["logical_bytes"]  # the baseline stores every write as is
 
     assert result["floor"]["floor_p50_us"] > 0
     assert result["floor"]["new_floor_p50_us"] > 0
-    assert 0 < result["floor"]["read_floor_p50_us"] < figures["read_p50_us"]["baseline"]
-    assert 0 < result["floor"]["whole_trace_floor_s"] < figures["write_total_s"]["baseline"]  # about 0.2x of it
+    floor = result["floor"]
+    for key in ("read_floor_p50_us", "whole_trace_floor_s", "floor_over_baseline", "read_floor_over_baseline"):
+        assert floor[key] > 0 and math.isfinite(floor[key]), (key, floor[key])
     assert 0 < result["floor"]["frame_bytes"] < figures["du_closed_bytes"]["casstore"]
     deltas = result["delta_estimate"]
     assert deltas["new_results"] == trace["unique_writes"]
@@ -62,6 +76,9 @@ def test_small_trace_one_repetition(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert compactor["DedupOffloadCompactor"]["calls"] > 0
     assert compactor["DedupOffloadCompactor"]["tokens_saved"] > 0
     assert compactor["ToolResultOffloadCompactor"]["tokens_saved"] > 0
+    # Each target is reported with a finite value and whether it was met (None: not judged on this trace); whether
+    # it was met is not checked here.
+    assert all(math.isfinite(check["value"]) and check["met"] in (True, False, None) for check in result["targets"])
     names = {check["name"] for check in result["targets"]}
     assert {"whole-trace write time", "write, duplicate, p50 / floor", "peak memory, casstore - baseline"} <= names
     assert "| figure | casstore | FileSystemToolResultStore |" in printed

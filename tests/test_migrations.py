@@ -1,23 +1,33 @@
 """The schema: applied with sqlite-utils' migrations, upgraded in place, and never downgraded by an old release."""
 
+import contextlib
+import importlib.util
+import json
 import shutil
 import sqlite3
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlite_utils
 
-from casstore import ContentAddressedToolResultStore, CorruptBlobError, IndexDamagedError, SchemaError
+from casstore import (
+    ContentAddressedToolResultStore,
+    CorruptBlobError,
+    IndexDamagedError,
+    ReferenceNotFoundError,
+    SchemaError,
+)
 from casstore.database import Database
-from casstore.frames import FrameCodec, content_digest
-from casstore.references import Reference
+from casstore.maintenance import verify
 from casstore.schema import MIGRATION_NAMES, MIGRATION_SET, MIGRATIONS
 from tests.helpers import tree_fingerprint
 
 REPOSITORY = Path(__file__).resolve().parent.parent
+INDEX_V1 = REPOSITORY / "tests" / "data" / "index-v1"
 
 
 def _applied(root: Path) -> list[str]:
@@ -47,52 +57,91 @@ def test_visibility_has_one_owner_and_no_trigger(store: ContentAddressedToolResu
     assert rows == [("default", reference)]
 
 
-def test_an_index_of_the_first_schema_version_upgrades_in_place(store_root: Path) -> None:
-    """Build an index as the first release did (only the first migration, and the rows it wrote), then open."""
-    store_root.mkdir()
-    connection = sqlite3.connect(store_root / "index.db", isolation_level=None)
-    MIGRATIONS.apply(sqlite_utils.Database(connection), stop_before=MIGRATION_NAMES[1])
-    codec = FrameCodec(compression_level=3)
-    written = {"small.txt": "a short result", "large.txt": "a longer result, line after line\n" * 1000}
-    references = {}
-    for key, text in written.items():
-        data = text.encode()
-        digest = content_digest(data)
-        reference = str(Reference(digest=digest, is_text=True, extension=".txt"))
-        frame = codec.encode(data)
-        in_index = len(frame) <= 100
-        if not in_index:
-            (store_root / "blobs" / digest[:2]).mkdir(parents=True, exist_ok=True)
-            (store_root / "blobs" / digest[:2] / f"{digest[2:]}.zst").write_bytes(frame)
-        stored_in = "index" if in_index else "file"
-        blob_id = connection.execute(
-            "INSERT INTO blobs (digest, size, stored_size, stored_in, first_seen, last_seen) "
-            "VALUES (?, ?, ?, ?, '2025-01-01 00:00:00.000', '2025-01-01 00:00:00.000')",
-            (digest, len(data), len(frame), stored_in),
-        ).lastrowid
-        if in_index:
-            connection.execute("INSERT INTO blob_frames (blob_id, frame) VALUES (?, ?)", (blob_id, frame))
-        connection.execute(
-            "INSERT INTO writes (namespace, key, digest, kind, size, reference, written_at) "
-            "VALUES ('default', ?, ?, 'text', ?, ?, '2025-01-01 00:00:00.000')",
-            (key, digest, len(data), reference),
-        )
-        references[key] = reference
-    connection.close()
-    assert _applied(store_root) == [MIGRATION_NAMES[0]]
+def _index_v1_recipe() -> Any:
+    """The script that made `tests/data/index-v1`, loaded without running it: its `WRITES` and `OFFLOAD`."""
+    spec = importlib.util.spec_from_file_location("make_index_v1", INDEX_V1 / "make_index_v1.py")
+    assert spec is not None and spec.loader is not None
+    recipe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(recipe)
+    return recipe
 
-    with ContentAddressedToolResultStore(store_root) as store:
+
+def test_an_index_of_the_first_schema_version_upgrades_in_place(store_root: Path) -> None:
+    """
+    An index and blob files written by old code, opened with today's: every reference reads back, writes go on.
+
+    `tests/data/index-v1` was written by commit 1826268 (migrations 0001 to 0003: the earliest code whose schema
+    today's migrations upgrade; the first commit's 0001 was rewritten before it). Its docstring has the commands:
+    `PYTHONPATH=<that commit's casstore, migrations inside> python tests/data/index-v1/make_index_v1.py <root>`.
+    """
+    recipe = _index_v1_recipe()
+    shutil.copytree(INDEX_V1, store_root, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    assert _applied(store_root) == list(MIGRATION_NAMES[:3])
+    with contextlib.closing(sqlite3.connect(store_root / "index.db")) as old:
+        old_writes = old.execute("SELECT namespace, key, kind, reference FROM writes ORDER BY id").fetchall()
+    assert [(namespace, key) for namespace, key, _, _ in old_writes] == [(ns, key) for ns, key, _ in recipe.WRITES]
+    assert {kind for _, _, kind, _ in old_writes} == {"text", "binary"}
+
+    stores = {
+        namespace: ContentAddressedToolResultStore(store_root, namespace=namespace, inline_max=recipe.INLINE_MAX)
+        for namespace in ("alice", "bob")
+    }
+    try:
         assert _applied(store_root) == list(MIGRATION_NAMES)
-        for key, text in written.items():
-            assert store.read(references[key]) == text
-        assert store.write(key="again.txt", content=written["small.txt"]) == references["small.txt"]
-    with sqlite3.connect(store_root / "index.db") as check:
-        assert check.execute("SELECT writes, blobs FROM dedup_summary").fetchone() == (3, 2)
-        # 0005 gave the frame kept in the index its content size, from its blob's row.
+        for (namespace, key, content), (_, _, kind, reference) in zip(recipe.WRITES, old_writes, strict=True):
+            assert kind == ("text" if isinstance(content, str) else "binary")
+            # The reference the old code returned is still the one today's code computes for the same write ...
+            assert stores[namespace].prepare_write(key=key, content=content).reference == reference
+            # ... and reads back exactly, as the type it was written with.
+            read_back = stores[namespace].read(reference)
+            assert read_back == content and type(read_back) is type(content), (namespace, key)
+        bob_only = old_writes[-2][3]  # bob's large binary: alice never wrote it
+        with pytest.raises(ReferenceNotFoundError):
+            stores["alice"].read(bob_only)
+        report = verify(stores["alice"])
+        assert report.clean and report.blobs_checked == 5, report
+
+        # Writes go on: new content, a repeat of old content in the other namespace, and a new blob file.
+        new_text = stores["alice"].write(key="5_new.txt", content="written after the upgrade")
+        repeat = stores["alice"].write(key="5_dump.bin", content=recipe.WRITES[-2][2])
+        new_large = stores["bob"].write(key="5_large.bin", content=bytes(range(256)) * 4 + recipe.WRITES[-2][2])
+        assert repeat == bob_only
+        assert stores["alice"].read(new_text) == "written after the upgrade"
+        assert stores["alice"].read(repeat) == recipe.WRITES[-2][2]
+        assert stores["bob"].read(new_large) == bytes(range(256)) * 4 + recipe.WRITES[-2][2]
+        assert verify(stores["bob"]).clean
+        large_digest = new_large.rsplit("/", 2)[1] + new_large.rsplit("/", 1)[1].removesuffix(".bin")
+        assert (store_root / "blobs" / large_digest[:2] / f"{large_digest[2:]}.zst").is_file()
+    finally:
+        for store in stores.values():
+            store.close()
+
+    with contextlib.closing(sqlite3.connect(store_root / "index.db")) as check:
+        assert check.execute("SELECT writes, blobs FROM dedup_summary").fetchone() == (len(recipe.WRITES) + 3, 7)
+        offload = recipe.OFFLOAD
+        assert check.execute(
+            "SELECT compaction_id, namespace, tool_name, tool_call_id, refs, original_tokens, saved_tokens "
+            "FROM offloads"
+        ).fetchall() == [
+            (
+                offload["compaction_id"],
+                "alice",
+                offload["tool_name"],
+                offload["tool_call_id"],
+                json.dumps([old_writes[0][3]]),
+                offload["original_tokens"],
+                offload["saved_tokens"],
+            )
+        ]
+        # 0005 gave each frame kept in the index its content size, from its blob's row.
         sizes_match = check.execute(
             "SELECT blob_frames.size IS blobs.size FROM blob_frames JOIN blobs ON blobs.id = blob_frames.blob_id"
         ).fetchall()
-        assert sizes_match and all(match == (1,) for match in sizes_match)
+        assert len(sizes_match) == 4 and all(match == (1,) for match in sizes_match)  # 3 old, 1 new
+        assert (
+            check.execute("SELECT count(*) FROM visible_references").fetchone()[0]
+            == (check.execute("SELECT count(*) FROM (SELECT DISTINCT namespace, reference FROM writes)").fetchone()[0])
+        )
 
 
 def test_an_index_from_a_newer_release_is_refused_and_left_unchanged(store_root: Path) -> None:
