@@ -148,10 +148,10 @@ def normalised(messages: list[ChatMessage], read: Callable[[str], str | bytes]) 
         data = message.to_dict()
         references = message.meta.get("tool_result_offloaded")
         if references and "context_compaction" in message.meta:
-            data["meta"] = {**data["meta"], "tool_result_offloaded": [name(reference) for reference in references]}
-            compaction = dict(data["meta"].get("context_compaction", {}))
-            compaction.pop("compaction_id", None)
-            data["meta"]["context_compaction"] = compaction
+            data["meta"] = {
+                **{key: value for key, value in data["meta"].items() if key != "casstore"},  # the compaction id
+                "tool_result_offloaded": [name(reference) for reference in references],
+            }
             pointer = message.tool_call_result
             assert pointer is not None and isinstance(pointer.result, str)
             text = _QUOTED_REFERENCE.sub(lambda match: f"at '{name(match[1])}'", pointer.result)
