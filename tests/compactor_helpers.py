@@ -61,8 +61,11 @@ def png_bytes(size: int, *, seed: int = 0) -> bytes:
 
 
 def pdf_bytes(size: int) -> bytes:
-    """Bytes that start like a PDF, about `size` long."""
-    return (b"%PDF-1.4\n" + b"0" * size)[:size]
+    """
+    Bytes that start like a real PDF, about `size` long: the header, then the comment of bytes above 127 that PDF
+    writers put next so that tools take the file for binary (it is not UTF-8).
+    """
+    return (b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n" + b"0" * size)[:size]
 
 
 def image_block(data: bytes, mime_type: str = "image/png") -> ImageContent:
