@@ -28,8 +28,10 @@ def keep_in_context(
     ```python
     from haystack.hooks.tool_result_offloading import AlwaysOffload, ToolResultOffloadHook
 
+    from casstore import ContentAddressedToolResultStore
     from casstore.compactor import keep_in_context, make_read_tool
 
+    store = ContentAddressedToolResultStore("tool_results", namespace="run-42")
     hook = ToolResultOffloadHook(store=store, offload_strategies=keep_in_context({"*": AlwaysOffload()}))
     # Agent(..., tools=[*my_tools, make_read_tool(store)], hooks={"after_tool": [hook]})
     ```
