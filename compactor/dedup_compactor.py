@@ -53,6 +53,25 @@ class _HistoryStore(Protocol):
     def record_offloads(self, *, compaction_id: str, offloads: list[OffloadRecord]) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class _Marks:
+    """What an offloaded message's meta records: Haystack's marker, and casstore's own entry when there is one."""
+
+    original_tokens: int
+    # The `compact` call's id, with a store that keeps an offload history (`offloads.compaction_id`).
+    compaction_id: str | None
+
+    @property
+    def compaction(self) -> dict[str, Any]:
+        """Haystack's `context_compaction` marker, exactly as its `ToolResultOffloadCompactor` writes it."""
+        return {"strategy": COMPACTION_STRATEGY, "original_tokens": self.original_tokens}
+
+    @property
+    def casstore(self) -> dict[str, Any] | None:
+        """casstore's entries, under `meta["casstore"]`; None when there are none."""
+        return {"compaction_id": self.compaction_id} if self.compaction_id is not None else None
+
+
 @dataclass
 class _Compaction:
     """What one `compact` call has done so far."""
@@ -200,9 +219,10 @@ class DedupOffloadCompactor(Compactor):
                 store=type(self.store).__name__,
             )
             return None
-        compaction_meta: dict[str, Any] = {"strategy": COMPACTION_STRATEGY, "original_tokens": original_tokens}
-        if isinstance(self.store, _HistoryStore):
-            compaction_meta["compaction_id"] = compaction.compaction_id
+        marks = _Marks(
+            original_tokens=original_tokens,
+            compaction_id=compaction.compaction_id if isinstance(self.store, _HistoryStore) else None,
+        )
         preparing = isinstance(self.store, _PreparingStore)
         # A content-addressed key is only recorded, so it names the call. Other stores get a random part, which keeps
         # keys unique across runs sharing the store, with or without a tool call id.
@@ -213,9 +233,9 @@ class DedupOffloadCompactor(Compactor):
             _warn_failed_write(message, self.store, error)
             return None
         if isinstance(self.store, _PreparingStore):
-            offloaded = self._offload_prepared(message, parts, self.store, compaction_meta, token_counter)
+            offloaded = self._offload_prepared(message, parts, self.store, marks, token_counter)
         else:
-            offloaded = self._offload_written(message, parts, compaction, compaction_meta, token_counter)
+            offloaded = self._offload_written(message, parts, compaction, marks, token_counter)
         if offloaded is None:
             return None
         message_out, references, saved_tokens = offloaded
@@ -235,7 +255,7 @@ class DedupOffloadCompactor(Compactor):
         message: ChatMessage,
         parts: list[Part],
         store: _PreparingStore,
-        compaction_meta: dict[str, Any],
+        marks: _Marks,
         token_counter: TokenCounter,
     ) -> tuple[ChatMessage, list[str], int] | None:
         """
@@ -249,8 +269,8 @@ class DedupOffloadCompactor(Compactor):
             _warn_failed_write(message, self.store, error)
             return None
         references = [write.reference for write in writes]
-        offloaded = self._offloaded(message, parts, references, compaction_meta)
-        saved_tokens = compaction_meta["original_tokens"] - token_counter.count(messages=[offloaded])
+        offloaded = self._offloaded(message, parts, references, marks)
+        saved_tokens = marks.original_tokens - token_counter.count(messages=[offloaded])
         # A reference can cost more than a small result; then nothing is written at all.
         if saved_tokens <= 0:
             return None
@@ -266,7 +286,7 @@ class DedupOffloadCompactor(Compactor):
         message: ChatMessage,
         parts: list[Part],
         compaction: _Compaction,
-        compaction_meta: dict[str, Any],
+        marks: _Marks,
         token_counter: TokenCounter,
     ) -> tuple[ChatMessage, list[str], int] | None:
         """
@@ -285,20 +305,22 @@ class DedupOffloadCompactor(Compactor):
         except Exception as error:
             _warn_failed_write(message, self.store, error)
             return None
-        offloaded = self._offloaded(message, parts, references, compaction_meta)
-        saved_tokens = compaction_meta["original_tokens"] - token_counter.count(messages=[offloaded])
+        offloaded = self._offloaded(message, parts, references, marks)
+        saved_tokens = marks.original_tokens - token_counter.count(messages=[offloaded])
         # As in Haystack, a store that cannot tell a reference in advance keeps an entry that turned out unused.
         return (offloaded, references, saved_tokens) if saved_tokens > 0 else None
 
-    def _offloaded(
-        self, message: ChatMessage, parts: list[Part], references: list[str], compaction_meta: dict[str, Any]
-    ) -> ChatMessage:
+    def _offloaded(self, message: ChatMessage, parts: list[Part], references: list[str], marks: _Marks) -> ChatMessage:
         descriptions = [
             describe_block(part.block, payload=part.payload, reference=reference, preview_chars=self.preview_chars)
             for part, reference in zip(parts, references, strict=True)
         ]
         return offloaded_message(
-            message, pointer=pointer_text(descriptions), references=references, compaction=compaction_meta
+            message,
+            pointer=pointer_text(descriptions),
+            references=references,
+            compaction=marks.compaction,
+            casstore=marks.casstore,
         )
 
     def _record_history(self, compaction: _Compaction) -> None:

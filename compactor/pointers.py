@@ -32,6 +32,8 @@ OFFLOADED_META_KEY = "tool_result_offloaded"
 COMPACTION_META_KEY = "context_compaction"
 # The strategy name Haystack's `ToolResultOffloadCompactor` records under `COMPACTION_META_KEY`.
 COMPACTION_STRATEGY = "tool_result_offloading"
+# casstore's own keys in an offloaded message's meta, such as `{"compaction_id": "..."}`, kept out of Haystack's marker.
+CASSTORE_META_KEY = "casstore"
 
 TEXT_EXTENSION = ".txt"
 # The extension of an image or file whose name and MIME type give none (Haystack's choice).
@@ -147,7 +149,12 @@ def pointer_text(descriptions: Sequence[str]) -> str:
 
 
 def offloaded_message(
-    message: ChatMessage, *, pointer: str, references: Sequence[str], compaction: dict[str, Any]
+    message: ChatMessage,
+    *,
+    pointer: str,
+    references: Sequence[str],
+    compaction: dict[str, Any],
+    casstore: dict[str, Any] | None = None,
 ) -> ChatMessage:
     """
     Build the message that replaces an offloaded tool result.
@@ -155,17 +162,18 @@ def offloaded_message(
     :param message: The tool-result message being replaced.
     :param pointer: The pointer text (`pointer_text`).
     :param references: The references, one per part.
-    :param compaction: The value for `COMPACTION_META_KEY`, such as
+    :param compaction: The value for `COMPACTION_META_KEY`, exactly Haystack's:
         `{"strategy": "tool_result_offloading", "original_tokens": 1234}`.
-    :returns: A tool-result message with the same origin, error flag and meta, plus the two markers.
+    :param casstore: casstore's own entries, such as `{"compaction_id": "..."}`, merged into the message's
+        `CASSTORE_META_KEY` dictionary; None adds nothing.
+    :returns: A tool-result message with the same origin, error flag and meta, plus the markers.
     :raises ValueError: If `message` carries no tool result.
     """
     result = message.tool_call_result
     if result is None:
         raise ValueError("Only tool-result messages can be offloaded; this message carries no tool result.")
-    return ChatMessage.from_tool(
-        tool_result=pointer,
-        origin=result.origin,
-        error=result.error,
-        meta={**message.meta, COMPACTION_META_KEY: compaction, OFFLOADED_META_KEY: list(references)},
-    )
+    meta = {**message.meta, COMPACTION_META_KEY: compaction, OFFLOADED_META_KEY: list(references)}
+    if casstore:
+        earlier = message.meta.get(CASSTORE_META_KEY)
+        meta[CASSTORE_META_KEY] = {**(earlier if isinstance(earlier, dict) else {}), **casstore}
+    return ChatMessage.from_tool(tool_result=pointer, origin=result.origin, error=result.error, meta=meta)

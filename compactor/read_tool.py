@@ -3,7 +3,8 @@
 
 Text comes back whole when it fits the answer cap, and otherwise in windows of lines (`offset`, `limit`, and
 `char_offset` for a line too long for one answer), each framed by a header saying which lines were returned and a
-footer naming the arguments for the next window. `pattern` lists the matching lines instead. An image comes back as
+footer naming the arguments for the next window. `pattern` lists the matching lines instead. Binary content that is
+UTF-8 text (a tool's `FileContent` of `text/csv` or `application/json`) is read exactly as text; an image comes back as
 image content; other binary content as a one-line description. Anything wrong comes back as a message, never an
 exception.
 """
@@ -19,7 +20,7 @@ from haystack.tools.tool import Tool
 from haystack.utils.deserialization import deserialize_component_inplace
 
 from casstore import CasStoreError, CorruptBlobError, InvalidReferenceError, ReferenceNotFoundError
-from casstore.compactor.binary_content import binary_answer, quoted
+from casstore.compactor.binary_content import binary_answer, binary_as_text, quoted
 from casstore.compactor.patterns import PatternError, compile_pattern
 from casstore.compactor.text_search import search
 from casstore.compactor.text_window import Position, PositionError, read_window
@@ -45,7 +46,8 @@ _DESCRIPTION = (
     "in windows of lines, each ending with a line that names the arguments for the next window (offset, and "
     "char_offset for a very long line). To find something in a long result without reading all of it, pass `pattern` "
     "(an RE2 regular expression, matched line by line): the answer lists the matching lines with their numbers and a "
-    "few lines of context, and `offset` then reads around them. Images come back as images."
+    "few lines of context, and `offset` then reads around them. Files of text (such as CSV or JSON) read the same "
+    "way; images come back as images."
 )
 
 _PARAMETERS: dict[str, Any] = {
@@ -174,7 +176,11 @@ class _Reader:
         regex = compile_pattern(pattern) if pattern is not None else None
         content = self._read(checked)
         if isinstance(content, bytes):
-            return binary_answer(checked, content, max_image_bytes=self.max_image_bytes)
+            # A file of text (CSV, JSON, a log) is read like text, as Haystack's store would return it.
+            text = binary_as_text(checked, content)
+            if text is None:
+                return binary_answer(checked, content, max_image_bytes=self.max_image_bytes)
+            content = text
         if regex is not None and pattern is not None:
             return search(
                 content,
@@ -320,6 +326,11 @@ def make_read_tool(
     list matching lines instead) and `context` (lines around each match). A text that fits `max_chars` comes back
     whole; otherwise the answer is `header + "\\n" + window + "\\n" + footer`, where the window is an exact slice of
     the text and the footer names the arguments for the next window, such as `offset=1200`.
+
+    A binary reference (a tool's `FileContent`, which the store keeps as bytes) that decodes as UTF-8, holds no NUL
+    byte and is not an image is read exactly as text, with the same arguments: Haystack's `FileSystemToolResultStore`
+    returns such a file as `str`, and this tool gives the model the same. An image comes back as image content, within
+    `max_image_bytes`; other binary content as a one-line description of its type and size.
 
     :param store: The store the compactor offloads to. Only references it can read are readable.
     :param name: The tool's name, as the model sees it.

@@ -61,8 +61,11 @@ def png_bytes(size: int, *, seed: int = 0) -> bytes:
 
 
 def pdf_bytes(size: int) -> bytes:
-    """Bytes that start like a PDF, about `size` long."""
-    return (b"%PDF-1.4\n" + b"0" * size)[:size]
+    """
+    Bytes that start like a real PDF, about `size` long: the header, then the comment of bytes above 127 that PDF
+    writers put next so that tools take the file for binary (it is not UTF-8).
+    """
+    return (b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n" + b"0" * size)[:size]
 
 
 def image_block(data: bytes, mime_type: str = "image/png") -> ImageContent:
@@ -148,10 +151,10 @@ def normalised(messages: list[ChatMessage], read: Callable[[str], str | bytes]) 
         data = message.to_dict()
         references = message.meta.get("tool_result_offloaded")
         if references and "context_compaction" in message.meta:
-            data["meta"] = {**data["meta"], "tool_result_offloaded": [name(reference) for reference in references]}
-            compaction = dict(data["meta"].get("context_compaction", {}))
-            compaction.pop("compaction_id", None)
-            data["meta"]["context_compaction"] = compaction
+            data["meta"] = {
+                **{key: value for key, value in data["meta"].items() if key != "casstore"},  # the compaction id
+                "tool_result_offloaded": [name(reference) for reference in references],
+            }
             pointer = message.tool_call_result
             assert pointer is not None and isinstance(pointer.result, str)
             text = _QUOTED_REFERENCE.sub(lambda match: f"at '{name(match[1])}'", pointer.result)

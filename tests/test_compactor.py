@@ -34,7 +34,7 @@ from haystack.tools import ToolsType
 
 from casstore import ContentAddressedToolResultStore, compactor
 from casstore.compactor import DedupOffloadCompactor
-from casstore.compactor.pointers import COMPACTION_META_KEY, OFFLOADED_META_KEY
+from casstore.compactor.pointers import CASSTORE_META_KEY, COMPACTION_META_KEY, OFFLOADED_META_KEY
 
 pytestmark = pytest.mark.filterwarnings("ignore::haystack.utils.experimental.ExperimentalWarning")
 
@@ -99,14 +99,12 @@ def _result(message: ChatMessage) -> Any:
     return message.tool_call_result.result
 
 
-def _without_compaction_id(messages: list[ChatMessage]) -> list[dict[str, Any]]:
+def _without_casstore_meta(messages: list[ChatMessage]) -> list[dict[str, Any]]:
+    """The messages as dictionaries without casstore's own meta (the compaction id), all else as it is."""
     dictionaries = []
     for message in messages:
         data = message.to_dict()
-        if COMPACTION_META_KEY in data["meta"]:
-            marker = dict(data["meta"][COMPACTION_META_KEY])
-            marker.pop("compaction_id", None)
-            data["meta"] = {**data["meta"], COMPACTION_META_KEY: marker}
+        data["meta"] = {key: value for key, value in data["meta"].items() if key != CASSTORE_META_KEY}
         dictionaries.append(data)
     return dictionaries
 
@@ -196,7 +194,7 @@ class TestSideBySideWithHaystack:
             assert ours is None
             return
         assert ours is not None
-        assert _without_compaction_id(ours) == _without_compaction_id(theirs)
+        assert _without_casstore_meta(ours) == _without_casstore_meta(theirs)
 
     def test_pointer_formats(self, store: ContentAddressedToolResultStore) -> None:
         text = "x" * 1000
@@ -251,9 +249,13 @@ class TestRules:
         assert message.tool_call_result.error is False
         assert message.meta["source"] == "web"
         assert message.meta[_OFFLOADED_META_KEY] == [store.prepare_write(key="k.txt", content="r" * 2000).reference]
-        marker = message.meta[_COMPACTION_META_KEY]
-        assert marker["strategy"] == "tool_result_offloading"
-        assert marker["original_tokens"] == COUNTER.count(messages=[messages[1]])
+        # Haystack's marker holds exactly Haystack's keys; casstore's compaction id has a key of its own.
+        assert message.meta[_COMPACTION_META_KEY] == {
+            "strategy": "tool_result_offloading",
+            "original_tokens": COUNTER.count(messages=[messages[1]]),
+        }
+        assert set(message.meta) == {"source", _OFFLOADED_META_KEY, _COMPACTION_META_KEY, "casstore"}
+        assert set(message.meta["casstore"]) == {"compaction_id"}
         # Haystack's own compactors treat the message as offloaded and leave it alone (the original they would take).
         assert ToolResultOffloadCompactor(store=store, min_tokens=0).compact(messages, 0, COUNTER) is not None
         assert ToolResultOffloadCompactor(store=store, min_tokens=0).compact(compacted, 0, COUNTER) is None
@@ -422,7 +424,12 @@ class TestWhatItDoesBetter:
         for row, position in zip(rows, positions, strict=True):
             original, offloaded = messages[position], compacted[position]
             assert offloaded.tool_call_result is not None
-            assert row[0] == offloaded.meta[COMPACTION_META_KEY]["compaction_id"]
+            assert row[0] == offloaded.meta[CASSTORE_META_KEY]["compaction_id"]
+            # Haystack's marker carries exactly what Haystack's own compactor writes, nothing of casstore's.
+            assert offloaded.meta[COMPACTION_META_KEY] == {
+                "strategy": "tool_result_offloading",
+                "original_tokens": COUNTER.count(messages=[original]),
+            }
             assert row[1:4] == (
                 "default",
                 offloaded.tool_call_result.origin.tool_name,
@@ -431,6 +438,36 @@ class TestWhatItDoesBetter:
             assert json.loads(row[4]) == offloaded.meta[OFFLOADED_META_KEY]
             assert row[5] == COUNTER.count(messages=[original])
             assert row[6] == COUNTER.count(messages=[original]) - COUNTER.count(messages=[offloaded])
+
+    def test_the_compaction_id_joins_casstore_meta_already_there(self, store: ContentAddressedToolResultStore) -> None:
+        origin = ToolCall(tool_name="search", arguments={}, id="c1")
+        earlier = {"casstore": {"source": "replayed"}, "other": 1}
+        messages = [
+            tool_call("c1"),
+            ChatMessage.from_tool(tool_result="r" * 2000, origin=origin, meta=earlier),
+            *zoo_conversation()[-3:],
+        ]
+        compacted = DedupOffloadCompactor(store).compact(messages, 0, COUNTER)
+
+        assert compacted is not None
+        assert compacted[1].meta["other"] == 1
+        assert compacted[1].meta["casstore"] == {
+            "source": "replayed",
+            "compaction_id": _table(store, "SELECT compaction_id FROM offloads")[0][0],
+        }
+        assert messages[1].meta == earlier  # the input is not changed
+
+    def test_a_store_without_history_gets_haystacks_meta_alone(self, tmp_path: Path) -> None:
+        compacted = DedupOffloadCompactor(FileSystemToolResultStore(tmp_path), min_tokens=0).compact(
+            zoo_conversation(), 0, COUNTER
+        )
+
+        assert compacted is not None
+        offloaded = [compacted[position] for position in _offloaded_positions(compacted)]
+        assert offloaded
+        for message in offloaded:
+            assert CASSTORE_META_KEY not in message.meta
+            assert set(message.meta[COMPACTION_META_KEY]) == {"strategy", "original_tokens"}
 
     def test_each_compaction_has_its_own_id(self, store: ContentAddressedToolResultStore) -> None:
         compactor = DedupOffloadCompactor(store, min_tokens=0)
@@ -516,7 +553,7 @@ class TestAsync:
 
         assert ticks >= 10  # the loop kept running while the compactor counted and wrote
         assert compacted is not None and compacted_async is not None
-        assert _without_compaction_id(compacted_async) == _without_compaction_id(compacted)
+        assert _without_casstore_meta(compacted_async) == _without_casstore_meta(compacted)
 
 
 def test_it_is_a_haystack_compactor_as_haystack_s_own_are() -> None:

@@ -126,7 +126,9 @@ def test_the_demos_printed_queries_answer(demo_root: Path, query: str) -> None:
 
 def test_the_agent_example_runs_and_prints_what_the_readme_says(tmp_path: Path) -> None:
     """The block in "The compactor and the read-back tool", as written, run in an empty folder."""
-    (example,) = [block for block in _blocks("python") if "MockChatGenerator(response_fn=model" in block]
+    (example,) = [
+        block for block in _blocks("python") if "CompactionHook(compactor=DedupOffloadCompactor(store)" in block
+    ]
     completed = subprocess.run(
         [sys.executable, "-c", example], cwd=tmp_path, capture_output=True, text=True, timeout=240, check=False
     )

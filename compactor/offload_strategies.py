@@ -1,0 +1,73 @@
+"""
+`keep_in_context`: offload strategies for Haystack's `ToolResultOffloadHook` that never offload casstore's own tools.
+
+The read tool's answer is what the model asked to see. Offloaded again, by a `"*": AlwaysOffload()` entry say, the
+model asks for lines and gets another reference, and no number of calls gets it further. Haystack's hook takes the
+policy of an exact tool name before a tuple of names holding it and before `"*"`, so an exact entry of `NeverOffload()`
+per tool name keeps those answers in the conversation whatever the rest of the mapping says.
+"""
+
+from collections.abc import Iterable, Mapping
+
+from haystack.hooks.tool_result_offloading import NeverOffload, OffloadPolicy
+
+from casstore.compactor.read_tool import DEFAULT_NAME
+
+# The tools casstore ships for the model: the read tool, under the name `make_read_tool` gives it by default.
+CASSTORE_TOOL_NAMES: tuple[str, ...] = (DEFAULT_NAME,)
+
+StrategyKey = str | tuple[str, ...]
+
+
+def keep_in_context(
+    strategies: Mapping[StrategyKey, OffloadPolicy], *, tool_names: Iterable[str] = ()
+) -> dict[StrategyKey, OffloadPolicy]:
+    """
+    Return a copy of `ToolResultOffloadHook` strategies in which casstore's tools are never offloaded.
+
+    ```python
+    from haystack.hooks.tool_result_offloading import AlwaysOffload, ToolResultOffloadHook
+
+    from casstore import ContentAddressedToolResultStore
+    from casstore.compactor import keep_in_context, make_read_tool
+
+    store = ContentAddressedToolResultStore("tool_results", namespace="run-42")
+    hook = ToolResultOffloadHook(store=store, offload_strategies=keep_in_context({"*": AlwaysOffload()}))
+    # Agent(..., tools=[*my_tools, make_read_tool(store)], hooks={"after_tool": [hook]})
+    ```
+
+    Each of casstore's tool names (`read_offloaded_result`, the read tool's default name) and each name in
+    `tool_names` maps to Haystack's `NeverOffload()` under an exact key, which Haystack's hook resolves before a tuple
+    key and before `"*"`. An exact entry the caller gave for one of those names is replaced: the read tool's answer
+    must reach the model, or the model asks for lines and gets a reference back. A tuple key naming one of them is
+    kept as it is, so it still applies to its other names. Every other entry is kept, and `strategies` is not changed.
+
+    :param strategies: The mapping for `ToolResultOffloadHook(offload_strategies=...)`: tool name, tuple of tool
+        names or `"*"` to an `OffloadPolicy`.
+    :param tool_names: More names to keep in context: the `name` given to `make_read_tool` when it is not the
+        default. The default name is kept in context either way.
+    :returns: A new dictionary, for `offload_strategies`.
+    :raises TypeError: If `strategies` is not a mapping, `tool_names` is a single string rather than a collection of
+        names, or a name is not a string.
+    :raises ValueError: If a name in `tool_names` is empty.
+    """
+    if not isinstance(strategies, Mapping):
+        raise TypeError(
+            f"`strategies` must be the mapping given to ToolResultOffloadHook's `offload_strategies`, such as "
+            f'{{"*": AlwaysOffload()}}; got {type(strategies).__name__}.'
+        )
+    if isinstance(tool_names, str):
+        raise TypeError(
+            f"`tool_names` takes a collection of tool names; pass tool_names=[{tool_names!r}], not a single string."
+        )
+    names = list(tool_names)
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"Every name in `tool_names` must be a tool's name (a string), got {name!r:.80}.")
+        if not name:
+            raise ValueError("A name in `tool_names` is empty; pass the `name` given to make_read_tool.")
+    kept: dict[StrategyKey, OffloadPolicy] = dict(strategies)
+    never = NeverOffload()
+    for name in (*CASSTORE_TOOL_NAMES, *names):
+        kept[name] = never
+    return kept
