@@ -47,6 +47,12 @@ class BlobFile:
 class BlobDirectory:
     """File operations on the blob directory, all relative to one open directory descriptor."""
 
+    # What the index's `blobs.stored_in` says of a blob kept here.
+    stored_in = "file"
+    # A file can vanish under its row (a person, a crash of gc between removing the file and committing), so a write
+    # that finds the row still checks the file; see `BlobStore.confirm`.
+    rows_imply_presence = False
+
     def __init__(self, path: Path, *, durable: bool) -> None:
         """
         Open (creating if needed) the blob directory.
@@ -163,6 +169,10 @@ class BlobDirectory:
                 os.fsync(fanout_fd)
         finally:
             os.close(fanout_fd)
+
+    def remove_stray(self, blob_file: BlobFile) -> None:
+        """Remove a file `files` listed (a blob file or a leftover temporary file); a missing file is not an error."""
+        self.remove(None, fanout=blob_file.fanout, name=blob_file.name)
 
     def files(self) -> Iterator[BlobFile]:
         """Yield every blob file and leftover temporary file; anything else in the folder is left alone."""

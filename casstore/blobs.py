@@ -19,15 +19,15 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
+from typing import Protocol
 
-from casstore.blob_files import BlobDirectory, BlobFile, UnsafeBlobPathError
+from casstore.blob_files import BlobFile, UnsafeBlobPathError
 from casstore.blob_hints import LAST_SEEN_RESOLUTION, BlobHints
 from casstore.database import NOW_SQL, SHIFTED_NOW_SQL, UnitOfWork, ago
-from casstore.errors import CorruptBlobError, UnsafeBlobError
+from casstore.errors import CorruptBlobError, StorageError, UnsafeBlobError
 from casstore.frames import FrameCodec
 
 _STORED_IN_INDEX = "index"
-_STORED_IN_FILE = "file"
 
 _LOCATE_SQL = "SELECT size, stored_in, frame FROM blob_locations WHERE digest = ?"
 _CONFIRM_SQL = f"SELECT stored_in, last_seen < {SHIFTED_NOW_SQL} FROM blobs WHERE digest = ?"
@@ -37,6 +37,24 @@ _RESOLUTION_SECONDS = LAST_SEEN_RESOLUTION.total_seconds()
 _COLLECTABLE = (
     f"last_seen <= {SHIFTED_NOW_SQL} AND NOT EXISTS (SELECT 1 FROM visible_references WHERE digest = blobs.digest)"
 )
+
+
+class BlobBackend(Protocol):
+    """
+    Where blobs too large for the index are kept, by digest: a folder (`BlobDirectory`) or an object store
+    (`ObjectBlobs`). Each runs the same contract tests (`tests/test_blob_backends.py`).
+    """
+
+    stored_in: str
+    rows_imply_presence: bool
+
+    def write(self, digest: str, frame: bytes) -> None: ...
+    def read(self, digest: str) -> bytes: ...
+    def exists(self, digest: str) -> bool: ...
+    def remove(self, digest: str) -> None: ...
+    def files(self) -> Iterator[BlobFile]: ...
+    def remove_stray(self, blob_file: BlobFile) -> None: ...
+    def close(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,13 +82,13 @@ class BlobStore:
     def __init__(
         self,
         *,
-        files: BlobDirectory,
+        files: BlobBackend,
         codec: FrameCodec,
         inline_max: int,
         file_access: AbstractContextManager[object],
     ) -> None:
         """
-        :param files: The directory of blobs too large for the index.
+        :param files: Where blobs too large for the index are kept.
         :param codec: How frames are made and checked.
         :param inline_max: Frames of at most this many bytes are stored in the index; `0` sends every blob to a file.
         :param file_access: Held while a blob file is read (the repository's guard, so that the directory is not
@@ -81,6 +99,9 @@ class BlobStore:
         self._inline_max = inline_max
         self._file_access = file_access
         self._hints = BlobHints()
+        self._stored_elsewhere = files.stored_in
+        # Whether a blob kept by `files` can vanish while its row stays: then only a look-up notices.
+        self._can_vanish = not files.rows_imply_presence
 
     def close(self) -> None:
         """Release the blob directory."""
@@ -124,7 +145,12 @@ class BlobStore:
                 last_seen = excluded.last_seen, stored_size = excluded.stored_size, stored_in = excluded.stored_in
             RETURNING id
             """,
-            (staged.digest, staged.size, len(staged.frame), _STORED_IN_INDEX if staged.in_index else _STORED_IN_FILE),
+            (
+                staged.digest,
+                staged.size,
+                len(staged.frame),
+                _STORED_IN_INDEX if staged.in_index else self._stored_elsewhere,
+            ),
         ).fetchone()
         if staged.in_index:
             connection.execute(
@@ -134,7 +160,8 @@ class BlobStore:
             )
         else:
             connection.execute("DELETE FROM blob_frames WHERE blob_id = ?", (blob_id,))
-        work.on_commit(partial(self._hints.remember, staged.digest, current_at=checked_at, in_index=staged.in_index))
+        stays = staged.in_index or not self._can_vanish
+        work.on_commit(partial(self._hints.remember, staged.digest, current_at=checked_at, in_index=stays))
 
     def confirm(self, work: UnitOfWork, digest: str) -> bool:
         """
@@ -154,13 +181,14 @@ class BlobStore:
             return False
         stored_in, stale = row
         in_index = stored_in == _STORED_IN_INDEX
-        if not in_index and not self._files.exists(digest):
+        if not in_index and self._can_vanish and not self._files.exists(digest):
             return False
         if stale:
             connection.execute(f"UPDATE blobs SET last_seen = {NOW_SQL} WHERE digest = ?", (digest,))
         # Left alone, `last_seen` may already be up to a resolution old.
         current_at = checked_at if stale else checked_at - _RESOLUTION_SECONDS
-        work.on_commit(partial(self._hints.remember, digest, current_at=current_at, in_index=in_index))
+        stays = in_index or not self._can_vanish
+        work.on_commit(partial(self._hints.remember, digest, current_at=current_at, in_index=stays))
         return True
 
     def known(self, digest: str) -> bool:
@@ -215,8 +243,10 @@ class BlobStore:
             return self._files.read(digest)
         except FileNotFoundError as error:
             raise CorruptBlobError(
-                f"Blob {digest} is missing: its file is gone.", digest=digest, missing=True
+                f"Blob {digest} is missing: its {self._stored_elsewhere} is gone.", digest=digest, missing=True
             ) from error
+        except StorageError:
+            raise  # the object store failed: not the blob
         except UnsafeBlobPathError as error:
             raise UnsafeBlobError(
                 f"Blob {digest} is not a regular file inside the store (a symlink?); refusing to read it. Nothing "
@@ -242,10 +272,13 @@ class BlobStore:
 
     def delete_if_collectable(self, work: UnitOfWork, digest: str, *, grace: timedelta) -> bool:
         """
-        Delete a blob, inside the caller's write transaction, if it is still collectable under that lock.
+        Delete a blob, inside the caller's exclusive write transaction, if it is still collectable under that lock.
 
-        The file goes before the transaction commits, so a writer that reuses the digest after the commit always
+        A blob file goes before the transaction commits, so a writer that reuses the digest after the commit always
         writes a new file; a crash before the commit leaves a row without a file, which `confirm` treats as absent.
+        An object (whose row a writer trusts without looking) goes only after the commit, while the transaction's
+        exclusive lock is still held: a crash in between leaves an object no row points at, which gc removes later,
+        never a row without its object.
 
         :returns: Whether the blob was deleted.
         """
@@ -258,8 +291,11 @@ class BlobStore:
             return False
         blob_id, stored_in = row
         connection.execute("DELETE FROM blob_frames WHERE blob_id = ?", (blob_id,))
-        if stored_in == _STORED_IN_FILE:
-            self._files.remove(digest)
+        if stored_in == self._stored_elsewhere:
+            if self._can_vanish:
+                self._files.remove(digest)
+            else:
+                work.on_commit(partial(self._files.remove, digest))
         return True
 
     def files(self) -> Iterator[BlobFile]:
@@ -271,11 +307,11 @@ class BlobStore:
         if blob_file.digest is None:
             return True
         row = connection.execute("SELECT stored_in FROM blobs WHERE digest = ?", (blob_file.digest,)).fetchone()
-        return row is None or row[0] != _STORED_IN_FILE
+        return row is None or row[0] != self._stored_elsewhere
 
     def remove_stray(self, blob_file: BlobFile) -> None:
         """Remove a file `is_stray` reported, while the caller's transaction still holds the write lock."""
-        self._files.remove(None, fanout=blob_file.fanout, name=blob_file.name)
+        self._files.remove_stray(blob_file)
 
 
 def _grace_parameter(grace: timedelta) -> str:

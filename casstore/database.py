@@ -38,6 +38,11 @@ def ago(period: timedelta) -> str:
 class Database:
     """A thread-safe SQLite connection to one `index.db`, with its schema brought up to date."""
 
+    # What a failed call raises beneath this layer (the repository reports it as `StorageError`), and what of that
+    # means the index itself is damaged (reported on a read as `CorruptBlobError`).
+    failures: tuple[type[Exception], ...] = (sqlite3.Error,)
+    damage: tuple[type[Exception], ...] = (sqlite3.DatabaseError,)
+
     def __init__(self, path: Path, *, durable: bool, busy_timeout: float = DEFAULT_BUSY_TIMEOUT_SECONDS) -> None:
         """
         Open (creating if needed) the index at `path` and apply pending schema migrations.
@@ -49,6 +54,7 @@ class Database:
             changed in that case.
         """
         self.path = path
+        self.description = str(path)
         self._durable = durable
         self._busy_timeout = busy_timeout
         self._closed = False
@@ -100,9 +106,12 @@ class Database:
                 _INHERITED_CONNECTIONS.append(self._connection)
                 self._open_here()
 
-    def transaction(self) -> "_Transaction":
+    def transaction(self, *, exclusive: bool = False) -> "_Transaction":  # noqa: ARG002 - see the docstring
         """
         Run a write transaction: the thread lock, `BEGIN IMMEDIATE`, then `COMMIT`, or `ROLLBACK` on any error.
+
+        :param exclusive: Asked by gc for a transaction no other write transaction runs beside; every SQLite write
+            transaction is one already (`BEGIN IMMEDIATE` takes the database's one write lock).
 
         :returns: A context manager yielding the transaction's `UnitOfWork`, whose `on_commit` callbacks run after
             the commit.

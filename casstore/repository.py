@@ -19,17 +19,18 @@ Layers, top to bottom (each imports only those below it):
                           database.py (SQLite connection, units of work, migrations)
 """
 
-import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
 
 from casstore import index, index_queries
 from casstore.blob_files import BlobDirectory
-from casstore.blobs import BlobStore, StagedBlob
+from casstore.blobs import BlobBackend, BlobStore, StagedBlob
 from casstore.database import Database, UnitOfWork
 from casstore.disk import disk_usage
 from casstore.errors import CasStoreError, CorruptBlobError, ReferenceNotFoundError, StorageError
@@ -75,35 +76,80 @@ class Collection:
     blob_bytes_freed: int = 0
 
 
+class IndexDatabase(Protocol):
+    """The engine under the index: SQLite (`casstore.database.Database`) or PostgreSQL (`casstore.postgres`)."""
+
+    failures: tuple[type[Exception], ...]
+    damage: tuple[type[Exception], ...]
+    description: str
+
+    def reading(self) -> AbstractContextManager[Any]: ...
+    def snapshot(self) -> AbstractContextManager[Any]: ...
+    def transaction(self, *, exclusive: bool = False) -> AbstractContextManager[UnitOfWork]: ...
+    def rolled_back(self) -> AbstractContextManager[UnitOfWork]: ...
+    def close(self) -> None: ...
+
+
 class Repository:
-    """A store's index (`<root>/index.db`) and blobs (inline frames in it, files under `<root>/blobs/`)."""
+    """A store's index and its blobs: frames kept in the index, and a blob backend (a folder or an object store)."""
 
-    def __init__(self, root: Path, *, compression_level: int, inline_max: int, durable: bool) -> None:
+    def __init__(
+        self,
+        *,
+        database: IndexDatabase,
+        blob_backend: BlobBackend,
+        compression_level: int,
+        inline_max: int,
+        footprint: Callable[[], int],
+        description: str,
+    ) -> None:
         """
-        Open the repository at `root`, creating it and bringing its index schema up to date if needed.
+        Join an opened index and blob backend; the repository owns them from now on and closes them.
 
-        :param root: The folder: `index.db` and `blobs/` live in it.
+        :param database: The index, its schema up to date.
+        :param blob_backend: Where blobs too large for the index are kept.
         :param compression_level: The zstd level for new blobs, 1 to 22.
-        :param inline_max: Frames of at most this many bytes are kept inside `index.db`; `0` puts every blob in a file.
+        :param inline_max: Frames of at most this many bytes are kept in the index; `0` puts every blob in the backend.
+        :param footprint: Returns the bytes the repository occupies where it is kept.
+        :param description: Where the repository is, for messages (no password).
+        """
+        self._database = database
+        self._guard = OpenGuard()
+        self._footprint = footprint
+        self.description = description
+        self._failures: tuple[type[Exception], ...] = (OSError, *database.failures)
+        self._blobs = BlobStore(
+            files=blob_backend,
+            codec=FrameCodec(compression_level=compression_level),
+            inline_max=inline_max,
+            file_access=self._guard,
+        )
+
+    @classmethod
+    def local(cls, root: Path, *, compression_level: int, inline_max: int, durable: bool) -> "Repository":
+        """
+        Open the local repository at `root` (`index.db` and `blobs/`), creating it and bringing its index schema up to
+        date if needed.
+
         :param durable: Fsync blob files and use SQLite's `synchronous=FULL`.
         :raises SchemaError: If `index.db` was written by a newer casstore or is not a casstore index
             (`IndexDamagedError` if SQLite finds it damaged).
         :raises CasStoreError: If the blob folder is a symlink or not a folder.
         """
-        self.root = root
         root.mkdir(parents=True, exist_ok=True)
-        self._database = Database(root / INDEX_FILE_NAME, durable=durable)
-        self._guard = OpenGuard()
+        database = Database(root / INDEX_FILE_NAME, durable=durable)
         try:
             files = BlobDirectory(root / BLOB_DIRECTORY_NAME, durable=durable)
         except BaseException:
-            self._database.close()
+            database.close()
             raise
-        self._blobs = BlobStore(
-            files=files,
-            codec=FrameCodec(compression_level=compression_level),
+        return cls(
+            database=database,
+            blob_backend=files,
+            compression_level=compression_level,
             inline_max=inline_max,
-            file_access=self._guard,
+            footprint=partial(disk_usage, root),
+            description=str(root),
         )
 
     # Writing.
@@ -121,11 +167,11 @@ class Repository:
                 self._store(namespace, writes)
         except CasStoreError:
             raise
-        except (OSError, sqlite3.Error) as error:
+        except self._failures as error:
             size = sum(len(write.data) for write in writes)
             raise StorageError(
-                f"Could not store {len(writes)} result part(s) ({size} bytes) in {self.root}: {error}. Nothing of "
-                f"this write was recorded; free space or fix the folder, then write again."
+                f"Could not store {len(writes)} result part(s) ({size} bytes) in {self.description}: {error}. Nothing "
+                f"of this write was recorded; free space or fix the store, then write again."
             ) from error
 
     def _store(self, namespace: str, writes: Sequence[PreparedWrite]) -> None:
@@ -209,8 +255,10 @@ class Repository:
                 if not index.is_visible(connection, namespace=namespace, digest=digest, reference=reference):
                     raise _not_found(namespace, reference)
                 location = self._blobs.locate(connection, digest)
-        except sqlite3.DatabaseError as error:
+        except self._database.damage as error:
             raise _damaged_index(digest, error) from error
+        except self._database.failures as error:
+            raise self._read_failed(digest, error) from error
         return self._blobs.load(location)
 
     def _read_locked(self, namespace: str, digest: str, reference: str) -> bytes:
@@ -219,8 +267,13 @@ class Repository:
                 if not index.is_visible(work.connection, namespace=namespace, digest=digest, reference=reference):
                     raise _not_found(namespace, reference)
                 return self._blobs.load(self._blobs.locate(work.connection, digest), guarded=False)
-        except sqlite3.DatabaseError as error:
+        except self._database.damage as error:
             raise _damaged_index(digest, error) from error
+        except self._database.failures as error:
+            raise self._read_failed(digest, error) from error
+
+    def _read_failed(self, digest: str, error: Exception) -> StorageError:
+        return StorageError(f"Could not look up blob {digest} in the index at {self.description}: {error}")
 
     # History.
 
@@ -281,8 +334,8 @@ class Repository:
             return index_queries.writes_since(connection, namespace=namespace, mark=mark)
 
     def disk_bytes(self) -> int:
-        """:returns: Bytes the repository occupies on disk, as `du` counts them, index files included."""
-        return disk_usage(self.root)
+        """:returns: Bytes the repository occupies (for a local one: on disk as `du` counts them, index included)."""
+        return self._footprint()
 
     # Maintenance.
 
@@ -344,7 +397,7 @@ class Repository:
 
     def forget(self, *, namespace: str | None, older_than: timedelta | None) -> Collection:
         """Forget the writes and offloads of `namespace` (or all) older than `older_than` (or any age), in one go."""
-        with self._guard.held(), self._database.transaction() as work:
+        with self._guard.held(), self._database.transaction(exclusive=True) as work:
             writes, offloads = index.forget(work, namespace=namespace, older_than=older_than)
         return Collection(writes_forgotten=writes, offloads_forgotten=offloads)
 
@@ -360,7 +413,7 @@ class Repository:
             with self._database.reading() as connection:
                 candidates = self._blobs.collectable(connection, grace=grace)
             for start in range(0, len(candidates), _BATCH):
-                with self._database.transaction() as work:
+                with self._database.transaction(exclusive=True) as work:
                     for digest, stored_size in candidates[start : start + _BATCH]:
                         if self._blobs.delete_if_collectable(work, digest, grace=grace):
                             deleted += 1
@@ -377,7 +430,7 @@ class Repository:
         count = size = 0
         with self._guard.held():
             for batch in _batches(self._blobs.files()):
-                with self._database.transaction() as work:
+                with self._database.transaction(exclusive=True) as work:
                     for blob_file in batch:
                         if blob_file.mtime >= modified_before or not self._blobs.is_stray(work.connection, blob_file):
                             continue
@@ -435,7 +488,7 @@ def _not_found(namespace: str, reference: str) -> ReferenceNotFoundError:
     )
 
 
-def _damaged_index(digest: str, error: sqlite3.DatabaseError) -> CorruptBlobError:
+def _damaged_index(digest: str, error: Exception) -> CorruptBlobError:
     return CorruptBlobError(
         f"Cannot look up blob {digest}: the index is damaged ({error}). See 'Recovery' in the README.",
         digest=digest,

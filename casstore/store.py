@@ -83,7 +83,7 @@ class ContentAddressedToolResultStore(ToolResultStore):
         self.compression_level = compression_level
         self.inline_max = inline_max
         self.durable = durable
-        self._repository = Repository(
+        self._repository = Repository.local(
             self.root, compression_level=compression_level, inline_max=inline_max, durable=durable
         )
 
