@@ -506,6 +506,11 @@ class SeaweedServer:
                 self.storage.stop(grace=0.5)
         finally:
             shutil.rmtree(self.base, ignore_errors=True)
+            # gRPC sockets that weed puts in /tmp whatever its flags say.
+            for server in ("master", "volume", "s3"):
+                port = self.ports.get(f"{server}_grpc")
+                if port:
+                    Path(f"/tmp/seaweedfs-{server}-grpc-{port}.sock").unlink(missing_ok=True)
 
 
 def start_seaweed() -> SeaweedServer:
