@@ -35,7 +35,7 @@ def _run(*command: str | Path, quiet: bool = False, cwd: Path = ROOT) -> None:
 
 
 def _ensure_venv() -> None:
-    """Create `.venv` and install the project (editable, with test tools) when pyproject.toml changed."""
+    """Create `.venv` and install the project (editable, with test tools and `shared`) when pyproject.toml changed."""
     if sys.version_info < (3, 11):  # noqa: UP036 - dev.py runs under whatever python3 the machine has
         sys.exit(f"casstore needs Python 3.11 or newer; this is {sys.version.split()[0]}.")
     stamp = VENV / ".casstore-installed"
@@ -47,7 +47,7 @@ def _ensure_venv() -> None:
         _run(sys.executable, "-m", "venv", VENV)
     print("Installing casstore and its test tools into the virtualenv ...", flush=True)
     _run(PYTHON, "-m", "pip", "install", "--quiet", "--upgrade", "pip", quiet=True)
-    _run(PYTHON, "-m", "pip", "install", "--quiet", "--editable", f"{ROOT}[test]", quiet=True)
+    _run(PYTHON, "-m", "pip", "install", "--quiet", "--editable", f"{ROOT}[test,shared]", quiet=True)
     stamp.write_text(wanted)
 
 

@@ -7,6 +7,8 @@ import pytest
 
 from casstore import ContentAddressedToolResultStore
 
+pytest_plugins = ["tests.servers"]  # real PostgreSQL and SeaweedFS (S3) servers for the shared-store tests
+
 
 @pytest.fixture
 def store_root(tmp_path: Path) -> Path:
