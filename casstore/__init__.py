@@ -21,6 +21,7 @@ from casstore.errors import (
 )
 from casstore.index import OffloadRecord
 from casstore.prepared import PreparedWrite
+from casstore.shared_store import SharedToolResultStore
 from casstore.store import ContentAddressedToolResultStore
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "PreparedWrite",
     "ReferenceNotFoundError",
     "SchemaError",
+    "SharedToolResultStore",
     "StorageError",
     "StoreClosedError",
     "UnsafeBlobError",

@@ -48,7 +48,7 @@ def namespace_rows(connection: sqlite3.Connection, *, namespace: str | None) -> 
         SELECT * FROM namespace_summary
         LEFT JOIN (SELECT namespace, CAST(sum(offloads) AS BIGINT) AS offloads,
                           CAST(sum(saved_tokens) AS BIGINT) AS saved_tokens
-                   FROM offload_summary GROUP BY namespace) USING (namespace)
+                   FROM offload_summary GROUP BY namespace) AS per_namespace USING (namespace)
         {where} ORDER BY namespace
         """,
         parameters,

@@ -23,6 +23,7 @@ import obstore
 from obstore.exceptions import AlreadyExistsError, BaseError
 from obstore.store import from_url
 
+from casstore.blob_files import BlobFile
 from casstore.errors import StorageError, StoreClosedError
 
 if TYPE_CHECKING:
@@ -94,6 +95,12 @@ class BlobObject:
 
 class ObjectBlobs:
     """Blob objects under one prefix of an object store; each method is one or a few bounded requests."""
+
+    # What the index's `blobs.stored_in` says of a blob kept here.
+    stored_in = "object"
+    # A blob row exists only while its object does (gc deletes the row, commits, then the object, under its exclusive
+    # lock), so a write that finds the row trusts it without asking the object store: a duplicate write touches none.
+    rows_imply_presence = True
 
     def __init__(self, url: str, *, options: dict[str, str] | None = None) -> None:
         """
@@ -237,6 +244,28 @@ class ObjectBlobs:
                     )
         except (BaseError, OSError) as error:
             raise self._error("list", "the objects", error) from error
+
+    def files(self) -> Iterator[BlobFile]:
+        """
+        Yield every object under the prefix's `blake3/` folder, as the blob layer's maintenance sees files: a blob
+        (with its digest) or a misnamed object there (digest `None`, removed by gc as a stray). Objects elsewhere under
+        the prefix are not casstore's and are never listed, so gc never removes them.
+
+        :raises StorageError: If the object store fails while listing.
+        """
+        for found in self.objects():
+            if found.name.startswith(f"{_FOLDER}/"):
+                yield BlobFile(
+                    digest=found.digest, size=found.size, mtime=found.last_modified, fanout="", name=found.name
+                )
+
+    def remove_stray(self, blob_file: BlobFile) -> None:
+        """Remove an object `files` listed; a missing one is not an error. :raises StorageError: If the store fails."""
+        self.remove_name(blob_file.name)
+
+    def total_bytes(self) -> int:
+        """:returns: The bytes of every object under the prefix's `blake3/` folder."""
+        return sum(found.size for found in self.files())
 
     def _size(self, name: str) -> int | None:
         try:

@@ -9,7 +9,7 @@ its namespace.
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from haystack.core.serialization import default_from_dict, default_to_dict
 from haystack.hooks.tool_result_offloading.types import ToolResultStore
@@ -20,72 +20,37 @@ from casstore.prepared import PreparedWrite, prepare
 from casstore.references import split_reference
 from casstore.repository import BLOB_DIRECTORY_NAME, INDEX_FILE_NAME, Repository
 
-__all__ = ["BLOB_DIRECTORY_NAME", "DEFAULT_INLINE_MAX", "INDEX_FILE_NAME", "ContentAddressedToolResultStore"]
+__all__ = [
+    "BLOB_DIRECTORY_NAME",
+    "DEFAULT_INLINE_MAX",
+    "INDEX_FILE_NAME",
+    "ContentAddressedToolResultStore",
+    "RepositoryToolResultStore",
+    "check_settings",
+]
 
 # Measured with `python -m benchmarks --inline-sweep`: see the README's Performance section.
 DEFAULT_INLINE_MAX = 64 * 1024
 
 
-class ContentAddressedToolResultStore(ToolResultStore):
+class RepositoryToolResultStore(ToolResultStore):
     """
-    A deduplicating, compressed `ToolResultStore` with a queryable SQLite history.
+    Haystack's `ToolResultStore` over a casstore repository: what the local and the shared store have in common.
 
-    ```python
-    from casstore import ContentAddressedToolResultStore
-
-    with ContentAddressedToolResultStore(root="tool_results", namespace="alice") as store:
-        reference = store.write(key="search_1.txt", content="...")  # 'blake3/9b/1c4e...e4a.txt'
-        assert store.read(reference) == "..."
-    ```
-
-    Each distinct piece of content is stored once, keyed by its BLAKE3 digest and zstd-compressed: small blobs inside
-    `<root>/index.db`, larger ones under `<root>/blobs/`. Every `write` is recorded in the index. A store reads only
-    what was written in its own namespace, while the blobs themselves are shared between namespaces.
-
-    A store may be shared by threads, and several processes may open the same root at once.
+    Subclasses open the repository (`ContentAddressedToolResultStore`: SQLite and a folder; `SharedToolResultStore`:
+    PostgreSQL and object storage) and serialize their own settings; references, namespaces, validation and errors are
+    the same in both, so the same content under the same key gives the same reference in either.
     """
 
     supports_binary_content = True
 
-    def __init__(
-        self,
-        root: str | Path,
-        *,
-        namespace: str = DEFAULT_NAMESPACE,
-        compression_level: int = 3,
-        inline_max: int = DEFAULT_INLINE_MAX,
-        durable: bool = False,
-    ) -> None:
+    def __init__(self, *, repository: Repository, namespace: str) -> None:
         """
-        Open the store at `root`, creating it and bringing its index schema up to date if needed.
-
-        :param root: The store's folder: `index.db` and `blobs/` live in it.
-        :param namespace: Whose results these are. Reads see only what was written in the same namespace; use one
-            namespace per user or run to isolate them without storing shared content twice.
-        :param compression_level: The zstd compression level, 1 (fastest) to 22 (smallest).
-        :param inline_max: Blobs whose compressed size is at most this many bytes are kept inside `index.db` instead
-            of in a file of their own. `0` stores every blob as a file.
-        :param durable: Fsync blob files and use SQLite's `synchronous=FULL`, so a write survives power loss. The
-            default survives a crash of the process, but not of the machine.
-        :raises TypeError: If `namespace` is not a string.
-        :raises ValueError: If `namespace` is empty, too long or contains control characters, or if
-            `compression_level` or `inline_max` is out of range.
-        :raises SchemaError: If `index.db` was written by a newer casstore or is not a casstore index;
-            `IndexDamagedError` (also a `CorruptBlobError`) if SQLite finds it damaged or not a database at all.
+        :param repository: The opened repository; the store owns it and closes it.
+        :param namespace: Whose results these are (already checked with `check_namespace`).
         """
-        check_namespace(namespace)
-        if not 1 <= compression_level <= 22:
-            raise ValueError(f"`compression_level` must be between 1 and 22, got {compression_level}.")
-        if inline_max < 0:
-            raise ValueError(f"`inline_max` must be at least 0, got {inline_max}.")
-        self.root = Path(root)
         self.namespace = namespace
-        self.compression_level = compression_level
-        self.inline_max = inline_max
-        self.durable = durable
-        self._repository = Repository.local(
-            self.root, compression_level=compression_level, inline_max=inline_max, durable=durable
-        )
+        self._repository = repository
 
     def prepare_write(self, *, key: str, content: str | bytes) -> PreparedWrite:
         """
@@ -177,13 +142,71 @@ class ContentAddressedToolResultStore(ToolResultStore):
         """
         self._repository.close()
 
-    def __enter__(self) -> "ContentAddressedToolResultStore":
+    def __enter__(self) -> "Self":
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
         self.close()
+
+
+class ContentAddressedToolResultStore(RepositoryToolResultStore):
+    """
+    A deduplicating, compressed `ToolResultStore` with a queryable SQLite history.
+
+    ```python
+    from casstore import ContentAddressedToolResultStore
+
+    with ContentAddressedToolResultStore(root="tool_results", namespace="alice") as store:
+        reference = store.write(key="search_1.txt", content="...")  # 'blake3/9b/1c4e...e4a.txt'
+        assert store.read(reference) == "..."
+    ```
+
+    Each distinct piece of content is stored once, keyed by its BLAKE3 digest and zstd-compressed: small blobs inside
+    `<root>/index.db`, larger ones under `<root>/blobs/`. Every `write` is recorded in the index. A store reads only
+    what was written in its own namespace, while the blobs themselves are shared between namespaces.
+
+    A store may be shared by threads, and several processes may open the same root at once.
+    """
+
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        compression_level: int = 3,
+        inline_max: int = DEFAULT_INLINE_MAX,
+        durable: bool = False,
+    ) -> None:
+        """
+        Open the store at `root`, creating it and bringing its index schema up to date if needed.
+
+        :param root: The store's folder: `index.db` and `blobs/` live in it.
+        :param namespace: Whose results these are. Reads see only what was written in the same namespace; use one
+            namespace per user or run to isolate them without storing shared content twice.
+        :param compression_level: The zstd compression level, 1 (fastest) to 22 (smallest).
+        :param inline_max: Blobs whose compressed size is at most this many bytes are kept inside `index.db` instead
+            of in a file of their own. `0` stores every blob as a file.
+        :param durable: Fsync blob files and use SQLite's `synchronous=FULL`, so a write survives power loss. The
+            default survives a crash of the process, but not of the machine.
+        :raises TypeError: If `namespace` is not a string.
+        :raises ValueError: If `namespace` is empty, too long or contains control characters, or if
+            `compression_level` or `inline_max` is out of range.
+        :raises SchemaError: If `index.db` was written by a newer casstore or is not a casstore index;
+            `IndexDamagedError` (also a `CorruptBlobError`) if SQLite finds it damaged or not a database at all.
+        """
+        check_settings(namespace=namespace, compression_level=compression_level, inline_max=inline_max)
+        self.root = Path(root)
+        self.compression_level = compression_level
+        self.inline_max = inline_max
+        self.durable = durable
+        super().__init__(
+            repository=Repository.local(
+                self.root, compression_level=compression_level, inline_max=inline_max, durable=durable
+            ),
+            namespace=namespace,
+        )
 
     def __repr__(self) -> str:
         return f"ContentAddressedToolResultStore(root={str(self.root)!r}, namespace={self.namespace!r})"
@@ -212,3 +235,18 @@ class ContentAddressedToolResultStore(ToolResultStore):
         :returns: The store, opened.
         """
         return default_from_dict(cls, data)
+
+
+def check_settings(*, namespace: str, compression_level: int, inline_max: int) -> None:
+    """
+    Check the settings every store takes.
+
+    :raises TypeError: If `namespace` is not a string.
+    :raises ValueError: If `namespace` is empty, too long or contains control characters, or if `compression_level`
+        or `inline_max` is out of range.
+    """
+    check_namespace(namespace)
+    if not 1 <= compression_level <= 22:
+        raise ValueError(f"`compression_level` must be between 1 and 22, got {compression_level}.")
+    if inline_max < 0:
+        raise ValueError(f"`inline_max` must be at least 0, got {inline_max}.")

@@ -23,6 +23,7 @@ from casstore import (
 )
 from casstore.database import Database
 from casstore.maintenance import verify
+from casstore.postgres_schema import MIGRATION_NAMES as POSTGRES_MIGRATION_NAMES
 from casstore.schema import MIGRATION_NAMES, MIGRATION_SET, MIGRATIONS
 from tests.helpers import tree_fingerprint
 
@@ -206,7 +207,10 @@ def test_the_wheel_ships_migrations_inside_casstore_only(tmp_path: Path) -> None
     (wheel,) = wheels.glob("casstore-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     sql_files = sorted(name for name in names if name.endswith(".sql"))
-    assert sql_files == [f"casstore/migrations/{name}.sql" for name in MIGRATION_NAMES]
+    postgres = [f"casstore/migrations/postgresql/{name}.sql" for name in POSTGRES_MIGRATION_NAMES]
+    assert sql_files == sorted([f"casstore/migrations/{name}.sql" for name in MIGRATION_NAMES] + postgres)
+    # Each PostgreSQL migration is named like its SQLite counterpart.
+    assert list(POSTGRES_MIGRATION_NAMES) == list(MIGRATION_NAMES)
     assert not [name for name in names if name.startswith("migrations/")]
     assert {"casstore/py.typed", "casstore/compactor/py.typed"} <= set(names)
     # One top-level name: the compactor ships inside casstore, never as a `compactor` package of its own.

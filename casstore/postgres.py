@@ -1,0 +1,258 @@
+"""
+The PostgreSQL connection behind a shared store's index: a connection pool, transactions as units of work, and the
+locks that let `gc` on one host run beside writers on any number of others.
+
+The index layers (`index.py`, `index_queries.py`, `blobs.py`) write their SQL once, in the dialect both engines
+share; this module turns SQLite's spellings into PostgreSQL's as a statement is first used (placeholders `?` become
+`%s`, SQLite's `strftime(..., 'now')` timestamps become `to_char(now() ...)` in the same text format).
+
+Locking, the PostgreSQL form of the SQLite store's write lock (see docs/shared-store.md):
+
+- every write transaction takes a shared advisory lock (`pg_advisory_xact_lock_shared`), so writers run side by side;
+- `gc`'s transactions (forgetting writes, deleting blobs, removing stray objects) take the same lock exclusively,
+  for the whole session of the transaction and of what it does right after committing, so no write transaction runs
+  while gc decides what nothing references, nor while it deletes the objects of blob rows it has just deleted.
+"""
+
+import os
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from functools import lru_cache
+from typing import Any
+from urllib.parse import urlsplit
+
+from casstore import forks
+from casstore.database import NOW_SQL, SHIFTED_NOW_SQL, UnitOfWork
+from casstore.errors import StorageError, StoreClosedError
+
+try:
+    import psycopg
+    import psycopg_pool
+except ImportError as error:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "The shared store needs the `shared` extra: pip install 'casstore[shared]' (psycopg, psycopg-pool, obstore)."
+    ) from error
+
+# Advisory lock keys: any constant 64-bit numbers, the same for every casstore process.
+GC_LOCK_KEY = 0x63617373_746F7265  # "casstore"
+MIGRATION_LOCK_KEY = 0x63617373_6D696772  # "cassmigr"
+
+# casstore's tables in the index's schema.
+CASSTORE_TABLES = ("blobs", "blob_frames", "writes", "visible_references", "offloads", "_casstore_migrations")
+
+_TIMESTAMP = "to_char(({} AT TIME ZONE 'UTC'), 'YYYY-MM-DD HH24:MI:SS.MS')"
+_PG_NOW = _TIMESTAMP.format("now()")
+_PG_SHIFTED_NOW = _TIMESTAMP.format("(now() + CAST(? AS INTERVAL))")
+# Seconds to wait for a pooled connection before a call fails, and to connect, unless the URL says otherwise.
+POOL_TIMEOUT_SECONDS = 10.0
+DEFAULT_CONNECT_TIMEOUT_SECONDS = 10
+
+
+@lru_cache(maxsize=512)
+def translate(sql: str) -> str:
+    """:returns: `sql`, written for SQLite, in PostgreSQL's spelling."""
+    sql = sql.replace(SHIFTED_NOW_SQL, _PG_SHIFTED_NOW).replace(NOW_SQL, _PG_NOW)
+    return sql.replace("?", "%s")
+
+
+class PostgresConnection:
+    """A pooled connection as the index layers use it: `execute` and `executemany` in SQLite's spelling."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: "psycopg.Connection[Any]") -> None:
+        self.raw = raw
+
+    def execute(self, sql: str, parameters: Sequence[Any] = ()) -> "psycopg.Cursor[Any]":
+        """:returns: The cursor, holding the statement's result."""
+        return self.raw.execute(translate(sql), parameters)
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run `sql` once per row of parameters."""
+        with self.raw.cursor() as cursor:
+            cursor.executemany(translate(sql), rows)
+
+
+class PostgresDatabase:
+    """A pool of connections to one PostgreSQL database, with the index schema brought up to date."""
+
+    # What a failed call raises beneath this layer; the repository reports it as `StorageError`.
+    failures: tuple[type[Exception], ...] = (psycopg.Error,)
+    # PostgreSQL reports no damage of its own files to a client as such: every failure is a failure of the service.
+    damage: tuple[type[Exception], ...] = ()
+
+    def __init__(self, url: str, *, max_connections: int = 16) -> None:
+        """
+        Connect to the database at `url` and apply pending schema migrations (once, whoever else connects).
+
+        :param url: A `postgresql://user:password@host:port/database` URL (libpq's other forms work too).
+        :param max_connections: At most this many connections per store object (one per thread in a call).
+        :raises StorageError: If PostgreSQL cannot be reached within the timeouts.
+        :raises SchemaError: If the database holds a newer casstore schema, or casstore's tables without its record.
+        """
+        self._url = url
+        self._max_connections = max_connections
+        self.description = describe(url)
+        self._closed = False
+        self._open_pool()
+        try:
+            from casstore.postgres_schema import migrate
+
+            with self._connection() as connection:
+                migrate(connection.raw, description=self.description)
+        except psycopg.Error as error:
+            self.close()
+            raise StorageError(f"Could not open the PostgreSQL index at {self.description}: {error}") from error
+        except BaseException:
+            self.close()
+            raise
+
+    def _open_pool(self) -> None:
+        self._generation = forks.generation
+        conninfo = self._url
+        if "connect_timeout" not in conninfo:
+            conninfo += ("&" if "?" in conninfo else "?") + f"connect_timeout={DEFAULT_CONNECT_TIMEOUT_SECONDS}"
+        self._pool = psycopg_pool.ConnectionPool(
+            conninfo,
+            min_size=1,
+            max_size=self._max_connections,
+            kwargs={"autocommit": True},
+            timeout=POOL_TIMEOUT_SECONDS,
+            open=False,
+            name="casstore",
+        )
+        try:
+            self._pool.open(wait=True, timeout=POOL_TIMEOUT_SECONDS)
+        except psycopg_pool.PoolTimeout as error:
+            self._pool.close(timeout=0)
+            raise StorageError(
+                f"Could not connect to the PostgreSQL index at {self.description} within {POOL_TIMEOUT_SECONDS:.0f} "
+                f"s: is the server running and the URL right?"
+            ) from error
+
+    @contextmanager
+    def _connection(self) -> Iterator[PostgresConnection]:
+        if self._closed:
+            raise StoreClosedError("This casstore store is closed; open a new store.")
+        if self._generation != forks.generation:
+            self._reopen_after_fork()
+        try:
+            with self._pool.connection() as raw:
+                yield PostgresConnection(raw)
+        except psycopg.OperationalError:
+            # The server went away (restarted, or the network): drop every idle connection that went with it, so the
+            # next call after the server is back gets a live one.
+            self._pool.check()
+            raise
+
+    def _reopen_after_fork(self) -> None:
+        # The pool's connections and threads belong to the parent. Its sockets are kept open, never closed here:
+        # closing them in the child would end the parent's sessions.
+        with _FORK_LOCK:
+            if self._generation != forks.generation:
+                _INHERITED_POOLS.append(self._pool)
+                self._open_pool()
+
+    def reading(self) -> Any:
+        """:returns: A context manager yielding a connection for reads, each statement on its own."""
+        return self._connection()
+
+    @contextmanager
+    def snapshot(self) -> Iterator[PostgresConnection]:
+        """:returns: A context manager yielding a connection whose reads all see one committed state."""
+        with self._connection() as connection:
+            connection.raw.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
+                yield connection
+            finally:
+                _end(connection, commit=False)
+
+    @contextmanager
+    def transaction(self, *, exclusive: bool = False) -> Iterator[UnitOfWork]:
+        """
+        Run a write transaction: `COMMIT` at the end, `ROLLBACK` on any error.
+
+        :param exclusive: Take gc's exclusive lock (no write transaction runs meanwhile) instead of the writers'
+            shared one; it is held until the transaction's `on_commit` callbacks have run.
+        :returns: A context manager yielding the transaction's `UnitOfWork`.
+        """
+        with self._connection() as connection:
+            raw = connection.raw
+            if exclusive:
+                raw.execute("SELECT pg_advisory_lock(%s)", (GC_LOCK_KEY,))
+            try:
+                raw.execute("BEGIN")
+                if not exclusive:
+                    raw.execute("SELECT pg_advisory_xact_lock_shared(%s)", (GC_LOCK_KEY,))
+                work = UnitOfWork(connection)  # type: ignore[arg-type]
+                try:
+                    yield work
+                except BaseException:
+                    _end(connection, commit=False)
+                    raise
+                raw.execute("COMMIT")
+                work._publish()
+            finally:
+                if exclusive and not raw.closed:
+                    raw.execute("SELECT pg_advisory_unlock(%s)", (GC_LOCK_KEY,))
+
+    @contextmanager
+    def rolled_back(self) -> Iterator[UnitOfWork]:
+        """:returns: A context manager yielding an exclusive transaction that is always rolled back (a dry run)."""
+        with self._connection() as connection:
+            connection.raw.execute("BEGIN")
+            try:
+                connection.raw.execute("SELECT pg_advisory_xact_lock(%s)", (GC_LOCK_KEY,))
+                yield UnitOfWork(connection)  # type: ignore[arg-type]
+            finally:
+                _end(connection, commit=False)
+
+    def table_bytes(self) -> int:
+        """:returns: Bytes casstore's tables take in PostgreSQL, their indexes and TOAST included."""
+        with self._connection() as connection:
+            row = connection.raw.execute(
+                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::BIGINT FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = current_schema() AND c.relkind = 'r' AND c.relname = ANY(%s)",
+                (list(CASSTORE_TABLES),),
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    def close(self) -> None:
+        """Close every connection. Later use raises `StoreClosedError`; closing twice is harmless."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._generation == forks.generation:
+            self._pool.close(timeout=5)
+
+
+def _end(connection: PostgresConnection, *, commit: bool) -> None:
+    raw = connection.raw
+    if raw.closed or raw.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+        return
+    raw.execute("COMMIT" if commit else "ROLLBACK")
+
+
+def describe(url: str) -> str:
+    """:returns: `host:port/database` of a PostgreSQL URL, with no user name or password, for messages."""
+    parts = urlsplit(url)
+    if parts.scheme.startswith("postgres"):
+        host = parts.hostname or "localhost"
+        return f"{host}:{parts.port or 5432}{parts.path or '/'}"
+    return re.sub(r"password\s*=\s*\S+", "password=***", url)
+
+
+# Pools inherited across fork(): kept alive so that their connections are never closed in the child.
+_INHERITED_POOLS: list[Any] = []
+_FORK_LOCK = threading.Lock()
+
+
+def _reset_fork_lock() -> None:
+    global _FORK_LOCK  # noqa: PLW0603 - a lock held at fork time must not stay held in the child
+    _FORK_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_fork_lock)

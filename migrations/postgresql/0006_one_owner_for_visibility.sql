@@ -1,0 +1,23 @@
+-- Where each blob is kept and what a read of it needs, with the one rule for a damaged index written once: a frame in
+-- `blob_frames` is what is read, whatever the `blobs` row says (as in the SQLite index's 0006).
+CREATE VIEW blob_locations AS
+SELECT
+    b.digest,
+    coalesce(f.size, b.size) AS size,
+    CASE WHEN f.frame IS NOT NULL THEN 'index' ELSE b.stored_in END AS stored_in,
+    f.frame
+FROM blobs b
+LEFT JOIN blob_frames f ON f.blob_id = b.id;
+
+DROP VIEW readable_blobs;
+
+CREATE VIEW readable_blobs AS
+SELECT
+    v.namespace,
+    v.reference,
+    v.digest,
+    l.size,
+    l.stored_in,
+    l.frame
+FROM visible_references v
+LEFT JOIN blob_locations l ON l.digest = v.digest;
