@@ -20,8 +20,8 @@ VENV = Path(os.environ.get("CASSTORE_VENV", ROOT / ".venv"))
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / "python"
 LINTED = ["casstore", "compactor", "migrations", "tests", "benchmarks", "dev.py"]
-# What mypy checks, by installed name (`casstore` includes `casstore.compactor`).
-MYPY_PACKAGES = ["casstore"]
+# What mypy checks, by installed name (`casstore` includes `casstore.compactor`), and the tests and benchmarks.
+MYPY_PACKAGES = ["casstore", "benchmarks", "tests"]
 
 
 def _run(*command: str | Path, quiet: bool = False, cwd: Path = ROOT) -> None:

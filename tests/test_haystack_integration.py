@@ -4,19 +4,21 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import pytest
 from haystack.components.agents import Agent
 from haystack.components.generators.chat import MockChatGenerator
 from haystack.dataclasses import ChatMessage, ToolCall
+from haystack.hooks import Hook, HookPoint
 from haystack.hooks.compaction import CompactionHook, ToolResultOffloadCompactor
 from haystack.hooks.tool_result_offloading import (
     RESULT_STORE_CONTEXT_KEY,
     AlwaysOffload,
     ToolResultOffloadHook,
 )
-from haystack.tools import Tool, tool
+from haystack.tools import tool
+from haystack.tools.tool import Tool
 
 import casstore
 from casstore import ContentAddressedToolResultStore
@@ -45,9 +47,14 @@ def _scripted_model(paths: list[Path]) -> MockChatGenerator:
     return MockChatGenerator(response_fn=respond, meta={"usage": None})
 
 
-def _run_agent(*, model: MockChatGenerator, tools: list[Tool], hooks: dict, **run_kwargs: object) -> list[ChatMessage]:
+def _run_agent(
+    *, model: MockChatGenerator, tools: list[Tool], hooks: dict[HookPoint, list[Hook]], **run_kwargs: Any
+) -> list[ChatMessage]:
     agent = Agent(chat_generator=model, tools=tools, hooks=hooks, max_agent_steps=200)
-    return agent.run(messages=[ChatMessage.from_user("Explore the package.")], **run_kwargs)["messages"]
+    messages: list[ChatMessage] = agent.run(messages=[ChatMessage.from_user("Explore the package.")], **run_kwargs)[
+        "messages"
+    ]
+    return messages
 
 
 def _offloaded(messages: list[ChatMessage]) -> list[tuple[ChatMessage, list[str]]]:
@@ -68,6 +75,7 @@ def test_offload_hook_with_a_real_agent_deduplicates(store: ContentAddressedTool
     assert len(offloaded) == len(paths)
     for (message, references), path in zip(offloaded, paths, strict=True):
         (reference,) = references
+        assert message.tool_call_result is not None
         assert reference in message.tool_call_result.result
         assert store.read(reference) == path.read_text(encoding="utf-8")
     assert count_rows(store.root, "writes") == len(paths)
