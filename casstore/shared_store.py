@@ -148,8 +148,14 @@ def open_shared_repository(
 
     :raises StorageError: If either cannot be reached.
     """
-    from casstore.object_blobs import ObjectBlobs
-    from casstore.postgres import PostgresDatabase
+    try:
+        from casstore.object_blobs import ObjectBlobs
+        from casstore.postgres import PostgresDatabase
+    except ImportError as error:
+        raise ImportError(
+            f"The shared store needs the `shared` extra: pip install 'casstore[shared]' (psycopg, psycopg-pool and "
+            f"obstore); {error}."
+        ) from error
 
     objects = ObjectBlobs(blob_url, options=blob_options)
     try:

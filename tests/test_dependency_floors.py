@@ -30,12 +30,20 @@ def _pyproject() -> dict[str, object]:
     return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 
 
+# The optional extras the floor test installs too: the shared store's engines.
+TESTED_EXTRAS = ("shared",)
+
+
 def declared_floors() -> dict[str, str]:
-    """Each runtime dependency's name and the version its `>=` specifier names."""
+    """Each runtime dependency's name (the shared store's extra included) and the version its `>=` names."""
     project = _pyproject()["project"]
     assert isinstance(project, dict)
     floors = {}
-    for line in project["dependencies"]:
+    lines = [
+        *project["dependencies"],
+        *(line for extra in TESTED_EXTRAS for line in project["optional-dependencies"][extra]),
+    ]
+    for line in lines:
         requirement = Requirement(line)
         lowest = [specifier.version for specifier in requirement.specifier if specifier.operator == ">="]
         assert len(lowest) == 1, f"the dependency {line!r} in pyproject.toml must declare one floor, with >="
@@ -51,10 +59,20 @@ def expected_modules() -> list[str]:
     folders: dict[str, str] = setuptools["setuptools"].get("package-dir", {})
     modules = []
     for package in packages:
-        folder = ROOT / folders.get(package, package.replace(".", "/"))
+        folder = ROOT / _folder_of(package, folders)
         for source in sorted(folder.glob("*.py")):
             modules.append(package if source.stem == "__init__" else f"{package}.{source.stem}")
     return modules
+
+
+def _folder_of(package: str, folders: dict[str, str]) -> str:
+    """Where a package's sources are: under the longest `package-dir` entry it falls under, as setuptools finds it."""
+    parts = package.split(".")
+    for length in range(len(parts), 0, -1):
+        mapped = folders.get(".".join(parts[:length]))
+        if mapped is not None:
+            return "/".join([mapped, *parts[length:]])
+    return package.replace(".", "/")
 
 
 def _run(command: list[str | Path], *, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -86,7 +104,8 @@ def test_casstore_works_with_every_dependency_at_its_declared_floor(tmp_path: Pa
     assert created.returncode == 0, f"Could not create a virtualenv:\n{_output(created)}"
     python = environment / ("Scripts" if os.name == "nt" else "bin") / "python"
 
-    installed = _run([python, "-m", "pip", "install", "--quiet", "--no-input", source, *pins], cwd=tmp_path)
+    wanted = f"{source}[{','.join(TESTED_EXTRAS)}]"
+    installed = _run([python, "-m", "pip", "install", "--quiet", "--no-input", wanted, *pins], cwd=tmp_path)
     assert installed.returncode == 0, (
         f"casstore does not install with its runtime dependencies at their declared floors ({', '.join(pins)}); "
         f"raise the floor that pip names in pyproject.toml. pip said:\n{_output(installed)}"
@@ -129,3 +148,24 @@ def test_casstore_works_with_every_dependency_at_its_declared_floor(tmp_path: Pa
         f"{_output(used)}"
     )
     assert used.stdout.strip().endswith("casstore works"), _output(used)
+
+
+def test_the_embedded_store_needs_none_of_the_shared_extra(tmp_path: Path) -> None:
+    """`pip install casstore` alone: the local store works, and the shared store says which extra it needs."""
+    script = """
+import sys
+for name in ("obstore", "psycopg", "psycopg_pool"):
+    sys.modules[name] = None  # as if not installed
+from casstore import ContentAddressedToolResultStore, SharedToolResultStore
+with ContentAddressedToolResultStore(sys.argv[1]) as store:
+    assert store.read(store.write(key="a.txt", content="works")) == "works"
+try:
+    SharedToolResultStore(index_url="postgresql://nobody@127.0.0.1:1/none", blob_url="file:///nowhere")
+except ImportError as error:
+    print(error)
+"""
+    completed = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "store")], capture_output=True, text=True, check=False
+    )
+    assert completed.returncode == 0, _output(completed)
+    assert "pip install 'casstore[shared]'" in completed.stdout, _output(completed)

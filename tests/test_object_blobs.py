@@ -2,7 +2,7 @@
 
 import multiprocessing
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +10,6 @@ import obstore
 import pytest
 from obstore.exceptions import AlreadyExistsError
 
-from casstore import object_blobs
 from casstore.errors import StorageError, StoreClosedError
 from casstore.object_blobs import ObjectBlobs, ObjectSizeMismatchError, object_name
 from tests.helpers import blake3_hex
@@ -158,7 +157,7 @@ def test_conflict_reported_as_exists_is_retried(monkeypatch: pytest.MonkeyPatch)
             raise AlreadyExistsError("409 ConditionalRequestConflict")
         return real_put(store, path, data, **options)
 
-    monkeypatch.setattr(object_blobs.obstore, "put", conflict_then_put)
+    monkeypatch.setattr(obstore, "put", conflict_then_put)
     digest = blake3_hex(b"frame")
     assert blobs.write(digest, b"frame") is True
     assert len(calls) == 2
@@ -171,7 +170,7 @@ def test_exists_that_never_appears_is_an_error(monkeypatch: pytest.MonkeyPatch) 
     def always_conflict(store: Any, path: str, data: bytes, **options: Any) -> Any:
         raise AlreadyExistsError("409 ConditionalRequestConflict")
 
-    monkeypatch.setattr(object_blobs.obstore, "put", always_conflict)
+    monkeypatch.setattr(obstore, "put", always_conflict)
     with pytest.raises(StorageError, match="'already exists' 5 times"):
         blobs.write(blake3_hex(b"frame"), b"frame")
 
@@ -181,7 +180,7 @@ def test_stopped_gateway_is_a_storage_error_then_recovers(s3_bucket_url: S3Locat
     blobs = ObjectBlobs(s3_bucket_url.url, options=s3_bucket_url.options)
     digest, other = blake3_hex(b"before"), blake3_hex(b"during")
     blobs.write(digest, b"before")
-    calls = {
+    calls: dict[str, Callable[[], object]] = {
         "write": lambda: blobs.write(other, b"during"),
         "read": lambda: blobs.read(digest),
         "look up": lambda: blobs.exists(digest),

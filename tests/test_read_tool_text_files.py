@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from compactor_helpers import pdf_bytes, png_bytes
 from haystack.dataclasses import ImageContent
 from haystack.hooks.tool_result_offloading import FileSystemToolResultStore
 from hypothesis import HealthCheck, given, settings
@@ -18,6 +17,7 @@ from hypothesis import strategies as st
 
 from casstore import ContentAddressedToolResultStore
 from casstore.compactor import make_read_tool
+from tests.compactor_helpers import pdf_bytes, png_bytes
 
 CSV = "".join(f"{number},item {number},{number * 7 % 13}\n" for number in range(1, 41))
 
