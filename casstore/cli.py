@@ -7,11 +7,15 @@ usage error), never a traceback.
 """
 
 import dataclasses
+import functools
 import json
+import logging
+import os
 import re
 import sqlite3
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -21,7 +25,8 @@ import click
 from casstore import history, maintenance
 from casstore.errors import CasStoreError
 from casstore.references import parse_reference
-from casstore.store import INDEX_FILE_NAME, ContentAddressedToolResultStore
+from casstore.shared_store import BLOB_URL_VARIABLE, INDEX_URL_VARIABLE, SharedToolResultStore
+from casstore.store import INDEX_FILE_NAME, ContentAddressedToolResultStore, RepositoryToolResultStore
 
 DEFAULT_ROOT = ".casstore"
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d|w)", re.ASCII)
@@ -68,33 +73,112 @@ def parse_duration(text: str) -> timedelta:
     )
 
 
-def _root_option(function: F) -> F:
-    return click.option(
-        "--root",
-        type=click.Path(file_okay=False, path_type=Path),
-        envvar="CASSTORE_ROOT",
-        default=DEFAULT_ROOT,
-        show_default="$CASSTORE_ROOT, else ./.casstore",
-        help="The store's folder.",
-    )(function)
+@dataclass(frozen=True)
+class StoreLocation:
+    """Which store a command opens: a local folder, or a shared store's index and blob URLs."""
+
+    root: Path | None = None
+    index_url: str | None = None
+    blob_url: str | None = None
+
+    @property
+    def shared(self) -> tuple[str, str] | None:
+        """:returns: `(index URL, blob URL)` for a shared store, None for a local one."""
+        if self.index_url is None or self.blob_url is None:
+            return None
+        return self.index_url, self.blob_url
+
+
+def resolve_location(
+    *, root: Path | None, index_url: str | None, blob_url: str | None, environ: Mapping[str, str]
+) -> StoreLocation:
+    """
+    Decide which store a command opens. An explicit `--root` opens that folder (the URL variables are then ignored);
+    explicit `--index` and `--blobs` open the shared store; with neither, `$CASSTORE_INDEX_URL` and
+    `$CASSTORE_BLOB_URL` when set, else `$CASSTORE_ROOT`, else `./.casstore`.
+
+    :raises click.UsageError: If both kinds are named explicitly, or only one of the two URLs is.
+    """
+    if root is not None and (index_url is not None or blob_url is not None):
+        raise click.UsageError("--root names a local store and --index/--blobs a shared one: give one of them.")
+    if root is not None:
+        return StoreLocation(root=root)
+    if index_url is not None or blob_url is not None:
+        if index_url is None or blob_url is None:
+            raise click.UsageError("a shared store needs both --index URL and --blobs URL.")
+        return StoreLocation(index_url=index_url, blob_url=blob_url)
+    index_url, blob_url = environ.get(INDEX_URL_VARIABLE) or None, environ.get(BLOB_URL_VARIABLE) or None
+    if index_url is not None and blob_url is not None:
+        return StoreLocation(index_url=index_url, blob_url=blob_url)
+    if index_url is not None or blob_url is not None:
+        missing = BLOB_URL_VARIABLE if blob_url is None else INDEX_URL_VARIABLE
+        raise click.UsageError(
+            f"{INDEX_URL_VARIABLE if blob_url is None else BLOB_URL_VARIABLE} is set but {missing} is not: a shared "
+            f"store needs both (or pass --root for a local one)."
+        )
+    return StoreLocation(root=Path(environ.get("CASSTORE_ROOT") or DEFAULT_ROOT))
+
+
+def _location_options(function: F) -> F:
+    """Add `--root`, `--index` and `--blobs`, and hand the command the `location` they resolve to."""
+
+    @functools.wraps(function)
+    def with_location(*args: Any, root: Path | None, index: str | None, blobs: str | None, **kwargs: Any) -> Any:
+        location = resolve_location(root=root, index_url=index, blob_url=blobs, environ=os.environ)
+        return function(*args, location=location, **kwargs)
+
+    options = [
+        click.option(
+            "--root",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=None,
+            help="A local store's folder (default: $CASSTORE_ROOT, else ./.casstore, unless the URL variables say).",
+        ),
+        click.option(
+            "--index",
+            metavar="URL",
+            default=None,
+            help=f"A shared store's PostgreSQL URL (default: ${INDEX_URL_VARIABLE}); goes with --blobs.",
+        ),
+        click.option(
+            "--blobs",
+            metavar="URL",
+            default=None,
+            help=f"A shared store's object-store URL, such as s3://bucket/prefix (default: ${BLOB_URL_VARIABLE}).",
+        ),
+    ]
+    decorated: Any = with_location
+    for option in reversed(options):
+        decorated = option(decorated)
+    return decorated  # type: ignore[no-any-return]
 
 
 def _json_option(function: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts instead of a table.")(function)
 
 
-def _open(root: Path, namespace: str = "default") -> ContentAddressedToolResultStore:
-    if not (root / INDEX_FILE_NAME).is_file():
-        raise click.ClickException(
-            f"no casstore store at {root} (no {INDEX_FILE_NAME}); pass --root or set CASSTORE_ROOT."
-        )
+def _open(location: StoreLocation, namespace: str = "default") -> RepositoryToolResultStore:
     try:
+        if location.shared is not None:
+            index_url, blob_url = location.shared
+            return SharedToolResultStore(index_url=index_url, blob_url=blob_url, namespace=namespace)
+        root = location.root
+        assert root is not None
+        if not (root / INDEX_FILE_NAME).is_file():
+            raise click.ClickException(
+                f"no casstore store at {root} (no {INDEX_FILE_NAME}); pass --root, or set CASSTORE_ROOT (or "
+                f"{INDEX_URL_VARIABLE} and {BLOB_URL_VARIABLE} for a shared store)."
+            )
         return ContentAddressedToolResultStore(root, namespace=namespace)
-    except ValueError as error:  # a namespace the store refuses
+    except ValueError as error:  # a namespace or a setting the store refuses
         raise click.ClickException(str(error)) from error
 
 
-def _require_namespace(store: ContentAddressedToolResultStore, namespace: str | None) -> None:
+def _describe(location: StoreLocation, store: RepositoryToolResultStore) -> str:
+    return str(location.root) if location.root is not None else store.repository.description
+
+
+def _require_namespace(store: RepositoryToolResultStore, namespace: str | None) -> None:
     if namespace is not None and namespace not in history.namespaces(store):
         known = ", ".join(history.namespaces(store)) or "none yet"
         raise click.ClickException(f"unknown namespace {namespace!r} (known: {known}).")
@@ -135,24 +219,29 @@ def cli() -> None:
 
 
 @cli.command()
-@_root_option
+@_location_options
 @click.option("--namespace", help="Only this namespace's rows in the per-namespace and per-tool tables.")
 @_json_option
-def stats(root: Path, namespace: str | None, as_json: bool) -> None:
+def stats(location: StoreLocation, namespace: str | None, as_json: bool) -> None:
     """Size, dedup and compression, and writes and offloads per namespace and tool."""
-    with _open(root) as store:
+    with _open(location) as store:
         _require_namespace(store, namespace)
         figures = history.stats(store, namespace=namespace)
+        where = _describe(location, store)
     if as_json:
         _print_json(dataclasses.asdict(figures))
         return
-    click.echo(f"store {root}")
+    click.echo(f"store {where}")
     click.echo(f"  blobs            {figures.blobs}")
     click.echo(f"  writes           {figures.writes}")
     click.echo(f"  logical bytes    {_bytes(figures.logical_bytes)}  (everything written)")
     click.echo(f"  unique bytes     {_bytes(figures.unique_bytes)}  (each distinct result once)")
     click.echo(f"  stored bytes     {_bytes(figures.stored_bytes)}  (compressed)")
-    click.echo(f"  bytes on disk    {_bytes(figures.disk_bytes)}  (index and blob files, as du counts)")
+    if location.shared is None:
+        click.echo(f"  bytes on disk    {_bytes(figures.disk_bytes)}  (index and blob files, as du counts)")
+    else:
+        click.echo(f"  index bytes      {_bytes(figures.index_bytes)}  (casstore's tables in PostgreSQL)")
+        click.echo(f"  object bytes     {_bytes(figures.blob_bytes)}  (the objects under the prefix)")
     click.echo(f"  dedup ratio      {_cell(figures.dedup_ratio)}x")
     click.echo(f"  compression      {_cell(figures.compression_ratio)}x")
     click.echo("namespaces")
@@ -162,16 +251,18 @@ def stats(root: Path, namespace: str | None, as_json: bool) -> None:
 
 
 @cli.command()
-@_root_option
+@_location_options
 @click.option("--namespace", help="Only this namespace.")
 @click.option("--tool", help="Only this tool.")
 @click.option("--since", help="Only offloads within this period, such as 2h or 7d.")
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="At most this many lines.")
 @_json_option
-def log(root: Path, namespace: str | None, tool: str | None, since: str | None, limit: int, as_json: bool) -> None:
+def log(
+    location: StoreLocation, namespace: str | None, tool: str | None, since: str | None, limit: int, as_json: bool
+) -> None:
     """The offload history, newest first: one line per offloaded tool result."""
     period = parse_duration(since) if since is not None else None
-    with _open(root) as store:
+    with _open(location) as store:
         _require_namespace(store, namespace)
         entries = history.offload_log(store, namespace=namespace, tool=tool, since=period, limit=limit)
     if as_json:
@@ -188,24 +279,26 @@ def log(root: Path, namespace: str | None, tool: str | None, since: str | None, 
 
 @cli.command()
 @click.argument("reference")
-@_root_option
+@_location_options
 @click.option(
     "--namespace",
     help="The namespace the reference was written in (default: the first namespace, by name, that holds it).",
 )
 @click.option("--lines", "line_range", help="Only lines A to B (1-based, inclusive), such as 10:20, 10: or :20.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the content to a file.")
-def cat(reference: str, root: Path, namespace: str | None, line_range: str | None, output: Path | None) -> None:
+def cat(
+    reference: str, location: StoreLocation, namespace: str | None, line_range: str | None, output: Path | None
+) -> None:
     """Print the content behind REFERENCE (binary only with -o or when stdout is not a terminal)."""
     parse_reference(reference)
     lines = _parse_line_range(line_range) if line_range is not None else None
     if namespace is None:
-        with _open(root) as probe:
+        with _open(location) as probe:
             holding = history.namespaces_holding(probe, reference)
         if not holding:
             raise click.ClickException(f"no namespace holds {reference}; see casstore log for references.")
         namespace = holding[0]
-    with _open(root, namespace) as store:
+    with _open(location, namespace) as store:
         _require_namespace(store, namespace)
         content = store.read(reference)
     if lines is not None:
@@ -244,14 +337,14 @@ def _line_window(text: str, first: int, last: int | None) -> str:
 
 
 @cli.command()
-@_root_option
+@_location_options
 @_json_option
-def verify(root: Path, as_json: bool) -> None:
+def verify(location: StoreLocation, as_json: bool) -> None:
     """
     Re-hash every blob; report corrupt and missing blobs, writes without blobs, and orphans. Exit status 0 when all is
     well, 1 when something is damaged, 3 when the only findings are orphans (which `casstore gc` removes).
     """
-    with _open(root) as store:
+    with _open(location) as store:
         if not as_json and sys.stderr.isatty():
             with _ProgressBar("verifying") as bar:
                 report = maintenance.verify(store, progress=bar.update)
@@ -312,17 +405,19 @@ def _print_verify_report(report: maintenance.VerifyReport) -> None:
 
 
 @cli.command()
-@_root_option
+@_location_options
 @click.option("--namespace", help="Forget every write and offload of this namespace.")
 @click.option("--older-than", help="Forget writes and offloads older than this, such as 30d.")
 @click.option("--grace", default="1h", show_default=True, help="Keep blobs seen, and files modified, this recently.")
 @click.option("--dry-run", is_flag=True, help="Say what would go; change nothing.")
 @_json_option
-def gc(root: Path, namespace: str | None, older_than: str | None, grace: str, dry_run: bool, as_json: bool) -> None:
+def gc(
+    location: StoreLocation, namespace: str | None, older_than: str | None, grace: str, dry_run: bool, as_json: bool
+) -> None:
     """Forget old writes or a namespace, then delete blobs nothing references and stray files."""
     age = parse_duration(older_than) if older_than is not None else None
     grace_period = parse_duration(grace)
-    with _open(root) as store:
+    with _open(location) as store:
         _require_namespace(store, namespace)
         report = maintenance.collect_garbage(
             store, namespace=namespace, older_than=age, grace=grace_period, dry_run=dry_run
@@ -340,7 +435,7 @@ def gc(root: Path, namespace: str | None, older_than: str | None, grace: str, dr
 
 
 @cli.command()
-@_root_option
+@_location_options
 @click.option("--steps", type=click.IntRange(min=1), default=None, help="Agent steps to run (default: 80).")
 @click.option(
     "--corpus",
@@ -349,13 +444,18 @@ def gc(root: Path, namespace: str | None, older_than: str | None, grace: str, dr
 )
 @click.option("--namespace", help="The run's namespace (default: demo- and the UTC time, so each run is its own).")
 @_json_option
-def demo(root: Path, steps: int | None, corpus: Path | None, namespace: str | None, as_json: bool) -> None:
+def demo(location: StoreLocation, steps: int | None, corpus: Path | None, namespace: str | None, as_json: bool) -> None:
     """Run a scripted coding agent over a real folder with the store and compactor, then summarize."""
     from casstore.demo import DemoArgumentError, print_progress, print_summary, run_demo  # the agent stack, only now
 
     try:  # a mistake in the arguments is one line; an error in the run itself stays a traceback
         summary = run_demo(
-            root=root, steps=steps, corpus=corpus, namespace=namespace, progress=None if as_json else print_progress
+            root=location.root,
+            shared=location.shared,
+            steps=steps,
+            corpus=corpus,
+            namespace=namespace,
+            progress=None if as_json else print_progress,
         )
     except DemoArgumentError as error:
         raise click.ClickException(str(error)) from error
@@ -368,6 +468,8 @@ def demo(root: Path, steps: int | None, corpus: Path | None, namespace: str | No
 
 def main() -> None:
     """Entry point of the `casstore` console script."""
+    # The connection pool logs each failed attempt to reconnect; the command reports the failure itself, in one line.
+    logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
     cli.main()
 
 

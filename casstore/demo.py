@@ -10,6 +10,7 @@ conversation under a small context window. At the end the summary compares the r
 
 import random
 import re
+import socket
 import sys
 import tempfile
 import time
@@ -31,7 +32,8 @@ from haystack.utils.experimental import ExperimentalWarning
 from casstore.demo_tools import TEXT_SUFFIXES, make_file_tools
 from casstore.disk import disk_usage
 from casstore.namespaces import check_namespace
-from casstore.store import ContentAddressedToolResultStore
+from casstore.shared_store import SharedToolResultStore
+from casstore.store import ContentAddressedToolResultStore, RepositoryToolResultStore
 
 DEFAULT_STEPS = 80
 CONTEXT_WINDOW = 16_000
@@ -70,6 +72,7 @@ class DemoSummary:
     filesystem_store_bytes: int
     filesystem_store_files: int
     seconds: float
+    shared: bool = False
 
     @property
     def dedup_ratio(self) -> float:
@@ -190,7 +193,8 @@ def default_corpus() -> Path:
 
 def run_demo(
     *,
-    root: Path,
+    root: Path | None = None,
+    shared: tuple[str, str] | None = None,
     steps: int | None = None,
     corpus: Path | None = None,
     namespace: str | None = None,
@@ -200,6 +204,8 @@ def run_demo(
     Run the demo agent and summarize it.
 
     :param root: The store's folder (created if needed; earlier runs' content is kept and deduplicated against).
+    :param shared: Instead of `root`, a shared store's `(index URL, blob URL)`; object-store settings and
+        credentials come from the environment.
     :param steps: Tool-calling steps (default `DEFAULT_STEPS`).
     :param corpus: The folder the agent explores (default: the installed package's source).
     :param namespace: The run's namespace (default: `demo-` and the UTC time, so each run is its own).
@@ -213,16 +219,23 @@ def run_demo(
     corpus = (corpus or default_corpus()).resolve()
     steps = DEFAULT_STEPS if steps is None else steps
     if namespace is None:
-        namespace = "demo-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S-%f")
+        namespace = f"demo-{socket.gethostname()}-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S-%f")
     try:  # before anything is created: these are the caller's mistakes
         files = text_files(corpus)
         check_namespace(namespace)
     except ValueError as error:
         raise DemoArgumentError(str(error)) from error
-    root.mkdir(parents=True, exist_ok=True)
-    disk_before = disk_usage(root)
+    if (root is None) == (shared is None):
+        raise DemoArgumentError("Name one store: a folder (root) or a shared store (index and blob URLs).")
     started = time.perf_counter()
-    with ContentAddressedToolResultStore(root, namespace=namespace) as store:
+    store: RepositoryToolResultStore
+    if shared is not None:
+        store = SharedToolResultStore(index_url=shared[0], blob_url=shared[1], namespace=namespace)
+    else:
+        assert root is not None
+        store = ContentAddressedToolResultStore(root, namespace=namespace)
+    with store:
+        disk_before = store.repository.disk_bytes()
         before = store.repository.history_mark()  # so the summary counts this run only, even in a namespace used before
         read_tool = make_read_tool(store)
         model = ScriptedCodingAgent(corpus=corpus, steps=steps, read_tool=read_tool, files=files)
@@ -245,11 +258,14 @@ def run_demo(
         figures = store.repository.figures_since(namespace=namespace, mark=before)
         writes = store.repository.writes_since(namespace=namespace, mark=before)
         filesystem_bytes, filesystem_files = _filesystem_store_cost(store, writes)
+    # Measured once the store is closed: a local index's write-ahead log is folded in and removed by then.
+    disk_after = store.repository.disk_bytes()
+    where = store.repository.description
     if progress is not None and sys.stderr.isatty():
         sys.stderr.write("\n")
     tool_results = sum(1 for message in result["messages"] if message.tool_call_result is not None)
     return DemoSummary(
-        root=str(root),
+        root=where,
         namespace=namespace,
         corpus=str(corpus),
         steps=model.step,
@@ -257,8 +273,9 @@ def run_demo(
         read_backs=model.read_backs,
         context_window=CONTEXT_WINDOW,
         peak_context_tokens=model.peak_context_tokens,
-        disk_bytes_added=disk_usage(root) - disk_before,
-        store_disk_bytes=disk_usage(root),
+        disk_bytes_added=disk_after - disk_before,
+        store_disk_bytes=disk_after,
+        shared=shared is not None,
         filesystem_store_bytes=filesystem_bytes,
         filesystem_store_files=filesystem_files,
         seconds=round(time.perf_counter() - started, 2),
@@ -266,7 +283,7 @@ def run_demo(
     )
 
 
-def _filesystem_store_cost(store: ContentAddressedToolResultStore, writes: list[tuple[str, str]]) -> tuple[int, int]:
+def _filesystem_store_cost(store: RepositoryToolResultStore, writes: list[tuple[str, str]]) -> tuple[int, int]:
     """Write the run's results to Haystack's store, one file per write as its compactor does, and measure them."""
     with tempfile.TemporaryDirectory(prefix="casstore-demo-fs-") as folder:
         baseline = FileSystemToolResultStore(root=folder)
@@ -308,8 +325,16 @@ def print_summary(summary: DemoSummary) -> None:
         f"  FileSystemToolResultStore would have used {summary.filesystem_store_bytes / kib:.1f} KiB in "
         f"{summary.filesystem_store_files} files",
         "",
-        f"The store stays in {summary.root}: try `casstore stats --root {summary.root}` and `casstore log --root "
-        f"{summary.root} --namespace {summary.namespace}`. Explore its history with sqlite3:",
-        *(f'  sqlite3 {index} "{query.format(namespace=summary.namespace)}"' for query in EXPLORE_QUERIES),
     ]
+    if summary.shared:
+        lines.append(
+            f"The shared store {summary.root} keeps the run: try `casstore stats` and `casstore log --namespace "
+            f"{summary.namespace}` with the same CASSTORE_INDEX_URL and CASSTORE_BLOB_URL, or ask its tables in psql."
+        )
+    else:
+        lines += [
+            f"The store stays in {summary.root}: try `casstore stats --root {summary.root}` and `casstore log --root "
+            f"{summary.root} --namespace {summary.namespace}`. Explore its history with sqlite3:",
+            *(f'  sqlite3 {index} "{query.format(namespace=summary.namespace)}"' for query in EXPLORE_QUERIES),
+        ]
     print("\n".join(lines))

@@ -25,6 +25,8 @@ class StoreStats:
     unique_bytes: int
     stored_bytes: int
     disk_bytes: int
+    index_bytes: int
+    blob_bytes: int
     dedup_ratio: float | None
     compression_ratio: float | None
     namespaces: list[dict[str, Any]] = field(default_factory=list)
@@ -49,13 +51,16 @@ def stats(source: Repository | HasRepository, *, namespace: str | None = None) -
     """
     repository = repository_of(source)
     summary = repository.summary()
+    index_bytes, blob_bytes = repository.footprint()
     return StoreStats(
         blobs=summary["blobs"],
         writes=summary["writes"],
         logical_bytes=summary["logical_bytes"],
         unique_bytes=summary["unique_bytes"],
         stored_bytes=summary["stored_bytes"],
-        disk_bytes=repository.disk_bytes(),
+        disk_bytes=index_bytes + blob_bytes,
+        index_bytes=index_bytes,
+        blob_bytes=blob_bytes,
         dedup_ratio=summary["dedup_ratio"],
         compression_ratio=summary["compression_ratio"],
         namespaces=repository.namespace_rows(namespace=namespace),

@@ -32,7 +32,7 @@ from casstore import index, index_queries
 from casstore.blob_files import BlobDirectory
 from casstore.blobs import BlobBackend, BlobStore, StagedBlob
 from casstore.database import Database, UnitOfWork
-from casstore.disk import disk_usage
+from casstore.disk import local_footprint
 from casstore.errors import CasStoreError, CorruptBlobError, ReferenceNotFoundError, StorageError
 from casstore.frames import FrameCodec
 from casstore.guard import OpenGuard
@@ -100,7 +100,7 @@ class Repository:
         blob_backend: BlobBackend,
         compression_level: int,
         inline_max: int,
-        footprint: Callable[[], int],
+        footprint: Callable[[], tuple[int, int]],
         description: str,
     ) -> None:
         """
@@ -110,7 +110,7 @@ class Repository:
         :param blob_backend: Where blobs too large for the index are kept.
         :param compression_level: The zstd level for new blobs, 1 to 22.
         :param inline_max: Frames of at most this many bytes are kept in the index; `0` puts every blob in the backend.
-        :param footprint: Returns the bytes the repository occupies where it is kept.
+        :param footprint: Returns the bytes the index and the blob backend occupy where they are kept.
         :param description: Where the repository is, for messages (no password).
         """
         self._database = database
@@ -148,7 +148,7 @@ class Repository:
             blob_backend=files,
             compression_level=compression_level,
             inline_max=inline_max,
-            footprint=partial(disk_usage, root),
+            footprint=partial(local_footprint, root),
             description=str(root),
         )
 
@@ -335,6 +335,14 @@ class Repository:
 
     def disk_bytes(self) -> int:
         """:returns: Bytes the repository occupies (for a local one: on disk as `du` counts them, index included)."""
+        return sum(self.footprint())
+
+    def footprint(self) -> tuple[int, int]:
+        """
+        :returns: Bytes the index and the blobs kept outside it occupy, apart: for a local repository `index.db` (with
+            its write-ahead log) and the `blobs/` folder on disk; for a shared one, casstore's tables in PostgreSQL
+            and the objects under the prefix.
+        """
         return self._footprint()
 
     # Maintenance.

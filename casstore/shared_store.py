@@ -164,8 +164,8 @@ def open_shared_repository(
         objects.close()
         raise
 
-    def footprint() -> int:
-        return database.table_bytes() + objects.total_bytes()
+    def footprint() -> tuple[int, int]:
+        return database.table_bytes(), objects.total_bytes()
 
     return Repository(
         database=database,
