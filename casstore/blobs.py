@@ -29,6 +29,20 @@ from casstore.frames import FrameCodec
 
 _STORED_IN_INDEX = "index"
 
+_PUT_SQL = f"""
+    INSERT INTO blobs (digest, size, stored_size, stored_in, first_seen, last_seen)
+    VALUES (?, ?, ?, ?, {NOW_SQL}, {NOW_SQL})
+    ON CONFLICT (digest) DO UPDATE SET
+        last_seen = excluded.last_seen, stored_size = excluded.stored_size, stored_in = excluded.stored_in
+    RETURNING id
+"""
+# A blob copied from another store keeps its times; a row already there keeps its own.
+_IMPORT_SQL = """
+    INSERT INTO blobs (digest, size, stored_size, stored_in, first_seen, last_seen)
+    VALUES (?, ?, ?, ?, ?, ?)
+    ON CONFLICT (digest) DO UPDATE SET stored_size = excluded.stored_size, stored_in = excluded.stored_in
+    RETURNING id
+"""
 _LOCATE_SQL = "SELECT size, stored_in, frame FROM blob_locations WHERE digest = ?"
 _CONFIRM_SQL = f"SELECT stored_in, last_seen < {SHIFTED_NOW_SQL} FROM blobs WHERE digest = ?"
 _CONFIRM_AGO = ago(LAST_SEEN_RESOLUTION)
@@ -125,9 +139,12 @@ class BlobStore:
             self._files.write(digest, frame)
         return StagedBlob(digest=digest, size=len(data), frame=frame, in_index=in_index)
 
-    def put(self, work: UnitOfWork, staged: StagedBlob) -> None:
+    def put(self, work: UnitOfWork, staged: StagedBlob, *, seen: tuple[str, str] | None = None) -> None:
         """
         Record a staged blob, inside the caller's write transaction.
+
+        :param seen: `(first_seen, last_seen)` to record instead of now, for a blob copied from another store; a row
+            already there keeps its own.
 
         A file blob is checked to be in place first (and written again if a concurrent `gc` removed it), so the
         committed row never points at nothing. If the digest already has a row, the row is replaced by this one:
@@ -137,20 +154,10 @@ class BlobStore:
             self._files.write(staged.digest, staged.frame)
         checked_at = self._hints.now()
         connection = work.connection
+        stored_in = _STORED_IN_INDEX if staged.in_index else self._stored_elsewhere
         (blob_id,) = connection.execute(
-            f"""
-            INSERT INTO blobs (digest, size, stored_size, stored_in, first_seen, last_seen)
-            VALUES (?, ?, ?, ?, {NOW_SQL}, {NOW_SQL})
-            ON CONFLICT (digest) DO UPDATE SET
-                last_seen = excluded.last_seen, stored_size = excluded.stored_size, stored_in = excluded.stored_in
-            RETURNING id
-            """,
-            (
-                staged.digest,
-                staged.size,
-                len(staged.frame),
-                _STORED_IN_INDEX if staged.in_index else self._stored_elsewhere,
-            ),
+            _PUT_SQL if seen is None else _IMPORT_SQL,
+            (staged.digest, staged.size, len(staged.frame), stored_in, *(seen or ())),
         ).fetchone()
         if staged.in_index:
             connection.execute(
@@ -262,6 +269,11 @@ class BlobStore:
     def digests(self, connection: sqlite3.Connection) -> list[str]:
         """:returns: Every digest with a row, in order."""
         return [row[0] for row in connection.execute("SELECT digest FROM blobs ORDER BY digest")]
+
+    def seen_times(self, connection: sqlite3.Connection) -> dict[str, tuple[str, str]]:
+        """:returns: Every blob's digest with its `(first_seen, last_seen)`."""
+        rows = connection.execute("SELECT digest, first_seen, last_seen FROM blobs")
+        return {row[0]: (row[1], row[2]) for row in rows}
 
     def collectable(self, connection: sqlite3.Connection, *, grace: timedelta) -> list[tuple[str, int]]:
         """:returns: `(digest, stored_size)` of every blob no reference is visible for and not seen within `grace`."""

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import click
 
 from casstore import history, maintenance
+from casstore.copying import copy_store
 from casstore.errors import CasStoreError
 from casstore.references import parse_reference
 from casstore.shared_store import BLOB_URL_VARIABLE, INDEX_URL_VARIABLE, SharedToolResultStore
@@ -432,6 +433,44 @@ def gc(
     )
     click.echo(f"  blobs deleted       {report.blobs_deleted} ({_bytes(report.blob_bytes_freed)})")
     click.echo(f"  stray files removed {report.stray_files_removed} ({_bytes(report.stray_bytes_freed)})")
+
+
+@cli.command()
+@click.option(
+    "--root",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    required=True,
+    help="The local store to copy from.",
+)
+@click.option("--to-index", "to_index", metavar="URL", required=True, help="The shared store's PostgreSQL URL.")
+@click.option(
+    "--to-blobs", "to_blobs", metavar="URL", required=True, help="The shared store's object-store URL (s3://...)."
+)
+@_json_option
+def copy(root: Path, to_index: str, to_blobs: str, as_json: bool) -> None:
+    """
+    Copy a local store into a shared one: every blob, write and offload, with namespaces and times. Run again, it adds
+    nothing; interrupted and run again, it finishes. Exit status 1 if a source blob could not be read (the rest is
+    copied).
+    """
+    with (
+        _open(StoreLocation(root=root)) as source,
+        _open(StoreLocation(index_url=to_index, blob_url=to_blobs)) as target,
+    ):
+        report = copy_store(source, target)
+    if as_json:
+        _print_json({**dataclasses.asdict(report), "complete": report.complete})
+    else:
+        click.echo(
+            f"copied {report.blobs_copied} blobs ({_bytes(report.blob_bytes_copied)}), {report.writes_copied} writes "
+            f"and {report.offloads_copied} offloads from {root} to {target.repository.description}"
+        )
+        for digest in report.unreadable_blobs:
+            click.echo(f"not copied  blob {digest}: it does not verify in the source (see casstore verify)")
+        if report.writes_skipped:
+            click.echo(f"not copied  {report.writes_skipped} writes of those blobs")
+    if not report.complete:
+        sys.exit(1)
 
 
 @cli.command()

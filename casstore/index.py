@@ -65,6 +65,38 @@ def record_write(work: UnitOfWork, write: WriteRecord) -> bool:
     return made_visible is None
 
 
+def import_writes(work: UnitOfWork, rows: Sequence[tuple[str, str, str, str, int, str, str]]) -> None:
+    """
+    Append writes copied from another store, with their own times, and make their references visible, inside the
+    caller's transaction.
+
+    :param rows: `(namespace, key, digest, kind, size, reference, written_at)` for each write, as `writes` holds them.
+    """
+    connection = work.connection
+    connection.executemany(
+        "INSERT INTO writes (namespace, key, digest, kind, size, reference, written_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+    connection.executemany(
+        "INSERT INTO visible_references (digest, namespace, reference) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+        sorted({(row[2], row[0], row[5]) for row in rows}),
+    )
+
+
+def import_offloads(work: UnitOfWork, rows: Sequence[tuple[str, str, str, str | None, str, int, int, str]]) -> None:
+    """
+    Append offloads copied from another store, with their own times, inside the caller's transaction.
+
+    :param rows: `(compaction_id, namespace, tool_name, tool_call_id, refs, original_tokens, saved_tokens,
+        offloaded_at)` for each offload, as `offloads` holds them.
+    """
+    work.connection.executemany(
+        "INSERT INTO offloads (compaction_id, namespace, tool_name, tool_call_id, refs, original_tokens, "
+        "saved_tokens, offloaded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+
+
 def is_visible(connection: sqlite3.Connection, *, namespace: str, digest: str, reference: str) -> bool:
     """:returns: Whether `reference` (to the blob `digest`) was written in `namespace` and is not forgotten."""
     return connection.execute(_IS_VISIBLE_SQL, (digest, namespace, reference)).fetchone() is not None

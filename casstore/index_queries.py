@@ -5,6 +5,7 @@ History questions the index answers, with typed arguments: read-only queries ove
 
 import json
 import sqlite3
+from collections import Counter
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -166,6 +167,30 @@ def writes_since(connection: sqlite3.Connection, *, namespace: str, mark: Histor
         "SELECT key, reference FROM writes WHERE namespace = ? AND id > ? ORDER BY id", (namespace, mark.last_write)
     )
     return [(row[0], row[1]) for row in rows]
+
+
+# A write or an offload as its table holds it, without its row id: what copying a store compares.
+WriteRow = tuple[str, str, str, str, int, str, str]
+OffloadRow = tuple[str, str, str, str | None, str, int, int, str]
+
+
+def write_rows(connection: sqlite3.Connection) -> Counter[WriteRow]:
+    """:returns: How many writes there are of each `(namespace, key, digest, kind, size, reference, written_at)`."""
+    rows = connection.execute(
+        "SELECT namespace, key, digest, kind, size, reference, written_at, count(*) FROM writes "
+        "GROUP BY namespace, key, digest, kind, size, reference, written_at"
+    )
+    return Counter({tuple(row[:7]): int(row[7]) for row in rows})  # type: ignore[misc]
+
+
+def offload_rows(connection: sqlite3.Connection) -> Counter[OffloadRow]:
+    """:returns: How many offloads there are of each row's values (its id aside)."""
+    rows = connection.execute(
+        "SELECT compaction_id, namespace, tool_name, tool_call_id, refs, original_tokens, saved_tokens, offloaded_at, "
+        "count(*) FROM offloads GROUP BY compaction_id, namespace, tool_name, tool_call_id, refs, original_tokens, "
+        "saved_tokens, offloaded_at"
+    )
+    return Counter({tuple(row[:8]): int(row[8]) for row in rows})  # type: ignore[misc]
 
 
 def _namespace_filter(namespace: str | None) -> tuple[str, list[object]]:

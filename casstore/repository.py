@@ -19,6 +19,7 @@ Layers, top to bottom (each imports only those below it):
                           database.py (SQLite connection, units of work, migrations)
 """
 
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -37,7 +38,7 @@ from casstore.errors import CasStoreError, CorruptBlobError, ReferenceNotFoundEr
 from casstore.frames import FrameCodec
 from casstore.guard import OpenGuard
 from casstore.index import OffloadRecord, WriteRecord
-from casstore.index_queries import HistoryMark, OffloadEntry
+from casstore.index_queries import HistoryMark, OffloadEntry, OffloadRow, WriteRow
 from casstore.prepared import PreparedWrite
 from casstore.references import parse_reference
 
@@ -447,6 +448,59 @@ class Repository:
                         count += 1
                         size += blob_file.size
         return count, size
+
+    # Copying from another repository (`casstore.copying`).
+
+    def blob_seen_times(self) -> dict[str, tuple[str, str]]:
+        """:returns: Every blob's digest with its `(first_seen, last_seen)`."""
+        with self._database.reading() as connection:
+            return self._blobs.seen_times(connection)
+
+    def blob_content(self, digest: str) -> bytes:
+        """
+        :returns: The verified content of the blob `digest`, whoever references it.
+        :raises CorruptBlobError: If the blob is missing or damaged.
+        """
+        with self._guard.held():
+            with self._database.reading() as connection:
+                location = self._blobs.locate(connection, digest)
+            return self._blobs.load(location, guarded=False)
+
+    def import_blob(self, digest: str, data: bytes, *, seen: tuple[str, str]) -> None:
+        """Store a blob copied from another store (`data` already verified against `digest`), keeping its times."""
+        with self._guard.held():
+            staged = self._blobs.stage(digest, data)
+            with self._database.transaction() as work:
+                self._blobs.put(work, staged, seen=seen)
+
+    def write_rows(self) -> "Counter[WriteRow]":
+        """:returns: How many writes there are of each `(namespace, key, digest, kind, size, reference, written_at)`."""
+        with self._database.reading() as connection:
+            return index_queries.write_rows(connection)
+
+    def offload_rows(self) -> "Counter[OffloadRow]":
+        """:returns: How many offloads there are of each row's values."""
+        with self._database.reading() as connection:
+            return index_queries.offload_rows(connection)
+
+    def import_writes(self, rows: Sequence[WriteRow]) -> None:
+        """
+        Append writes copied from another store, with their own times, in one transaction.
+
+        :raises CorruptBlobError: If a write's blob is not stored here (copy the blobs first); nothing is appended.
+        """
+        with self._guard.held(), self._database.transaction() as work:
+            for digest in sorted({row[2] for row in rows}):
+                if not self._blobs.confirm(work, digest):
+                    raise CorruptBlobError(
+                        f"Blob {digest} is not stored here; copy it before its writes.", digest=digest
+                    )
+            index.import_writes(work, rows)
+
+    def import_offloads(self, rows: Sequence[OffloadRow]) -> None:
+        """Append offloads copied from another store, with their own times, in one transaction."""
+        with self._guard.held(), self._database.transaction() as work:
+            index.import_offloads(work, rows)
 
     # Lifetime.
 

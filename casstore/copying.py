@@ -1,0 +1,102 @@
+"""
+`copy_store`: move a store's content and history into another, such as a local store into a shared one when a user
+outgrows one machine.
+
+Every blob, write and offload is copied with its namespace and its times. A copy compares what the target holds
+with what the source holds, row by row (a write is its namespace, key, content, kind, size, reference and time), and
+adds only what is missing, so running it twice adds nothing, and a copy that was interrupted (even by `SIGKILL`)
+finishes when run again, with nothing lost or duplicated: blobs go first, each committed alone; writes and offloads
+follow in batches, each batch one transaction, and a batch's writes are appended only once their blobs are there.
+A target that already had writes of its own keeps them; writes of the same values in both count once per copy in
+the source.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from casstore.errors import CorruptBlobError
+from casstore.repository import HasRepository, Repository, repository_of
+
+# Rows appended per transaction.
+_BATCH = 500
+
+
+@dataclass
+class CopyReport:
+    """What `copy_store` added to the target, and what it could not copy."""
+
+    blobs_copied: int = 0
+    blob_bytes_copied: int = 0
+    writes_copied: int = 0
+    offloads_copied: int = 0
+    unreadable_blobs: list[str] = field(default_factory=list)
+    writes_skipped: int = 0
+
+    @property
+    def complete(self) -> bool:
+        """:returns: Whether everything the source holds is now in the target."""
+        return not self.unreadable_blobs and not self.writes_skipped
+
+
+def copy_store(
+    source: Repository | HasRepository,
+    target: Repository | HasRepository,
+    *,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> CopyReport:
+    """
+    Copy every blob, write and offload of `source` that `target` lacks.
+
+    :param source: The store to copy from (any namespace; a store's own namespace is not used).
+    :param target: The store to copy into.
+    :param progress: Called as `progress(stage, done, total)` with stage `blobs`, `writes` or `offloads`.
+    :returns: The counts. A source blob that does not verify is not copied, nor are the writes that reference it;
+        the report lists it, and `complete` is then False.
+    """
+    source, target = repository_of(source), repository_of(target)
+    report = CopyReport()
+    have = target.blob_seen_times()
+    wanted = {digest: seen for digest, seen in source.blob_seen_times().items() if digest not in have}
+    for done, (digest, seen) in enumerate(sorted(wanted.items()), start=1):
+        try:
+            data = source.blob_content(digest)
+        except CorruptBlobError:
+            report.unreadable_blobs.append(digest)
+        else:
+            target.import_blob(digest, data, seen=seen)
+            report.blobs_copied += 1
+            report.blob_bytes_copied += len(data)
+        if progress is not None:
+            progress("blobs", done, len(wanted))
+
+    unreadable = set(report.unreadable_blobs)
+    in_target = target.write_rows()
+    missing_writes = []
+    for row, count in sorted(source.write_rows().items(), key=lambda item: (item[0][6], item[0][0], item[0][1])):
+        lacking = count - in_target.get(row, 0)
+        if lacking <= 0:
+            continue
+        if row[2] in unreadable:
+            report.writes_skipped += lacking
+            continue
+        missing_writes += [row] * lacking
+    for start in range(0, len(missing_writes), _BATCH):
+        batch = missing_writes[start : start + _BATCH]
+        target.import_writes(batch)
+        report.writes_copied += len(batch)
+        if progress is not None:
+            progress("writes", min(start + _BATCH, len(missing_writes)), len(missing_writes))
+
+    offloads_in_target = target.offload_rows()
+    missing_offloads = [
+        row
+        for row, count in sorted(source.offload_rows().items(), key=lambda item: (item[0][7], item[0][0]))
+        for _ in range(count - offloads_in_target.get(row, 0))
+    ]
+    for start in range(0, len(missing_offloads), _BATCH):
+        batch = missing_offloads[start : start + _BATCH]
+        target.import_offloads(batch)
+        report.offloads_copied += len(batch)
+        if progress is not None:
+            progress("offloads", min(start + _BATCH, len(missing_offloads)), len(missing_offloads))
+    return report
