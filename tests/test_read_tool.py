@@ -10,19 +10,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from compactor_helpers import PayloadCounter, image_block, pdf_bytes, png_bytes
 from haystack.components.agents import Agent
 from haystack.components.generators.chat import MockChatGenerator
 from haystack.dataclasses import ChatMessage, ImageContent, TextContent, ToolCall
 from haystack.hooks.compaction import CompactionHook
 from haystack.hooks.tool_result_offloading import FileSystemToolResultStore
-from haystack.tools import Tool, create_tool_from_function
+from haystack.tools.from_function import create_tool_from_function
+from haystack.tools.tool import Tool
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from casstore import ContentAddressedToolResultStore
 from casstore.compactor import DedupOffloadCompactor, make_read_tool, text_search
+from tests.compactor_helpers import PayloadCounter, image_block, pdf_bytes, png_bytes
 
 pytestmark = pytest.mark.filterwarnings("ignore::haystack.utils.experimental.ExperimentalWarning")
 
