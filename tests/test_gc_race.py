@@ -75,8 +75,8 @@ def test_writers_racing_gc_lose_nothing(store_root: Path) -> None:
             by_reference = {live.prepare_write(key="x.txt", content=c).reference: c for c in CONTENTS}
             for reference in outcome["written"]:
                 assert live.read(reference) == by_reference[reference]
-            report = verify(live)
-        assert report.ok, report
+            verified = verify(live)
+        assert verified.ok, verified
 
 
 def _age_every_blob(root: Path) -> None:

@@ -431,7 +431,9 @@ class TestPattern:
             if "stopped" not in footer:
                 break
             assert "call read_offloaded_result again with the same reference and pattern and offset=" in footer
-            arguments["offset"] = int(_NEXT.search(footer)[1])  # type: ignore[index]
+            next_call = _NEXT.search(footer)
+            assert next_call is not None
+            arguments["offset"] = int(next_call[1])
         assert "60001: needle" in answer
 
 
@@ -600,7 +602,8 @@ class TestErrors:
     def test_even_a_message_stays_within_the_cap(self, store: ContentAddressedToolResultStore) -> None:
         reference = store.write(key="r.txt", content="text")
         tool = make_read_tool(store, max_chars=1_000)
-        for arguments in [{"pattern": "(" * 999}, {f"argument_{number}" * 10: 1 for number in range(500)}]:
+        cases: list[dict[str, Any]] = [{"pattern": "(" * 999}, {f"argument_{number}" * 10: 1 for number in range(500)}]
+        for arguments in cases:
             answer = tool.invoke(reference=reference, **arguments)
             assert isinstance(answer, str) and answer.startswith("Error: ") and len(answer) <= 1_000
 
