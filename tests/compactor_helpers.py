@@ -41,7 +41,7 @@ class PayloadCounter:
         return len(rendered) // self.chars_per_token
 
     def to_dict(self) -> dict[str, Any]:
-        return {"type": "compactor_helpers.PayloadCounter", "init_parameters": {}}
+        return {"type": "tests.compactor_helpers.PayloadCounter", "init_parameters": {}}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "PayloadCounter":

@@ -13,7 +13,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from compactor_helpers import (
+from haystack.dataclasses import ChatMessage, ToolCall
+from haystack.hooks.compaction import ToolResultOffloadCompactor, ToolResultPruningCompactor
+from haystack.hooks.compaction.utils import _COMPACTION_META_KEY
+from haystack.hooks.tool_result_offloading import FileSystemToolResultStore
+from haystack.hooks.tool_result_offloading.utils import _OFFLOADED_META_KEY
+from haystack.tools import ToolsType
+
+from casstore import ContentAddressedToolResultStore, compactor
+from casstore.compactor import DedupOffloadCompactor
+from casstore.compactor.pointers import CASSTORE_META_KEY, COMPACTION_META_KEY, OFFLOADED_META_KEY
+from tests.compactor_helpers import (
     PayloadCounter,
     file_block,
     image_block,
@@ -25,16 +35,6 @@ from compactor_helpers import (
     tool_result,
     zoo_conversation,
 )
-from haystack.dataclasses import ChatMessage, ToolCall
-from haystack.hooks.compaction import ToolResultOffloadCompactor, ToolResultPruningCompactor
-from haystack.hooks.compaction.utils import _COMPACTION_META_KEY
-from haystack.hooks.tool_result_offloading import FileSystemToolResultStore
-from haystack.hooks.tool_result_offloading.utils import _OFFLOADED_META_KEY
-from haystack.tools import ToolsType
-
-from casstore import ContentAddressedToolResultStore, compactor
-from casstore.compactor import DedupOffloadCompactor
-from casstore.compactor.pointers import CASSTORE_META_KEY, COMPACTION_META_KEY, OFFLOADED_META_KEY
 
 pytestmark = pytest.mark.filterwarnings("ignore::haystack.utils.experimental.ExperimentalWarning")
 

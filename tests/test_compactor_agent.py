@@ -17,22 +17,30 @@ from haystack.components.agents import Agent
 from haystack.components.generators.chat import MockChatGenerator
 from haystack.core.errors import DeserializationError
 from haystack.core.serialization import default_from_dict
-from haystack.dataclasses import ChatMessage, ToolCall
+from haystack.dataclasses import ChatMessage, ToolCall, ToolCallResult
 from haystack.hooks.compaction import CompactionHook
 from haystack.hooks.tool_result_offloading import FileSystemToolResultStore
 from haystack.token_counters import ApproximateTokenCounter
-from haystack.tools import Tool, ToolsType, tool
+from haystack.tools import ToolsType, tool
 from haystack.tools.serde_utils import deserialize_tools_or_toolset_inplace
+from haystack.tools.tool import Tool
 from haystack.utils.deserialization import deserialize_component_inplace
 
 from casstore import ContentAddressedToolResultStore
 from casstore.compactor import DedupOffloadCompactor, make_read_tool
+from casstore.compactor.read_tool import ReadOffloadedResultTool
 
 pytestmark = pytest.mark.filterwarnings("ignore::haystack.utils.experimental.ExperimentalWarning")
 
 CONTEXT_WINDOW = 8_000
 STEPS = 10
 TEST_LOG = "".join(f"tests/test_module_{number}.py::test_case PASSED\n" for number in range(90))
+
+
+def _result(message: ChatMessage) -> ToolCallResult:
+    """The tool result an offloaded message holds."""
+    assert message.tool_call_result is not None
+    return message.tool_call_result
 
 
 def _notes(number: int) -> str:
@@ -129,7 +137,7 @@ def test_agent_run_stays_in_the_window_dedups_and_reads_back(
         if message.tool_call_result is not None and message.tool_call_result.origin.tool_name == "run_tests"
         for reference in message.meta["tool_result_offloaded"]
     }
-    assert sum(message.tool_call_result.origin.tool_name == "run_tests" for message in offloaded) >= 5  # type: ignore[union-attr]
+    assert sum(_result(message).origin.tool_name == "run_tests" for message in offloaded) >= 5
     assert len(test_references) == 1  # every run of the tests, one blob and one reference
 
     # The model's read-tool calls got the original content back: whole, and searched.
@@ -144,8 +152,7 @@ def test_agent_run_stays_in_the_window_dedups_and_reads_back(
         written = connection.execute("SELECT count(*) FROM writes").fetchone()[0]
     # One row per offload, matching the messages that were offloaded.
     assert sorted((row[0], json.loads(row[1])) for row in rows) == sorted(
-        (message.tool_call_result.origin.id, message.meta["tool_result_offloaded"])  # type: ignore[union-attr]
-        for message in offloaded
+        (_result(message).origin.id, message.meta["tool_result_offloaded"]) for message in offloaded
     )
     assert all(saved > 0 and original > saved for _id, _refs, original, saved in rows)
     assert written == len(rows)
@@ -175,6 +182,7 @@ class TestSerialization:
         deserialize_component_inplace(holder, key="compactor")
         assert isinstance(holder["compactor"], DedupOffloadCompactor)
         assert holder["compactor"].to_dict() == data
+        assert isinstance(holder["compactor"].store, ContentAddressedToolResultStore)
         holder["compactor"].store.close()
 
     def test_default_from_dict_with_a_file_system_store(
@@ -220,7 +228,9 @@ class TestSerialization:
         assert isinstance(restored, Tool) and restored.name == "read_back"
         assert restored.invoke(reference=reference) == "line\n" * 10
         assert restored.to_dict() == make_read_tool(store, name="read_back", max_chars=5_000).to_dict()
-        restored.store.close()  # type: ignore[attr-defined]
+        assert isinstance(restored, ReadOffloadedResultTool)
+        assert isinstance(restored.store, ContentAddressedToolResultStore)
+        restored.store.close()
 
     def test_agent_round_trip(
         self, store: ContentAddressedToolResultStore, allow_casstore_deserialization: None
@@ -235,12 +245,15 @@ class TestSerialization:
         assert restored.to_dict() == data
         [hook] = restored.hooks["before_llm"]
         assert isinstance(hook, CompactionHook) and isinstance(hook.compactor, DedupOffloadCompactor)
-        [read_tool] = restored.tools  # type: ignore[misc]
+        [read_tool] = restored.tools
         assert isinstance(read_tool, Tool) and read_tool.name == "read_offloaded_result"
         reference = store.write(key="r.txt", content="back")
         assert read_tool.invoke(reference=reference) == "back"
-        hook.compactor.store.close()  # type: ignore[attr-defined]
-        read_tool.store.close()  # type: ignore[attr-defined]
+        assert isinstance(hook.compactor.store, ContentAddressedToolResultStore)
+        hook.compactor.store.close()
+        assert isinstance(read_tool, ReadOffloadedResultTool)
+        assert isinstance(read_tool.store, ContentAddressedToolResultStore)
+        read_tool.store.close()
 
 
 README_EXAMPLE = '''\

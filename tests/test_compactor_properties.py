@@ -7,7 +7,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from compactor_helpers import (
+from haystack.dataclasses import ChatMessage, TextContent
+from haystack.hooks.compaction import ToolResultOffloadCompactor
+from haystack.hooks.tool_result_offloading import FileSystemToolResultStore
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from casstore import ContentAddressedToolResultStore
+from casstore.compactor import DedupOffloadCompactor
+from tests.compactor_helpers import (
     ContentBlock,
     PayloadCounter,
     file_block,
@@ -18,14 +26,6 @@ from compactor_helpers import (
     tool_pairs_intact,
     tool_result,
 )
-from haystack.dataclasses import ChatMessage, TextContent
-from haystack.hooks.compaction import ToolResultOffloadCompactor
-from haystack.hooks.tool_result_offloading import FileSystemToolResultStore
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
-
-from casstore import ContentAddressedToolResultStore
-from casstore.compactor import DedupOffloadCompactor
 
 pytestmark = pytest.mark.filterwarnings("ignore::haystack.utils.experimental.ExperimentalWarning")
 

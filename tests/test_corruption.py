@@ -50,7 +50,9 @@ DAMAGES: dict[str, Callable[[bytes], bytes]] = {
 
 @pytest.mark.parametrize("inline_max", [0, 1 << 20], ids=["file", "inline"])
 @pytest.mark.parametrize("damage", DAMAGES.values(), ids=DAMAGES.keys())
-def test_damaged_blobs_raise_corrupt_blob_error(store_root: Path, inline_max: int, damage: Callable) -> None:
+def test_damaged_blobs_raise_corrupt_blob_error(
+    store_root: Path, inline_max: int, damage: Callable[[bytes], bytes]
+) -> None:
     with ContentAddressedToolResultStore(store_root, inline_max=inline_max) as store:
         reference = store.write(key="handler.py", content=CONTENT)
         healthy = store.write(key="other.txt", content=OTHER)

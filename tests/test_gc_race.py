@@ -75,8 +75,8 @@ def test_writers_racing_gc_lose_nothing(store_root: Path) -> None:
             by_reference = {live.prepare_write(key="x.txt", content=c).reference: c for c in CONTENTS}
             for reference in outcome["written"]:
                 assert live.read(reference) == by_reference[reference]
-            report = verify(live)
-        assert report.ok, report
+            verified = verify(live)
+        assert verified.ok, verified
 
 
 def _age_every_blob(root: Path) -> None:
@@ -97,7 +97,7 @@ def test_a_blob_staged_before_gc_and_recorded_after_it_still_reads(store_root: P
             reports.append(collect_garbage(store, grace=timedelta(0)))
             return staged
 
-        repository._stage_unknown = stage_then_collect  # type: ignore[method-assign]
+        repository._stage_unknown = stage_then_collect  # type: ignore[method-assign]  # patched on purpose
         reference = store.write(key="a.txt", content=CONTENTS[1])
         assert [report.stray_files_removed for report in reports] == [1]  # the staged file had no row yet: gc took it
         assert store.read(reference) == CONTENTS[1]
@@ -218,7 +218,7 @@ def test_a_read_whose_blob_was_collected_and_stored_again_meanwhile_returns_the_
             finally:
                 store.write(key="r.txt", content=content)
 
-        blobs.load = collect_and_store_again_around_unlocked_loads  # type: ignore[method-assign]
+        blobs.load = collect_and_store_again_around_unlocked_loads  # type: ignore[method-assign]  # patched on purpose
         for _ in range(3):
             assert store.read(reference) == content
         assert collections == [1, 1, 1]

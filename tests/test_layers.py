@@ -282,7 +282,7 @@ _PRIVATE_LAYER_ATTRIBUTES = {"_database", "_blobs", "_connection", "_files", "_h
 )
 def test_clients_of_the_repository_never_reach_below_it(module: Path) -> None:
     tree = ast.parse(module.read_text())
-    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)} | {
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module} | {
         alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
     }
     assert not imported & _LAYERS_BELOW, f"{module.name} imports {sorted(imported & _LAYERS_BELOW)}"

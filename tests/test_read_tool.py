@@ -10,19 +10,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from compactor_helpers import PayloadCounter, image_block, pdf_bytes, png_bytes
 from haystack.components.agents import Agent
 from haystack.components.generators.chat import MockChatGenerator
 from haystack.dataclasses import ChatMessage, ImageContent, TextContent, ToolCall
 from haystack.hooks.compaction import CompactionHook
 from haystack.hooks.tool_result_offloading import FileSystemToolResultStore
-from haystack.tools import Tool, create_tool_from_function
+from haystack.tools.from_function import create_tool_from_function
+from haystack.tools.tool import Tool
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from casstore import ContentAddressedToolResultStore
 from casstore.compactor import DedupOffloadCompactor, make_read_tool, text_search
+from tests.compactor_helpers import PayloadCounter, image_block, pdf_bytes, png_bytes
 
 pytestmark = pytest.mark.filterwarnings("ignore::haystack.utils.experimental.ExperimentalWarning")
 
@@ -430,7 +431,9 @@ class TestPattern:
             if "stopped" not in footer:
                 break
             assert "call read_offloaded_result again with the same reference and pattern and offset=" in footer
-            arguments["offset"] = int(_NEXT.search(footer)[1])  # type: ignore[index]
+            next_call = _NEXT.search(footer)
+            assert next_call is not None
+            arguments["offset"] = int(next_call[1])
         assert "60001: needle" in answer
 
 
@@ -599,7 +602,8 @@ class TestErrors:
     def test_even_a_message_stays_within_the_cap(self, store: ContentAddressedToolResultStore) -> None:
         reference = store.write(key="r.txt", content="text")
         tool = make_read_tool(store, max_chars=1_000)
-        for arguments in [{"pattern": "(" * 999}, {f"argument_{number}" * 10: 1 for number in range(500)}]:
+        cases: list[dict[str, Any]] = [{"pattern": "(" * 999}, {f"argument_{number}" * 10: 1 for number in range(500)}]
+        for arguments in cases:
             answer = tool.invoke(reference=reference, **arguments)
             assert isinstance(answer, str) and answer.startswith("Error: ") and len(answer) <= 1_000
 

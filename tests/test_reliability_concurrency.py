@@ -6,6 +6,7 @@ import time
 import traceback
 from contextlib import closing
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,8 @@ _AT_LEAST = 20
 
 
 def _reader(root: Path, until: float) -> dict[str, Any]:
-    reads, errors = 0, []
+    reads = 0
+    errors: list[str] = []
     stores: dict[str, ContentAddressedToolResultStore] = {}
     # At least some reads however slowly the machine forked us: `until` was set before the processes started.
     while reads + len(errors) < _AT_LEAST or time.monotonic() < until:
@@ -71,7 +73,8 @@ def _reader(root: Path, until: float) -> dict[str, Any]:
 
 
 def _collector(root: Path, until: float) -> dict[str, Any]:
-    collections, deleted, errors = 0, 0, []
+    collections, deleted = 0, 0
+    errors: list[str] = []
     with ContentAddressedToolResultStore(root, namespace="churn", inline_max=4096) as churn:
         number = 0
         while collections + len(errors) < 2 or time.monotonic() < until:
@@ -96,7 +99,7 @@ def _collector(root: Path, until: float) -> dict[str, Any]:
 @pytest.mark.slow
 def test_writers_readers_and_gc_at_once(store_root: Path) -> None:
     ContentAddressedToolResultStore(store_root).close()
-    writers = [fork_job(lambda process=process: _writer(store_root, process)) for process in range(WRITER_PROCESSES)]
+    writers = [fork_job(partial(_writer, store_root, process)) for process in range(WRITER_PROCESSES)]
     until = time.monotonic() + SECONDS_OF_BACKGROUND
     reader = fork_job(lambda: _reader(store_root, until))
     collector = fork_job(lambda: _collector(store_root, until))

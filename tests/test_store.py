@@ -5,6 +5,7 @@ import pickle
 import sqlite3
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -149,7 +150,7 @@ def test_other_content_types_raise_type_error_and_store_nothing(
 ) -> None:
     before = snapshot(store.root)
     with pytest.raises(TypeError):
-        store.write(key="a.txt", content=content)  # type: ignore[arg-type]
+        store.write(key="a.txt", content=content)  # type: ignore[arg-type]  # not str or bytes, on purpose
     assert snapshot(store.root) == before
 
 
@@ -198,7 +199,7 @@ def test_an_extension_unfit_for_a_reference_is_left_out_and_the_key_recorded(
 
 def test_a_non_string_key_raises_type_error(store: ContentAddressedToolResultStore) -> None:
     with pytest.raises(TypeError):
-        store.write(key=7, content="content")  # type: ignore[arg-type]
+        store.write(key=7, content="content")  # type: ignore[arg-type]  # not a string, on purpose
     assert count_rows(store.root, "writes") == 0
 
 
@@ -247,7 +248,7 @@ def test_malformed_references_raise_invalid_reference_error(
 ) -> None:
     store.write(key="a.txt", content="something")
     with pytest.raises(InvalidReferenceError) as raised:
-        store.read(reference)  # type: ignore[arg-type]
+        store.read(reference)  # type: ignore[arg-type]  # some are not strings, on purpose
     assert isinstance(raised.value, ValueError)
     assert isinstance(raised.value, CasStoreError)
 
@@ -298,7 +299,8 @@ def test_bad_namespaces_are_refused(store_root: Path, namespace: str) -> None:
 )
 def test_bad_settings_are_refused(store_root: Path, argument: str, value: int) -> None:
     with pytest.raises(ValueError, match=argument):
-        ContentAddressedToolResultStore(store_root, **{argument: value})  # type: ignore[arg-type]
+        keywords: dict[str, Any] = {argument: value}
+        ContentAddressedToolResultStore(store_root, **keywords)
 
 
 def test_a_closed_store_says_so(store_root: Path) -> None:
