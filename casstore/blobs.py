@@ -198,6 +198,13 @@ class BlobStore:
         work.on_commit(partial(self._hints.remember, digest, current_at=current_at, in_index=stays))
         return True
 
+    def is_stored(self, work: UnitOfWork, digest: str) -> bool:
+        """:returns: Whether the blob is stored (its row, and its file where one can vanish), changing nothing."""
+        row = work.connection.execute("SELECT stored_in FROM blobs WHERE digest = ?", (digest,)).fetchone()
+        if row is None:
+            return False
+        return row[0] == _STORED_IN_INDEX or not self._can_vanish or self._files.exists(digest)
+
     def known(self, digest: str) -> bool:
         """:returns: Whether this layer stored or confirmed the blob lately: a hint, never proof (`BlobHints`)."""
         return self._hints.known(digest)

@@ -491,7 +491,7 @@ class Repository:
         """
         with self._guard.held(), self._database.transaction() as work:
             for digest in sorted({row[2] for row in rows}):
-                if not self._blobs.confirm(work, digest):
+                if not self._blobs.is_stored(work, digest):
                     raise CorruptBlobError(
                         f"Blob {digest} is not stored here; copy it before its writes.", digest=digest
                     )

@@ -1,0 +1,152 @@
+"""`casstore copy`: a local store moved into a shared one (real PostgreSQL and SeaweedFS), whole and only once."""
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections import Counter
+from contextlib import closing
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from casstore import ContentAddressedToolResultStore, OffloadRecord, SharedToolResultStore
+from casstore.copying import copy_store
+from casstore.maintenance import verify
+from tests.servers import S3Location
+
+WRITES = [
+    ("alice", "1_read_file.txt", "def main():\n    return 1\n"),
+    ("alice", "2_read_file.txt", "def main():\n    return 1\n"),  # a duplicate
+    ("alice", "3_grep.txt", "".join(f"match {n}: {os.urandom(16).hex()}\n" for n in range(3000))),  # an object
+    ("bob", "1_read_file.txt", "def main():\n    return 1\n"),  # the same content in another namespace
+    ("bob", "2_image.png", b"\x89PNG\r\n\x1a\n" + os.urandom(90_000)),  # binary, an object
+    ("bob", "3_ls.txt", "".join(f"file_{n}.py\n" for n in range(50))),
+]
+KEY = tuple[str, str, str, str, int, str, str]
+
+
+def _fill(root: Path) -> dict[tuple[str, str], str]:
+    references = {}
+    for namespace in ("alice", "bob"):
+        with ContentAddressedToolResultStore(root, namespace=namespace, inline_max=4096) as store:
+            for written_namespace, key, content in WRITES:
+                if written_namespace == namespace:
+                    references[(namespace, key)] = store.write(key=key, content=content)
+            store.record_offloads(
+                compaction_id=f"compaction-{namespace}",
+                offloads=[OffloadRecord("read_file", "call_1", [references[(namespace, "1_read_file.txt")]], 90, 60)],
+            )
+    return references
+
+
+def _local_writes(root: Path) -> Counter[KEY]:
+    with closing(sqlite3.connect(root / "index.db")) as connection:
+        rows = connection.execute("SELECT namespace, key, digest, kind, size, reference, written_at FROM writes")
+        return Counter(tuple(row) for row in rows)
+
+
+def _shared_writes(url: str) -> Counter[KEY]:
+    with psycopg.connect(url) as connection:
+        rows = connection.execute("SELECT namespace, key, digest, kind, size, reference, written_at FROM writes")
+        return Counter(tuple(row) for row in rows)
+
+
+def _shared_offloads(url: str) -> list[tuple[object, ...]]:
+    with psycopg.connect(url) as connection:
+        return sorted(
+            connection.execute(
+                "SELECT compaction_id, namespace, tool_name, tool_call_id, refs, original_tokens, saved_tokens, "
+                "offloaded_at FROM offloads"
+            ).fetchall()
+        )
+
+
+def _assert_same_content(root: Path, url: str, location: S3Location, references: dict[tuple[str, str], str]) -> None:
+    assert _shared_writes(url) == _local_writes(root)  # as many writes per namespace, key, content, kind and time
+    with closing(sqlite3.connect(root / "index.db")) as connection:
+        offloads = sorted(
+            connection.execute(
+                "SELECT compaction_id, namespace, tool_name, tool_call_id, refs, original_tokens, saved_tokens, "
+                "offloaded_at FROM offloads"
+            ).fetchall()
+        )
+    assert _shared_offloads(url) == offloads
+    for namespace in ("alice", "bob"):
+        with (
+            ContentAddressedToolResultStore(root, namespace=namespace) as local,
+            SharedToolResultStore(index_url=url, blob_url=location.url, namespace=namespace) as shared,
+        ):
+            for (written_namespace, key), reference in references.items():
+                if written_namespace == namespace:
+                    assert shared.read(reference) == local.read(reference), key
+    with SharedToolResultStore(index_url=url, blob_url=location.url) as shared:
+        report = verify(shared)
+    assert report.clean, report
+
+
+@pytest.mark.slow
+def test_a_copy_moves_everything_once(tmp_path: Path, postgres_url: str, s3_bucket_url: S3Location) -> None:
+    root = tmp_path / "local"
+    references = _fill(root)
+    with (
+        ContentAddressedToolResultStore(root) as source,
+        SharedToolResultStore(index_url=postgres_url, blob_url=s3_bucket_url.url) as target,
+    ):
+        first = copy_store(source, target)
+        again = copy_store(source, target)
+    distinct = {content.encode() if isinstance(content, str) else content for _, _, content in WRITES}
+    assert (first.blobs_copied, first.writes_copied, first.offloads_copied) == (len(distinct), len(WRITES), 2)
+    assert first.complete
+    assert (again.blobs_copied, again.writes_copied, again.offloads_copied) == (0, 0, 0)  # run twice: adds nothing
+    _assert_same_content(root, postgres_url, s3_bucket_url, references)
+    times = "SELECT digest, first_seen, last_seen FROM blobs ORDER BY digest"
+    with psycopg.connect(postgres_url) as connection:
+        shared_times = connection.execute(times).fetchall()
+    with closing(sqlite3.connect(root / "index.db")) as local:  # each blob keeps its times
+        assert shared_times == local.execute(times).fetchall()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("stage", "after"), [("blobs", 2), ("writes", 1)])
+def test_a_copy_killed_midway_finishes_when_run_again(
+    tmp_path: Path, postgres_url: str, s3_bucket_url: S3Location, stage: str, after: int
+) -> None:
+    root = tmp_path / "local"
+    references = _fill(root)
+
+    # A child process of its own (spawned, not forked: the object-store client's threads do not survive a fork),
+    # killed with SIGKILL by its own progress callback at the point the test names.
+    script = f"""
+import os, signal, sys
+from casstore import ContentAddressedToolResultStore, SharedToolResultStore
+from casstore.copying import copy_store
+
+def progress(at, done, total):
+    if at == {stage!r} and done >= {after}:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+with ContentAddressedToolResultStore(sys.argv[1]) as source, SharedToolResultStore(
+    index_url=sys.argv[2], blob_url=sys.argv[3]
+) as target:
+    copy_store(source, target, progress=progress)
+"""
+    killed = subprocess.run(
+        [sys.executable, "-c", script, str(root), postgres_url, s3_bucket_url.url],
+        capture_output=True, text=True, timeout=120, check=False, env={**os.environ, **s3_bucket_url.env},
+    )  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL, killed.stderr  # killed where the test said
+    # It really stopped midway: killed among the blobs, no write was copied yet; killed after the writes' batch, no
+    # offload was.
+    assert (sum(_shared_writes(postgres_url).values()) == 0) if stage == "blobs" else not _shared_offloads(postgres_url)
+    completed = subprocess.run(
+        [sys.executable, "-m", "casstore", "copy", "--root", str(root), "--to-index", postgres_url,
+         "--to-blobs", s3_bucket_url.url, "--json"],
+        capture_output=True, text=True, timeout=120, check=False, env={**os.environ, **s3_bucket_url.env},
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    assert json.loads(completed.stdout)["complete"]
+    _assert_same_content(root, postgres_url, s3_bucket_url, references)
