@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 
 import pytest
 from psycopg_pool.base import AttemptWithBackoff
@@ -66,7 +67,7 @@ class _Writer(threading.Thread):
         for number in range(3001, 3001 + 2 * 400, 2):  # bounded: at most 400 writes
             if self.halt.is_set():
                 return
-            self.outcomes.append((number, _timed(lambda number=number: self._write(number))))
+            self.outcomes.append((number, _timed(partial(self._write, number))))
             time.sleep(0.01)
 
     def count(self, *, ok: bool, since: int = 0) -> int:
@@ -169,7 +170,7 @@ def test_postgres_outage(
             time.sleep(max(0.0, stopped + 16 - time.monotonic()))
         finally:
             postgres_server.start()
-        after = [_timed(lambda number=number: store.write(key="back.txt", content=item(number))) for number in (6, 8)]
+        after = [_timed(partial(store.write, key="back.txt", content=item(number))) for number in (6, 8)]
         again = {name: _timed(call) for name, call in calls.items()}
 
         assert all(isinstance(outcome.error, StorageError) for outcome in during.values()), during
