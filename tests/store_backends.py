@@ -30,7 +30,9 @@ INDEX_URL_VARIABLE = "CASSTORE_INDEX_URL"
 class StoreFactory(Protocol):
     """`open_store(namespace=..., inline_max=...)`: a store on the backend's index and blobs, closed after the test."""
 
-    def __call__(self, namespace: str = "default", inline_max: int = DEFAULT_INLINE_MAX) -> RepositoryToolResultStore:
+    def __call__(
+        self, namespace: str = "default", inline_max: int = DEFAULT_INLINE_MAX, compression_level: int = 3
+    ) -> RepositoryToolResultStore:
         """:returns: An opened store."""
         ...
 
@@ -45,12 +47,14 @@ class Backend:
     def __init__(self) -> None:
         self._opened: list[RepositoryToolResultStore] = []
 
-    def _make(self, namespace: str, inline_max: int) -> RepositoryToolResultStore:
+    def _make(self, namespace: str, inline_max: int, compression_level: int) -> RepositoryToolResultStore:
         raise NotImplementedError
 
-    def open(self, namespace: str = "default", inline_max: int = DEFAULT_INLINE_MAX) -> RepositoryToolResultStore:
+    def open(
+        self, namespace: str = "default", inline_max: int = DEFAULT_INLINE_MAX, compression_level: int = 3
+    ) -> RepositoryToolResultStore:
         """:returns: A new store object on this backend's index and blobs, closed when the test ends."""
-        store = self._make(namespace, inline_max)
+        store = self._make(namespace, inline_max, compression_level)
         self._opened.append(store)
         return store
 
@@ -102,8 +106,10 @@ class LocalBackend(Backend):
         super().__init__()
         self.root = root
 
-    def _make(self, namespace: str, inline_max: int) -> RepositoryToolResultStore:
-        return ContentAddressedToolResultStore(self.root, namespace=namespace, inline_max=inline_max)
+    def _make(self, namespace: str, inline_max: int, compression_level: int) -> RepositoryToolResultStore:
+        return ContentAddressedToolResultStore(
+            self.root, namespace=namespace, inline_max=inline_max, compression_level=compression_level
+        )
 
     def rows(self, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with contextlib.closing(sqlite3.connect(self.root / "index.db")) as connection:
@@ -152,13 +158,14 @@ class SharedBackend(Backend):
         options: Any = {"endpoint": s3.options["endpoint"], "region": s3.options["region"]}
         self.bucket = from_url(f"s3://{bucket}", config=options, client_options={"allow_http": True})
 
-    def _make(self, namespace: str, inline_max: int) -> RepositoryToolResultStore:
+    def _make(self, namespace: str, inline_max: int, compression_level: int) -> RepositoryToolResultStore:
         return SharedToolResultStore(
             index_url=Secret.from_env_var(INDEX_URL_VARIABLE),
             blob_url=self.s3.url,
             blob_options=self.s3.options,
             namespace=namespace,
             inline_max=inline_max,
+            compression_level=compression_level,
         )
 
     @property

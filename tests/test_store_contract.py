@@ -27,6 +27,7 @@ from casstore import (
     StorageError,
     StoreClosedError,
 )
+from casstore.frames import FrameCodec
 from casstore.history import offload_log, stats
 from casstore.index import OffloadRecord
 from casstore.maintenance import collect_garbage, verify
@@ -349,6 +350,35 @@ def test_the_parts_of_one_result_are_stored_together_or_not_at_all(backend: Back
     other = open_store()
     assert [other.read(part.reference) for part in parts[:3]] == [small, large, "already stored"]
     assert verify(store).ok
+
+
+@pytest.mark.parametrize("leftover", ["other settings", "damaged"])
+def test_a_blob_left_by_a_failed_write_does_not_harm_a_later_write(
+    backend: Backend, open_store: StoreFactory, leftover: str
+) -> None:
+    """
+    A failed write (or a crash before its commit) leaves its staged blob, which no row points at: garbage for gc, and
+    harmless meanwhile. A later write of that content, by a replica with another compression level (whose frame has
+    another size) or after the leftover was damaged (same size, other bytes), stores it and reads it back.
+    """
+    content = "".join(f"line {number}: compressible text, again and again\n" for number in range(5000))
+    digest = blake3_hex(content.encode())
+    first = open_store(inline_max=0, compression_level=1)
+    backend.fail_writes_of_key("boom.txt")
+    with pytest.raises(StorageError):
+        first.write(key="boom.txt", content=content)
+    assert backend.blob_names() == [backend.blob_name(digest)]  # the leftover
+    assert backend.count("blobs") == 0
+    if leftover == "damaged":
+        frame = FrameCodec(compression_level=1).encode(content.encode())  # what the failed write left
+        backend.put_raw(backend.blob_name(digest), bytes(len(frame)))
+        other = open_store(inline_max=0, compression_level=1)
+    else:
+        other = open_store(inline_max=0, compression_level=19)
+    reference = other.write(key="a.txt", content=content)
+    assert other.read(reference) == content
+    assert open_store().read(reference) == content
+    assert verify(other).clean
 
 
 # --- Offload history ------------------------------------------------------------------------------------------------
