@@ -5,6 +5,7 @@ else), the README's SQL questions asked through `psql`, and real Haystack Agent 
 replica.
 """
 
+import copy
 import json
 import multiprocessing
 import re
@@ -28,6 +29,7 @@ from haystack.utils import Secret
 
 from casstore import ContentAddressedToolResultStore, SchemaError, SharedToolResultStore
 from casstore.compactor import DedupOffloadCompactor, keep_in_context, make_read_tool
+from casstore.compactor.read_tool import ReadOffloadedResultTool
 from casstore.postgres_schema import MIGRATION_NAMES
 from casstore.store import RepositoryToolResultStore
 from tests.servers import PostgresServer, S3Location, postgres_binaries
@@ -496,3 +498,56 @@ def test_the_readme_questions_answer_in_psql_as_in_sqlite(
         "-- What did compaction do in the last day, tool by tool?",
         "-- Every part of every offloaded result, with its size and where it is stored.",
     ]
+
+
+# --- Serialized inside Haystack components --------------------------------------------------------------------------
+
+
+def test_an_agent_over_the_shared_store_serializes_without_secrets_and_restores(
+    open_shared: SharedFactory, postgres_server: PostgresServer, allow_casstore_deserialization: None
+) -> None:
+    store = open_shared(namespace="serialized")
+    agent = Agent(
+        chat_generator=MockChatGenerator(responses="done"),
+        tools=[make_read_tool(store)],
+        hooks={"before_llm": [CompactionHook(compactor=DedupOffloadCompactor(store), context_window=1_000)]},
+    )
+    data = agent.to_dict()
+    text = json.dumps(data)
+    assert postgres_server.password not in text
+    restored = Agent.from_dict(json.loads(text))
+    assert restored.to_dict() == data
+    [hook] = restored.hooks["before_llm"]
+    assert isinstance(hook, CompactionHook) and isinstance(hook.compactor, DedupOffloadCompactor)
+    [read_tool] = restored.tools
+    assert isinstance(read_tool, Tool)
+    reference = store.write(key="r.txt", content="back")
+    assert read_tool.invoke(reference=reference) == "back"
+    for restored_store in (hook.compactor.store, read_tool.store):  # type: ignore[attr-defined]
+        assert isinstance(restored_store, SharedToolResultStore) and restored_store.namespace == "serialized"
+        restored_store.close()
+
+
+@pytest.mark.parametrize("what", ["store", "compactor", "read tool"])
+def test_from_dict_leaves_its_input_alone(
+    open_shared: SharedFactory, allow_casstore_deserialization: None, what: str
+) -> None:
+    """
+    As the local store's `from_dict` does, and as the compactor's and the read tool's say they do: the input is not
+    changed, so the same data restores twice (two agents from one configuration).
+    """
+    store = open_shared(namespace="twice")
+    reference = store.write(key="r.txt", content="restored twice")
+    serialized: dict[str, tuple[Any, dict[str, Any]]] = {
+        "store": (SharedToolResultStore, store.to_dict()),
+        "compactor": (DedupOffloadCompactor, DedupOffloadCompactor(store).to_dict()),
+        "read tool": (ReadOffloadedResultTool, make_read_tool(store).to_dict()),
+    }
+    cls, data = serialized[what]
+    original = copy.deepcopy(data)
+    for attempt in range(2):
+        restored = cls.from_dict(data)
+        assert data == original, f"from_dict changed its input (call {attempt + 1})"
+        restored_store = restored if what == "store" else restored.store
+        assert restored_store.read(reference) == "restored twice"
+        restored_store.close()
