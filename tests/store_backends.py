@@ -153,10 +153,7 @@ class SharedBackend(Backend):
         self.s3 = s3
         monkeypatch.setenv(INDEX_URL_VARIABLE, index_url)
         self._connection: psycopg.Connection[Any] | None = None
-        bucket, _, self.prefix = s3.url.removeprefix("s3://").partition("/")
-        # The whole bucket, so that names are seen as a client of the bucket sees them: `<prefix>/blake3/...`.
-        options: Any = {"endpoint": s3.options["endpoint"], "region": s3.options["region"]}
-        self.bucket = from_url(f"s3://{bucket}", config=options, client_options={"allow_http": True})
+        self.bucket, self.prefix = open_bucket(s3)
 
     def _make(self, namespace: str, inline_max: int, compression_level: int) -> RepositoryToolResultStore:
         return SharedToolResultStore(
@@ -209,6 +206,16 @@ class SharedBackend(Backend):
         finally:
             if self._connection is not None:
                 self._connection.close()
+
+
+def open_bucket(s3: S3Location) -> tuple[Any, str]:
+    """
+    :returns: The whole bucket of `s3` as an obstore store (so that names are seen as any client of the bucket sees
+        them: `<prefix>/blake3/...`), and the location's prefix.
+    """
+    bucket, _, prefix = s3.url.removeprefix("s3://").partition("/")
+    options: Any = {"endpoint": s3.options["endpoint"], "region": s3.options["region"]}
+    return from_url(f"s3://{bucket}", config=options, client_options={"allow_http": True}), prefix
 
 
 def make_backend(kind: str, request: pytest.FixtureRequest, folder: Path) -> Backend:

@@ -8,14 +8,17 @@ replica.
 import copy
 import json
 import multiprocessing
+import os
 import re
 import sqlite3
 import subprocess
 from collections.abc import Iterator
 from contextlib import closing
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
+import obstore
 import psycopg
 import pytest
 from haystack.components.agents import Agent
@@ -30,9 +33,13 @@ from haystack.utils import Secret
 from casstore import ContentAddressedToolResultStore, SchemaError, SharedToolResultStore
 from casstore.compactor import DedupOffloadCompactor, keep_in_context, make_read_tool
 from casstore.compactor.read_tool import ReadOffloadedResultTool
+from casstore.maintenance import collect_garbage, verify
+from casstore.object_blobs import object_name
 from casstore.postgres_schema import MIGRATION_NAMES
 from casstore.store import RepositoryToolResultStore
+from tests.helpers import blake3_hex
 from tests.servers import PostgresServer, S3Location, postgres_binaries
+from tests.store_backends import open_bucket
 
 pytestmark = pytest.mark.filterwarnings("ignore::haystack.utils.experimental.ExperimentalWarning")
 
@@ -187,8 +194,6 @@ def _connect_at_once(
     index_url: str, s3: tuple[str, dict[str, str], dict[str, str]], number: int, barrier: Any, results: Any
 ) -> None:
     """One process: wait for the others, then open the store on the fresh database, write and read."""
-    import os
-
     try:
         blob_url, options, env = s3
         os.environ.update(env)
@@ -254,6 +259,28 @@ def test_a_database_holding_another_applications_writes_table_is_refused_unchang
         open_shared()
     assert _state(postgres_url) == before
     assert "_casstore_migrations" not in before["rows"]
+
+
+def test_gc_and_verify_never_touch_objects_outside_the_stores_prefix(
+    open_shared: SharedFactory, s3_bucket_url: S3Location
+) -> None:
+    store = open_shared(inline_max=0)
+    content = os.urandom(5000)
+    reference = store.write(key="kept.bin", content=content)
+    bucket, prefix = open_bucket(s3_bucket_url)
+    name = object_name(blake3_hex(b"a blob of another store"))
+    foreign = [f"{prefix}-sibling/{name}", f"{prefix}x/{name}", f"{prefix}/notes/{name}", f"{prefix}/readme.txt"]
+    for path in [*foreign, f"{prefix}/{name}"]:  # the last: a stray blob object inside the store's own prefix
+        obstore.put(bucket, path, b"not this store's")
+    report = verify(store)
+    assert (report.ok, report.stray_files) == (True, 1)
+    removed = collect_garbage(store, grace=timedelta(0))
+    assert (removed.stray_files_removed, removed.blobs_deleted) == (1, 0)
+    left = {meta["path"] for batch in obstore.list(bucket) for meta in batch}
+    assert set(foreign) <= left
+    assert f"{prefix}/{name}" not in left
+    assert store.read(reference) == content
+    assert verify(store).clean
 
 
 # --- Agents ---------------------------------------------------------------------------------------------------------
