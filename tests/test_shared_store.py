@@ -30,7 +30,13 @@ from haystack.tools import tool
 from haystack.tools.tool import Tool
 from haystack.utils import Secret
 
-from casstore import ContentAddressedToolResultStore, SchemaError, SharedToolResultStore
+from casstore import (
+    ContentAddressedToolResultStore,
+    CorruptBlobError,
+    SchemaError,
+    SharedToolResultStore,
+    StorageError,
+)
 from casstore.compactor import DedupOffloadCompactor, keep_in_context, make_read_tool
 from casstore.compactor.read_tool import ReadOffloadedResultTool
 from casstore.maintenance import collect_garbage, verify
@@ -281,6 +287,36 @@ def test_gc_and_verify_never_touch_objects_outside_the_stores_prefix(
     assert f"{prefix}/{name}" not in left
     assert store.read(reference) == content
     assert verify(store).clean
+
+
+def test_an_object_store_outage_is_a_storage_error_never_corruption_and_passes(
+    postgres_url: str, s3_bucket_url: S3Location, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(INDEX_URL_VARIABLE, postgres_url)
+    options = {**s3_bucket_url.options, "max_retries": "0", "retry_timeout": "0.5", "connect_timeout": "1s"}
+    with SharedToolResultStore(blob_url=s3_bucket_url.url, blob_options=options, inline_max=1024) as store:
+        small = store.write(key="small.txt", content="kept in the index")
+        large_content = os.urandom(10_000)
+        large = store.write(key="large.bin", content=large_content)
+        before = _state(postgres_url)["rows"]
+        s3_bucket_url.server.stop_gateway()
+        try:
+            assert store.read(small) == "kept in the index"  # the index alone answers
+            with pytest.raises(StorageError) as raised:
+                store.read(large)
+            assert not isinstance(raised.value, CorruptBlobError | FileNotFoundError)
+            with pytest.raises(StorageError) as raised:
+                store.write(key="new.bin", content=os.urandom(10_000))
+            assert not isinstance(raised.value, CorruptBlobError)
+            with pytest.raises(StorageError):
+                verify(store)  # an outage is not a missing blob
+            assert _state(postgres_url)["rows"] == before  # nothing recorded
+        finally:
+            s3_bucket_url.server.start_gateway()
+        assert store.read(large) == large_content  # the same store, once the gateway is back
+        after = os.urandom(10_000)
+        assert store.read(store.write(key="after.bin", content=after)) == after
+        assert verify(store).ok
 
 
 # --- Agents ---------------------------------------------------------------------------------------------------------
