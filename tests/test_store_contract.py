@@ -7,7 +7,9 @@ for error. The last tests open both at once and compare their answers directly.
 import json
 import os
 import re
+import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -194,6 +196,29 @@ def test_small_blobs_live_in_the_index_and_large_ones_outside(backend: Backend, 
         assert (backend.root / "blobs" / digest[:2] / f"{digest[2:]}.zst").is_file()  # type: ignore[attr-defined]
     (stored_size,) = backend.rows("SELECT stored_size FROM blobs WHERE digest = ?", (digest,))[0]
     assert stored_size - len(large_content) <= 64  # incompressible: a few bytes of frame
+
+
+def test_concurrent_writers_of_the_same_new_content_store_it_once(backend: Backend, open_store: StoreFactory) -> None:
+    threads = 8
+    stores = [open_store(namespace="A"), open_store(namespace="B")]  # two replicas, four threads each
+    contents: list[str | bytes] = ["small and new\n" * 10, os.urandom(100_000), b"binary and new" * 10]
+    barrier = threading.Barrier(threads)
+
+    def write(number: int) -> list[str]:
+        store = stores[number % 2]
+        barrier.wait(30)
+        return [store.write(key=f"{number}_{index}.txt", content=content) for index, content in enumerate(contents)]
+
+    with ThreadPoolExecutor(threads) as pool:
+        results = list(pool.map(write, range(threads)))
+    assert all(result == results[0] for result in results)
+    assert backend.count("writes") == threads * len(contents)
+    digests = sorted(blake3_hex(content.encode() if isinstance(content, str) else content) for content in contents)
+    assert _digests(backend) == digests
+    assert backend.blob_names() == [backend.blob_name(blake3_hex(contents[1]))]  # type: ignore[arg-type]
+    for store in stores:
+        assert [store.read(reference) for reference in results[0]] == contents
+    assert verify(stores[0]).clean
 
 
 # --- Namespaces -----------------------------------------------------------------------------------------------------
