@@ -170,6 +170,10 @@ class BlobDirectory:
         finally:
             os.close(fanout_fd)
 
+    def replace(self, digest: str, frame: bytes) -> None:
+        """Write the blob file for `digest` whatever is there (every write of a file replaces it atomically)."""
+        self.write(digest, frame)
+
     def remove_stray(self, blob_file: BlobFile) -> None:
         """Remove a file `files` listed (a blob file or a leftover temporary file); a missing file is not an error."""
         self.remove(None, fanout=blob_file.fanout, name=blob_file.name)

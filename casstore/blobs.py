@@ -24,7 +24,7 @@ from typing import Protocol
 from casstore.blob_files import BlobFile, UnsafeBlobPathError
 from casstore.blob_hints import LAST_SEEN_RESOLUTION, BlobHints
 from casstore.database import NOW_SQL, SHIFTED_NOW_SQL, UnitOfWork, ago
-from casstore.errors import CorruptBlobError, StorageError, UnsafeBlobError
+from casstore.errors import CorruptBlobError, ObjectSizeMismatchError, StorageError, UnsafeBlobError
 from casstore.frames import FrameCodec
 
 _STORED_IN_INDEX = "index"
@@ -62,7 +62,8 @@ class BlobBackend(Protocol):
     stored_in: str
     rows_imply_presence: bool
 
-    def write(self, digest: str, frame: bytes) -> object: ...
+    def write(self, digest: str, frame: bytes) -> object: ...  # False: something was there and was left alone
+    def replace(self, digest: str, frame: bytes) -> None: ...
     def read(self, digest: str) -> bytes: ...
     def exists(self, digest: str) -> bool: ...
     def remove(self, digest: str) -> None: ...
@@ -136,8 +137,25 @@ class BlobStore:
         frame = self._codec.encode(data)
         in_index = len(frame) <= self._inline_max
         if not in_index:
-            self._files.write(digest, frame)
+            frame = self._keep_elsewhere(digest, len(data), frame)
         return StagedBlob(digest=digest, size=len(data), frame=frame, in_index=in_index)
+
+    def _keep_elsewhere(self, digest: str, size: int, frame: bytes) -> bytes:
+        # A backend that writes only if absent may hold a leftover no row points at (a write that failed before its
+        # commit, or another replica's in flight, perhaps at another compression level): it is used if it holds this
+        # content, and replaced if it does not, so neither a damaged leftover nor another frame size stops a write.
+        try:
+            if self._files.write(digest, frame) is not False:
+                return frame
+        except ObjectSizeMismatchError:
+            pass
+        try:
+            found = self._files.read(digest)
+            self._codec.decode(digest, size, found)
+        except (FileNotFoundError, CorruptBlobError):
+            self._files.replace(digest, frame)
+            return frame
+        return found
 
     def put(self, work: UnitOfWork, staged: StagedBlob, *, seen: tuple[str, str] | None = None) -> None:
         """

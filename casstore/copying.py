@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from casstore.errors import CorruptBlobError
-from casstore.repository import HasRepository, Repository, repository_of
+from casstore.repository import HasRepository, Repository, WriteRow, repository_of
 
 # Rows appended per transaction.
 _BATCH = 500
@@ -71,7 +71,7 @@ def copy_store(
 
     unreadable = set(report.unreadable_blobs)
     in_target = target.write_rows()
-    missing_writes = []
+    missing_writes: list[WriteRow] = []
     for row, count in sorted(source.write_rows().items(), key=lambda item: (item[0][6], item[0][0], item[0][1])):
         lacking = count - in_target.get(row, 0)
         if lacking <= 0:
@@ -94,9 +94,9 @@ def copy_store(
         for _ in range(count - offloads_in_target.get(row, 0))
     ]
     for start in range(0, len(missing_offloads), _BATCH):
-        batch = missing_offloads[start : start + _BATCH]
-        target.import_offloads(batch)
-        report.offloads_copied += len(batch)
+        offloads = missing_offloads[start : start + _BATCH]
+        target.import_offloads(offloads)
+        report.offloads_copied += len(offloads)
         if progress is not None:
             progress("offloads", min(start + _BATCH, len(missing_offloads)), len(missing_offloads))
     return report

@@ -42,6 +42,9 @@ class Database:
     # means the index itself is damaged (reported on a read as `CorruptBlobError`).
     failures: tuple[type[Exception], ...] = (sqlite3.Error,)
     damage: tuple[type[Exception], ...] = (sqlite3.DatabaseError,)
+    # What a transaction that should simply run again raises: nothing, as SQLite runs one writer at a time.
+    conflicts: tuple[type[Exception], ...] = ()
+    kind = "SQLite index"
 
     def __init__(self, path: Path, *, durable: bool, busy_timeout: float = DEFAULT_BUSY_TIMEOUT_SECONDS) -> None:
         """

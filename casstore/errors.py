@@ -79,3 +79,10 @@ class IndexDamagedError(SchemaError, CorruptBlobError):
     A `SchemaError`, as opening fails, and a `CorruptBlobError`, as the damage is to stored data: small blobs live in
     the index. The README's "Recovery" says what to do.
     """
+
+
+class ObjectSizeMismatchError(StorageError):
+    """
+    The object for a digest exists but has another size than the frame being written: it is damaged or was written
+    with other settings. It is left as it is; the caller decides whether to read and check it or remove it.
+    """

@@ -180,7 +180,7 @@ def write_rows(connection: sqlite3.Connection) -> Counter[WriteRow]:
         "SELECT namespace, key, digest, kind, size, reference, written_at, count(*) FROM writes "
         "GROUP BY namespace, key, digest, kind, size, reference, written_at"
     )
-    return Counter({tuple(row[:7]): int(row[7]) for row in rows})  # type: ignore[misc]
+    return Counter({tuple(row[:7]): int(row[7]) for row in rows})
 
 
 def offload_rows(connection: sqlite3.Connection) -> Counter[OffloadRow]:
@@ -190,7 +190,7 @@ def offload_rows(connection: sqlite3.Connection) -> Counter[OffloadRow]:
         "count(*) FROM offloads GROUP BY compaction_id, namespace, tool_name, tool_call_id, refs, original_tokens, "
         "saved_tokens, offloaded_at"
     )
-    return Counter({tuple(row[:8]): int(row[8]) for row in rows})  # type: ignore[misc]
+    return Counter({tuple(row[:8]): int(row[8]) for row in rows})
 
 
 def _namespace_filter(namespace: str | None) -> tuple[str, list[object]]:

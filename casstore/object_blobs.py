@@ -24,7 +24,9 @@ from obstore.exceptions import AlreadyExistsError, BaseError
 from obstore.store import from_url
 
 from casstore.blob_files import BlobFile
-from casstore.errors import StorageError, StoreClosedError
+from casstore.errors import ObjectSizeMismatchError, StorageError, StoreClosedError
+
+__all__ = ["BlobObject", "ObjectBlobs", "ObjectSizeMismatchError", "digest_of", "object_name"]
 
 if TYPE_CHECKING:
     from obstore.store import ObjectStore
@@ -72,13 +74,6 @@ DEFAULT_MAX_RETRIES = 3
 DEFAULT_RETRY_TIMEOUT_SECONDS = 10.0
 """No retry starts after this many seconds from the first attempt, unless `retry_timeout` (seconds) says."""
 _CREATE_ATTEMPTS = 5
-
-
-class ObjectSizeMismatchError(StorageError):
-    """
-    The object for a digest exists but has another size than the frame being written: it is damaged or was written
-    with other settings. It is left as it is; the caller decides whether to read and check it or remove it.
-    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +196,18 @@ class ObjectBlobs:
         :raises StorageError: If the object store fails (an outage is not an absence).
         """
         return self._size(object_name(digest)) is not None
+
+    def replace(self, digest: str, frame: bytes) -> None:
+        """
+        Store `frame` as the object for `digest` whatever is there: for a damaged leftover no row points at.
+
+        :raises StorageError: If the object store fails.
+        """
+        name = object_name(digest)
+        try:
+            obstore.put(self._opened, name, frame, use_multipart=False)
+        except (BaseError, OSError) as error:
+            raise self._error("write", name, error) from error
 
     def remove(self, digest: str) -> None:
         """

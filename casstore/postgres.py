@@ -48,6 +48,7 @@ _PG_SHIFTED_NOW = _TIMESTAMP.format("(now() + CAST(? AS INTERVAL))")
 # Seconds to wait for a pooled connection before a call fails, and to connect, unless the URL says otherwise.
 POOL_TIMEOUT_SECONDS = 10.0
 DEFAULT_CONNECT_TIMEOUT_SECONDS = 10
+RECONNECT_TIMEOUT_SECONDS = 5.0
 
 
 @lru_cache(maxsize=512)
@@ -82,6 +83,9 @@ class PostgresDatabase:
     failures: tuple[type[Exception], ...] = (psycopg.Error,)
     # PostgreSQL reports no damage of its own files to a client as such: every failure is a failure of the service.
     damage: tuple[type[Exception], ...] = ()
+    # A transaction PostgreSQL rolled back to break a deadlock between writers, or a serialization conflict: run again.
+    conflicts: tuple[type[Exception], ...] = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
+    kind = "PostgreSQL index"
 
     def __init__(self, url: str, *, max_connections: int = 16) -> None:
         """
@@ -120,6 +124,11 @@ class PostgresDatabase:
             max_size=self._max_connections,
             kwargs={"autocommit": True},
             timeout=POOL_TIMEOUT_SECONDS,
+            # A connection checked out after the server restarted would fail the call it serves: check it first.
+            check=psycopg_pool.ConnectionPool.check_connection,
+            # Give up reconnecting in the background soon, so a call after an outage starts a fresh attempt instead of
+            # waiting for the next of exponentially spaced ones.
+            reconnect_timeout=RECONNECT_TIMEOUT_SECONDS,
             open=False,
             name="casstore",
         )

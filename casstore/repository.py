@@ -19,9 +19,11 @@ Layers, top to bottom (each imports only those below it):
                           database.py (SQLite connection, units of work, migrations)
 """
 
+import random
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
@@ -42,12 +44,23 @@ from casstore.index_queries import HistoryMark, OffloadEntry, OffloadRow, WriteR
 from casstore.prepared import PreparedWrite
 from casstore.references import parse_reference
 
-__all__ = ["BlobCheck", "Collection", "HasRepository", "IntegritySnapshot", "OffloadEntry", "Repository"]
+__all__ = [
+    "BlobCheck",
+    "Collection",
+    "HasRepository",
+    "IntegritySnapshot",
+    "OffloadEntry",
+    "OffloadRow",
+    "Repository",
+    "WriteRow",
+]
 
 INDEX_FILE_NAME = "index.db"
 BLOB_DIRECTORY_NAME = "blobs"
 # Rows deleted per transaction by gc, so writers never wait long for the write lock.
 _BATCH = 500
+# How often a write transaction the engine rolled back to break a deadlock is tried, in all.
+_CONFLICT_ATTEMPTS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +95,8 @@ class IndexDatabase(Protocol):
 
     failures: tuple[type[Exception], ...]
     damage: tuple[type[Exception], ...]
+    conflicts: tuple[type[Exception], ...]
+    kind: str
     description: str
 
     def reading(self) -> AbstractContextManager[Any]: ...
@@ -153,6 +168,20 @@ class Repository:
             description=str(root),
         )
 
+    @contextmanager
+    def _index(self) -> Iterator[Any]:
+        """The connection for one question, a failure of the engine reported as `StorageError` naming it."""
+        try:
+            with self._database.reading() as connection:
+                yield connection
+        except self._database.failures as error:
+            if isinstance(error, self._database.damage):
+                raise
+            raise self._engine_failed(error) from error
+
+    def _engine_failed(self, error: Exception) -> StorageError:
+        return StorageError(f"The {self._database.kind} at {self._database.description} failed: {error}")
+
     # Writing.
 
     def store(self, *, namespace: str, writes: Sequence[PreparedWrite]) -> None:
@@ -170,16 +199,24 @@ class Repository:
             raise
         except self._failures as error:
             size = sum(len(write.data) for write in writes)
+            where = (
+                f"the {self._database.kind} at {self._database.description} failed"
+                if isinstance(error, self._database.failures)
+                else f"the store at {self.description} failed"
+            )
             raise StorageError(
-                f"Could not store {len(writes)} result part(s) ({size} bytes) in {self.description}: {error}. Nothing "
-                f"of this write was recorded; free space or fix the store, then write again."
+                f"Could not store {len(writes)} result part(s) ({size} bytes): {where}: {error}. Nothing of this write "
+                f"was recorded; fix what failed (free space, start the server), then write again."
             ) from error
 
     def _store(self, namespace: str, writes: Sequence[PreparedWrite]) -> None:
         # One transaction records every part. New content is compressed (and a large blob's file written) before it,
         # so the write lock is held only for row operations. If a part's blob turns out to be missing under the lock
         # (gc took it meanwhile), the transaction is rolled back and goes again with that part staged.
+        # On PostgreSQL, writers on several hosts run at once: rows are locked in digest order, and a transaction
+        # PostgreSQL chose to break a deadlock (or a serialization conflict) with is rolled back and run again.
         staged = self._stage_unknown(writes)
+        conflicts = 0
         while True:
             try:
                 with self._database.transaction() as work:
@@ -188,6 +225,12 @@ class Repository:
                 data = {write.digest: write.data for write in writes}
                 for digest in missing.digests:
                     staged[digest] = self._blobs.stage(digest, data[digest])
+                continue
+            except self._database.conflicts:
+                conflicts += 1
+                if conflicts >= _CONFLICT_ATTEMPTS:
+                    raise
+                time.sleep(random.uniform(0, 0.01 * 2**conflicts))  # so the two sides do not meet again at once
                 continue
             return
 
@@ -206,9 +249,9 @@ class Repository:
     ) -> None:
         # A part whose reference was visible already needs no look-up of its blob (see `index.record_write`), unless
         # its `last_seen` is due for a refresh or it lives in a file whose presence only a look-up checks.
-        for blob in staged.values():
-            self._blobs.put(work, blob)
-        missing = []
+        for digest in sorted(staged):
+            self._blobs.put(work, staged[digest])
+        to_confirm = set()
         for write in writes:
             record = WriteRecord(
                 namespace=namespace,
@@ -222,8 +265,8 @@ class Repository:
             digest = write.digest
             if digest in staged or (was_visible and not self._blobs.needs_confirmation(digest)):
                 continue
-            if not self._blobs.confirm(work, digest):
-                missing.append(digest)
+            to_confirm.add(digest)
+        missing = [digest for digest in sorted(to_confirm) if not self._blobs.confirm(work, digest)]
         if missing:
             raise _BlobsMissing(missing)
 
@@ -274,23 +317,26 @@ class Repository:
             raise self._read_failed(digest, error) from error
 
     def _read_failed(self, digest: str, error: Exception) -> StorageError:
-        return StorageError(f"Could not look up blob {digest} in the index at {self.description}: {error}")
+        database = self._database
+        return StorageError(
+            f"Could not look up blob {digest}: the {database.kind} at {database.description} failed: {error}"
+        )
 
     # History.
 
     def summary(self) -> dict[str, Any]:
         """:returns: The view `dedup_summary`'s one row: writes, blobs, bytes and ratios over the whole store."""
-        with self._database.reading() as connection:
+        with self._index() as connection:
             return index_queries.summary(connection)
 
     def namespace_rows(self, *, namespace: str | None = None) -> list[dict[str, Any]]:
         """:returns: Writes, distinct results, bytes, offloads and tokens saved per namespace (or of `namespace`)."""
-        with self._database.reading() as connection:
+        with self._index() as connection:
             return index_queries.namespace_rows(connection, namespace=namespace)
 
     def tool_rows(self, *, namespace: str | None = None) -> list[dict[str, Any]]:
         """:returns: Offloads and tokens per namespace and tool (or of `namespace`)."""
-        with self._database.reading() as connection:
+        with self._index() as connection:
             return index_queries.tool_rows(connection, namespace=namespace)
 
     def offload_entries(
@@ -302,12 +348,12 @@ class Repository:
         limit: int | None = None,
     ) -> list[OffloadEntry]:
         """:returns: Offloads matching every filter given, newest first, at most `limit`."""
-        with self._database.reading() as connection:
+        with self._index() as connection:
             return index_queries.offload_entries(connection, namespace=namespace, tool=tool, since=since, limit=limit)
 
     def namespaces(self) -> list[str]:
         """:returns: Every namespace that has writes or offloads, in order."""
-        with self._database.reading() as connection:
+        with self._index() as connection:
             return index_queries.namespaces(connection)
 
     def namespaces_holding(self, reference: str) -> list[str]:
@@ -316,22 +362,22 @@ class Repository:
         :raises InvalidReferenceError: If `reference` is malformed.
         """
         digest = parse_reference(reference).digest
-        with self._database.reading() as connection:
+        with self._index() as connection:
             return index_queries.namespaces_holding(connection, digest=digest, reference=reference)
 
     def history_mark(self) -> HistoryMark:
         """:returns: How far the history reaches now, for `figures_since` and `writes_since`."""
-        with self._database.reading() as connection:
+        with self._index() as connection:
             return index_queries.history_mark(connection)
 
     def figures_since(self, *, namespace: str, mark: HistoryMark) -> dict[str, int]:
         """:returns: Offloads, tokens and bytes of what `namespace` did after `mark` (`index_queries.figures_since`)."""
-        with self._database.reading() as connection:
+        with self._index() as connection:
             return index_queries.figures_since(connection, namespace=namespace, mark=mark)
 
     def writes_since(self, *, namespace: str, mark: HistoryMark) -> list[tuple[str, str]]:
         """:returns: `(key, reference)` of every write of `namespace` after `mark`, in order."""
-        with self._database.reading() as connection:
+        with self._index() as connection:
             return index_queries.writes_since(connection, namespace=namespace, mark=mark)
 
     def disk_bytes(self) -> int:
@@ -361,13 +407,13 @@ class Repository:
         """Re-read and re-hash one blob, as a read would. :returns: What was found."""
         with self._guard.held():
             try:
-                with self._database.reading() as connection:
+                with self._index() as connection:
                     location = self._blobs.locate(connection, digest)
                 self._blobs.load(location, guarded=False)
             except CorruptBlobError as error:
                 if not error.missing:
                     return BlobCheck("corrupt", str(error))
-                with self._database.reading() as connection:
+                with self._index() as connection:
                     if not self._blobs.exists(connection, digest):
                         return BlobCheck("collected")  # a concurrent gc deleted it after the list was taken
                 return BlobCheck("missing", str(error))
@@ -384,7 +430,7 @@ class Repository:
             for blob_file in self._blobs.files():
                 if blob_file.mtime >= modified_before:
                     continue
-                with self._database.reading() as connection:
+                with self._index() as connection:
                     if self._blobs.is_stray(connection, blob_file):
                         count += 1
                         size += blob_file.size
@@ -419,7 +465,7 @@ class Repository:
         """
         deleted = freed = 0
         with self._guard.held():
-            with self._database.reading() as connection:
+            with self._index() as connection:
                 candidates = self._blobs.collectable(connection, grace=grace)
             for start in range(0, len(candidates), _BATCH):
                 with self._database.transaction(exclusive=True) as work:
@@ -453,7 +499,7 @@ class Repository:
 
     def blob_seen_times(self) -> dict[str, tuple[str, str]]:
         """:returns: Every blob's digest with its `(first_seen, last_seen)`."""
-        with self._database.reading() as connection:
+        with self._index() as connection:
             return self._blobs.seen_times(connection)
 
     def blob_content(self, digest: str) -> bytes:
@@ -462,7 +508,7 @@ class Repository:
         :raises CorruptBlobError: If the blob is missing or damaged.
         """
         with self._guard.held():
-            with self._database.reading() as connection:
+            with self._index() as connection:
                 location = self._blobs.locate(connection, digest)
             return self._blobs.load(location, guarded=False)
 
@@ -475,12 +521,12 @@ class Repository:
 
     def write_rows(self) -> "Counter[WriteRow]":
         """:returns: How many writes there are of each `(namespace, key, digest, kind, size, reference, written_at)`."""
-        with self._database.reading() as connection:
+        with self._index() as connection:
             return index_queries.write_rows(connection)
 
     def offload_rows(self) -> "Counter[OffloadRow]":
         """:returns: How many offloads there are of each row's values."""
-        with self._database.reading() as connection:
+        with self._index() as connection:
             return index_queries.offload_rows(connection)
 
     def import_writes(self, rows: Sequence[WriteRow]) -> None:

@@ -136,6 +136,7 @@ class SharedToolResultStore(RepositoryToolResultStore):
         :param data: A dictionary representation produced by `to_dict`.
         :returns: The store, connected.
         """
+        data = {**data, "init_parameters": dict(data["init_parameters"])}  # the caller's dict stays as it was
         deserialize_secrets_inplace(data["init_parameters"], keys=["index_url"])
         return default_from_dict(cls, data)
 

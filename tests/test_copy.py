@@ -18,7 +18,7 @@ from casstore.copying import copy_store
 from casstore.maintenance import verify
 from tests.servers import S3Location
 
-WRITES = [
+WRITES: list[tuple[str, str, str | bytes]] = [
     ("alice", "1_read_file.txt", "def main():\n    return 1\n"),
     ("alice", "2_read_file.txt", "def main():\n    return 1\n"),  # a duplicate
     ("alice", "3_grep.txt", "".join(f"match {n}: {os.urandom(16).hex()}\n" for n in range(3000))),  # an object
@@ -30,7 +30,7 @@ KEY = tuple[str, str, str, str, int, str, str]
 
 
 def _fill(root: Path) -> dict[tuple[str, str], str]:
-    references = {}
+    references: dict[tuple[str, str], str] = {}
     for namespace in ("alice", "bob"):
         with ContentAddressedToolResultStore(root, namespace=namespace, inline_max=4096) as store:
             for written_namespace, key, content in WRITES:
