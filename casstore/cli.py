@@ -433,6 +433,12 @@ def gc(
     )
     click.echo(f"  blobs deleted       {report.blobs_deleted} ({_bytes(report.blob_bytes_freed)})")
     click.echo(f"  stray files removed {report.stray_files_removed} ({_bytes(report.stray_bytes_freed)})")
+    click.echo(
+        f"  index               {_bytes(report.index_bytes_before)} before, {_bytes(report.index_bytes_after)} after"
+    )
+    click.echo(
+        f"  blobs kept outside  {_bytes(report.blob_bytes_before)} before, {_bytes(report.blob_bytes_after)} after"
+    )
 
 
 @cli.command()

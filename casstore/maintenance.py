@@ -91,7 +91,11 @@ def verify(source: Repository | HasRepository, *, progress: Callable[[int, int],
 
 @dataclass
 class GarbageReport:
-    """What `collect_garbage` removed (or, with `dry_run`, would remove)."""
+    """
+    What `collect_garbage` removed (or, with `dry_run`, would remove), and what the store occupied before and after:
+    `index_bytes` (`index.db` on disk; casstore's tables in PostgreSQL, whose freed space autovacuum reuses) and
+    `blob_bytes` (the blob files; the objects under the prefix).
+    """
 
     dry_run: bool
     writes_forgotten: int = 0
@@ -100,6 +104,10 @@ class GarbageReport:
     blob_bytes_freed: int = 0
     stray_files_removed: int = 0
     stray_bytes_freed: int = 0
+    index_bytes_before: int = 0
+    blob_bytes_before: int = 0
+    index_bytes_after: int = 0
+    blob_bytes_after: int = 0
 
 
 def collect_garbage(
@@ -124,6 +132,7 @@ def collect_garbage(
     if grace < timedelta(0) or (older_than is not None and older_than < timedelta(0)):
         raise ValueError("`grace` and `older_than` must not be negative.")
     repository = repository_of(source)
+    index_before, blobs_before = repository.footprint()
     if dry_run:
         # The forgetting and the blob selection run in one transaction that is rolled back; no file is touched.
         forgotten = repository.preview_collection(namespace=namespace, older_than=older_than, grace=grace)
@@ -134,8 +143,13 @@ def collect_garbage(
     strays, stray_bytes = repository.remove_stray_files(
         modified_before=time.time() - grace.total_seconds(), dry_run=dry_run
     )
+    index_after, blobs_after = repository.footprint()
     return GarbageReport(
         dry_run=dry_run,
+        index_bytes_before=index_before,
+        blob_bytes_before=blobs_before,
+        index_bytes_after=index_after,
+        blob_bytes_after=blobs_after,
         writes_forgotten=forgotten.writes_forgotten,
         offloads_forgotten=forgotten.offloads_forgotten,
         blobs_deleted=collected.blobs_deleted,

@@ -6,6 +6,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -178,18 +179,29 @@ def _backdate(store_root: Path, table: str, column: str, when: str, where: str =
         connection.execute(f"UPDATE {table} SET {column} = ? WHERE {where}", (when,))
 
 
+def _contents(root: Path) -> tuple[list[str], dict[str, str]]:
+    """Every row of the index, as SQL, and every file beside it: what a dry run must leave as it was."""
+    with closing(sqlite3.connect(root / "index.db")) as connection:
+        rows = list(connection.iterdump())
+    files = {name: digest for name, digest in tree_fingerprint(root).items() if not name.startswith("index.db")}
+    return rows, files
+
+
 def test_gc_forgets_a_namespace_and_deletes_only_what_nothing_references(
     store_root: Path, built: dict[str, str]
 ) -> None:
     _backdate(store_root, "blobs", "last_seen", "2020-01-01 00:00:00.000")  # seen long ago, beyond any grace
-    before = tree_fingerprint(store_root)
+    before = _contents(store_root)
     dry = json.loads(
         _invoke("gc", "--root", str(store_root), "--namespace", "bob", "--grace", "0s", "--dry-run", "--json").output
     )
-    assert tree_fingerprint(store_root) == before
+    assert _contents(store_root) == before
     assert count_rows(store_root, "writes") == 7
     real = json.loads(_invoke("gc", "--root", str(store_root), "--namespace", "bob", "--grace", "0s", "--json").output)
-    assert {**dry, "dry_run": False} == real
+    footprint = ("index_bytes_after", "blob_bytes_after")  # a dry run frees nothing; the real run does
+    assert {**dry, "dry_run": False, **{name: real[name] for name in footprint}} == real
+    assert (dry["index_bytes_after"], dry["blob_bytes_after"]) == (dry["index_bytes_before"], dry["blob_bytes_before"])
+    assert real["index_bytes_before"] > 0 and real["blob_bytes_before"] > 0  # index.db, and the large blob's file
     assert (real["writes_forgotten"], real["offloads_forgotten"], real["blobs_deleted"]) == (2, 1, 1)
     with ContentAddressedToolResultStore(store_root, namespace="alice") as alice:
         assert alice.read(built["source"]) == SOURCE  # shared with bob, still referenced by alice
