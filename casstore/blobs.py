@@ -43,6 +43,7 @@ _IMPORT_SQL = """
     ON CONFLICT (digest) DO UPDATE SET stored_size = excluded.stored_size, stored_in = excluded.stored_in
     RETURNING id
 """
+_READABLE_SQL = "SELECT size, stored_in, frame FROM readable_blobs WHERE digest = ? AND namespace = ? AND reference = ?"
 _LOCATE_SQL = "SELECT size, stored_in, frame FROM blob_locations WHERE digest = ?"
 _CONFIRM_SQL = f"SELECT stored_in, last_seen < {SHIFTED_NOW_SQL} FROM blobs WHERE digest = ?"
 _CONFIRM_AGO = ago(LAST_SEEN_RESOLUTION)
@@ -82,7 +83,7 @@ class StagedBlob:
     in_index: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class BlobLocation:
     """Where a blob is, as `locate` found it: opaque above this layer, which only hands it back to `load`."""
 
@@ -114,6 +115,9 @@ class BlobStore:
         self._inline_max = inline_max
         self._file_access = file_access
         self._hints = BlobHints()
+        # The hints' own methods, bound once: asked on every write.
+        self.known = self._hints.known
+        self.needs_confirmation = self._hints.needs_confirmation
         self._stored_elsewhere = files.stored_in
         # Whether a blob kept by `files` can vanish while its row stays: then only a look-up notices.
         self._can_vanish = not files.rows_imply_presence
@@ -223,19 +227,30 @@ class BlobStore:
             return False
         return row[0] == _STORED_IN_INDEX or not self._can_vanish or self._files.exists(digest)
 
-    def known(self, digest: str) -> bool:
-        """:returns: Whether this layer stored or confirmed the blob lately: a hint, never proof (`BlobHints`)."""
-        return self._hints.known(digest)
-
-    def needs_confirmation(self, digest: str) -> bool:
-        """:returns: Whether a write of this blob, known to be stored, should still `confirm` it (`BlobHints`)."""
-        return self._hints.needs_confirmation(digest)
-
     def exists(self, connection: sqlite3.Connection, digest: str) -> bool:
         """:returns: Whether a blob row exists for `digest` (its content is not checked; see `load`)."""
         return connection.execute("SELECT 1 FROM blobs WHERE digest = ?", (digest,)).fetchone() is not None
 
     # Reading.
+
+    def locate_readable(
+        self, connection: sqlite3.Connection, digest: str, namespace: str, reference: str
+    ) -> BlobLocation | None:
+        """
+        `locate`, for a read of `reference` in `namespace`, in one statement: the view `readable_blobs` joins the
+        index's visibility with `blob_locations`, so a read sees both in one consistent state of the index. This is
+        the one place the blob layer asks about visibility (besides gc's question of what nothing references).
+
+        :returns: None if the reference is not visible in `namespace`.
+        :raises CorruptBlobError: If it is visible but the index has no row for its blob (`missing`).
+        """
+        row = connection.execute(_READABLE_SQL, (digest, namespace, reference)).fetchone()
+        if row is None:
+            return None
+        size, stored_in, frame = row
+        if size is None:
+            raise CorruptBlobError(f"Blob {digest} is missing from the index.", digest=digest, missing=True)
+        return BlobLocation(digest, size, frame if stored_in == _STORED_IN_INDEX else None)
 
     def locate(self, connection: sqlite3.Connection, digest: str) -> BlobLocation:
         """

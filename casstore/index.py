@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from casstore.database import NOW_SQL, SHIFTED_NOW_SQL, UnitOfWork, ago
+from casstore.prepared import PreparedWrite
 
 _INSERT_WRITE_SQL = (
     f"INSERT INTO writes (namespace, key, digest, kind, size, reference, written_at) "
@@ -36,33 +37,19 @@ class OffloadRecord:
     saved_tokens: int
 
 
-@dataclass(frozen=True, slots=True)
-class WriteRecord:
-    """One call to `write`, as the `writes` table records it."""
-
-    namespace: str
-    key: str
-    digest: str
-    is_text: bool
-    size: int
-    reference: str
-
-
-def record_write(work: UnitOfWork, write: WriteRecord) -> bool:
+def record_write(work: UnitOfWork, namespace: str, write: PreparedWrite) -> bool:
     """
-    Append one row to `writes` and make its reference visible in its namespace, inside the caller's transaction.
+    Append one row to `writes` and make its reference visible in `namespace`, inside the caller's transaction.
 
     :returns: Whether the reference was visible in its namespace already. Then its blob is stored: a reference
         becomes visible only in the transaction that stores or finds its blob, and `gc` deletes a blob only when no
         reference to it is visible, both under SQLite's write lock.
     """
-    connection = work.connection
-    connection.execute(
-        _INSERT_WRITE_SQL,
-        (write.namespace, write.key, write.digest, "text" if write.is_text else "binary", write.size, write.reference),
-    )
-    made_visible = connection.execute(_MAKE_VISIBLE_SQL, (write.digest, write.namespace, write.reference)).fetchone()
-    return made_visible is None
+    execute = work.connection.execute
+    digest, reference = write.digest, write.reference
+    kind = "text" if write.is_text else "binary"
+    execute(_INSERT_WRITE_SQL, (namespace, write.key, digest, kind, len(write.data), reference))
+    return execute(_MAKE_VISIBLE_SQL, (digest, namespace, reference)).fetchone() is None
 
 
 def import_writes(work: UnitOfWork, rows: Sequence[tuple[str, str, str, str, int, str, str]]) -> None:

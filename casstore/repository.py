@@ -39,7 +39,7 @@ from casstore.disk import local_footprint
 from casstore.errors import CasStoreError, CorruptBlobError, ReferenceNotFoundError, StorageError
 from casstore.frames import FrameCodec
 from casstore.guard import OpenGuard
-from casstore.index import OffloadRecord, WriteRecord
+from casstore.index import OffloadRecord
 from casstore.index_queries import HistoryMark, OffloadEntry, OffloadRow, WriteRow
 from casstore.prepared import PreparedWrite
 from casstore.references import parse_reference
@@ -251,24 +251,18 @@ class Repository:
         # its `last_seen` is due for a refresh or it lives in a file whose presence only a look-up checks.
         for digest in sorted(staged):
             self._blobs.put(work, staged[digest])
-        to_confirm = set()
+        to_confirm = []
+        needs_confirmation = self._blobs.needs_confirmation
         for write in writes:
-            record = WriteRecord(
-                namespace=namespace,
-                key=write.key,
-                digest=write.digest,
-                is_text=write.is_text,
-                size=len(write.data),
-                reference=write.reference,
-            )
-            was_visible = index.record_write(work, record)
+            was_visible = index.record_write(work, namespace, write)
             digest = write.digest
-            if digest in staged or (was_visible and not self._blobs.needs_confirmation(digest)):
+            if digest in staged or (was_visible and not needs_confirmation(digest)):
                 continue
-            to_confirm.add(digest)
-        missing = [digest for digest in sorted(to_confirm) if not self._blobs.confirm(work, digest)]
-        if missing:
-            raise _BlobsMissing(missing)
+            to_confirm.append(digest)
+        if to_confirm:
+            missing = [digest for digest in sorted(set(to_confirm)) if not self._blobs.confirm(work, digest)]
+            if missing:
+                raise _BlobsMissing(missing)
 
     def record_offloads(self, *, namespace: str, compaction_id: str, offloads: Sequence[OffloadRecord]) -> None:
         """Append a compaction's offloads to the `offloads` table, in one transaction."""
@@ -296,9 +290,9 @@ class Repository:
     def _read_once(self, namespace: str, digest: str, reference: str) -> bytes:
         try:
             with self._database.reading() as connection:
-                if not index.is_visible(connection, namespace=namespace, digest=digest, reference=reference):
-                    raise _not_found(namespace, reference)
-                location = self._blobs.locate(connection, digest)
+                location = self._blobs.locate_readable(connection, digest, namespace, reference)
+            if location is None:
+                raise _not_found(namespace, reference)
         except self._database.damage as error:
             raise _damaged_index(digest, error) from error
         except self._database.failures as error:

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from casstore import ContentAddressedToolResultStore
-from casstore.blob_hints import BlobHints
 from casstore.maintenance import collect_garbage
 
 WORDS = Path(__file__).read_text().split()
@@ -155,4 +154,4 @@ def forget_hints(store: ContentAddressedToolResultStore) -> None:
     Make a store forget which blobs it stored or confirmed lately, as if `LAST_SEEN_RESOLUTION` had passed, so its
     next write of known content looks the blob up again (instead of sleeping for the resolution).
     """
-    store.repository._blobs._hints = BlobHints()
+    store.repository._blobs._hints._known.clear()

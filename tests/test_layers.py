@@ -19,7 +19,6 @@ from casstore.errors import CorruptBlobError
 from casstore.frames import FrameCodec, content_digest
 from casstore.index import (
     OffloadRecord,
-    WriteRecord,
     dangling_writes,
     forget,
     is_visible,
@@ -27,6 +26,7 @@ from casstore.index import (
     record_write,
     unreferenced_digests,
 )
+from casstore.prepared import PreparedWrite
 from tests.helpers import blake3_hex
 
 PACKAGE = Path(casstore.blob_hints.__file__).resolve().parent
@@ -115,7 +115,7 @@ def test_put_twice_keeps_one_blob_and_a_collection_removes_it(
 def test_a_referenced_blob_is_never_collectable(database: Database, blobs: BlobStore) -> None:
     digest = _put(database, blobs, b"kept")
     with database.transaction() as work:
-        record_write(work, WriteRecord("ns", "k.txt", digest, True, 4, f"blake3/{digest[:2]}/{digest[2:]}.txt"))
+        record_write(work, "ns", PreparedWrite(f"blake3/{digest[:2]}/{digest[2:]}.txt", "k.txt", digest, True, b"kept"))
         work.connection.execute("UPDATE blobs SET last_seen = '2020-01-01 00:00:00.000'")
         assert not blobs.delete_if_collectable(work, digest, grace=LAST_SEEN_RESOLUTION)
     assert _content(database, blobs, digest) == b"kept"
@@ -218,7 +218,7 @@ def test_the_index_records_writes_and_answers_visibility(database: Database) -> 
     reference = f"blake3/aa/{'a' * 62}.txt"
     with database.transaction() as work:
         was_visible = [
-            record_write(work, WriteRecord(namespace, "k.txt", digest, True, 3, reference))
+            record_write(work, namespace, PreparedWrite(reference, "k.txt", digest, True, b"abc"))
             for namespace in ("alice", "alice", "bob")
         ]
         assert was_visible == [False, True, False]  # visible already: only alice's second write
@@ -253,7 +253,7 @@ def test_forgetting_by_age_keeps_recent_writes(database: Database) -> None:
     reference = f"blake3/bb/{'b' * 62}.txt"
     with database.transaction() as work:
         for key in ("old.txt", "new.txt"):
-            record_write(work, WriteRecord("ns", key, "b" * 64, True, 1, reference))
+            record_write(work, "ns", PreparedWrite(reference, key, "b" * 64, True, b"b"))
         work.connection.execute("UPDATE writes SET written_at = '2020-01-01 00:00:00.000' WHERE key = 'old.txt'")
     with database.transaction() as work:
         assert forget(work, namespace=None, older_than=LAST_SEEN_RESOLUTION * 3600) == (1, 0)
