@@ -30,6 +30,10 @@ from casstore.frames import FrameCodec
 _STORED_IN_INDEX = "index"
 
 _LOCATE_SQL = "SELECT size, stored_in, frame FROM blob_locations WHERE digest = ?"
+# Visibility and location in one statement: `readable_blobs` is `visible_references` joined with `blob_locations`.
+_LOCATE_VISIBLE_SQL = (
+    "SELECT size, stored_in, frame FROM readable_blobs WHERE digest = ? AND namespace = ? AND reference = ?"
+)
 _CONFIRM_SQL = f"SELECT stored_in, last_seen < {SHIFTED_NOW_SQL} FROM blobs WHERE digest = ?"
 _CONFIRM_AGO = ago(LAST_SEEN_RESOLUTION)
 _RESOLUTION_SECONDS = LAST_SEEN_RESOLUTION.total_seconds()
@@ -103,6 +107,11 @@ class BlobStore:
         # Whether a blob kept by `files` can vanish while its row stays: then only a look-up notices.
         self._can_vanish = not files.rows_imply_presence
 
+    @property
+    def rows_imply_presence(self) -> bool:
+        """Whether a blob's row is proof that it is stored (true of blobs in the index and of objects)."""
+        return not self._can_vanish
+
     def close(self) -> None:
         """Release the blob directory."""
         self._files.close()
@@ -125,15 +134,20 @@ class BlobStore:
             self._files.write(digest, frame)
         return StagedBlob(digest=digest, size=len(data), frame=frame, in_index=in_index)
 
-    def put(self, work: UnitOfWork, staged: StagedBlob) -> None:
+    def put(self, work: UnitOfWork, staged: StagedBlob, *, stored_under_lock: bool = False) -> None:
         """
         Record a staged blob, inside the caller's write transaction.
 
         A file blob is checked to be in place first (and written again if a concurrent `gc` removed it), so the
         committed row never points at nothing. If the digest already has a row, the row is replaced by this one:
         either layout holds the same content, and this one was just checked to exist.
+
+        :param stored_under_lock: The blob was staged inside this transaction, after its write lock was taken, to a
+            backend whose rows imply presence (objects, removed only under gc's exclusive lock): it cannot have been
+            removed since, and is not looked at again.
         """
-        if not staged.in_index and not self._files.exists(staged.digest):
+        trusted = stored_under_lock and not self._can_vanish
+        if not staged.in_index and not trusted and not self._files.exists(staged.digest):
             self._files.write(staged.digest, staged.frame)
         checked_at = self._hints.now()
         connection = work.connection
@@ -215,6 +229,26 @@ class BlobStore:
         if row is None:
             raise CorruptBlobError(f"Blob {digest} is missing from the index.", digest=digest, missing=True)
         size, stored_in, frame = row
+        if stored_in == _STORED_IN_INDEX:
+            return BlobLocation(digest, size, frame)
+        return BlobLocation(digest, size, None)
+
+    def locate_visible(
+        self, connection: sqlite3.Connection, digest: str, *, namespace: str, reference: str
+    ) -> BlobLocation | None:
+        """
+        `index.is_visible` and `locate` in one statement (through the view `readable_blobs`), for an engine where a
+        round trip costs more than the join (PostgreSQL).
+
+        :returns: Where the blob is, or None if `reference` is not visible in `namespace`.
+        :raises CorruptBlobError: If the reference is visible but the index has no row for `digest` (`missing`).
+        """
+        row = connection.execute(_LOCATE_VISIBLE_SQL, (digest, namespace, reference)).fetchone()
+        if row is None:
+            return None
+        size, stored_in, frame = row
+        if stored_in is None:
+            raise CorruptBlobError(f"Blob {digest} is missing from the index.", digest=digest, missing=True)
         if stored_in == _STORED_IN_INDEX:
             return BlobLocation(digest, size, frame)
         return BlobLocation(digest, size, None)

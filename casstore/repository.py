@@ -30,8 +30,9 @@ from typing import Any, Protocol
 
 from casstore import index, index_queries
 from casstore.blob_files import BlobDirectory
+from casstore.blob_hints import LAST_SEEN_RESOLUTION
 from casstore.blobs import BlobBackend, BlobStore, StagedBlob
-from casstore.database import Database, UnitOfWork
+from casstore.database import Database, UnitOfWork, ago
 from casstore.disk import disk_usage
 from casstore.errors import CasStoreError, CorruptBlobError, ReferenceNotFoundError, StorageError
 from casstore.frames import FrameCodec
@@ -43,6 +44,7 @@ from casstore.references import parse_reference
 
 __all__ = ["BlobCheck", "Collection", "HasRepository", "IntegritySnapshot", "OffloadEntry", "Repository"]
 
+_SEEN_AGO = ago(LAST_SEEN_RESOLUTION)
 INDEX_FILE_NAME = "index.db"
 BLOB_DIRECTORY_NAME = "blobs"
 # Rows deleted per transaction by gc, so writers never wait long for the write lock.
@@ -90,6 +92,18 @@ class IndexDatabase(Protocol):
     def close(self) -> None: ...
 
 
+class StoredWriteRecorder(Protocol):
+    """
+    An engine's faster primitive for a write of one part whose blob is stored: the whole write transaction (the
+    writers' lock, the blob row checked and its `last_seen` refreshed, the write and its visibility) in one statement.
+    :returns: Whether it was recorded (False: the blob has no row, and nothing was written).
+    """
+
+    def __call__(
+        self, *, namespace: str, key: str, digest: str, kind: str, size: int, reference: str, seen_ago: str
+    ) -> bool: ...
+
+
 class Repository:
     """A store's index and its blobs: frames kept in the index, and a blob backend (a folder or an object store)."""
 
@@ -124,6 +138,12 @@ class Repository:
             inline_max=inline_max,
             file_access=self._guard,
         )
+        # Engine primitives where a round trip costs more than a statement (PostgreSQL); the local SQLite index has
+        # none and keeps its statements. A stored-writes statement trusts blob rows, so it needs a backend whose rows
+        # imply presence.
+        recorder: StoredWriteRecorder | None = getattr(database, "record_stored_write", None)
+        self._record_stored_write = recorder if self._blobs.rows_imply_presence else None
+        self._one_statement_reads = bool(getattr(database, "one_statement_reads", False))
 
     @classmethod
     def local(cls, root: Path, *, compression_level: int, inline_max: int, durable: bool) -> "Repository":
@@ -178,6 +198,9 @@ class Repository:
         # One transaction records every part. New content is compressed (and a large blob's file written) before it,
         # so the write lock is held only for row operations. If a part's blob turns out to be missing under the lock
         # (gc took it meanwhile), the transaction is rolled back and goes again with that part staged.
+        if self._record_stored_write is not None and len(writes) == 1:
+            self._store_one(namespace, writes[0])
+            return
         staged = self._stage_unknown(writes)
         while True:
             try:
@@ -190,6 +213,29 @@ class Repository:
                 continue
             return
 
+    def _store_one(self, namespace: str, write: PreparedWrite) -> None:
+        # With an engine that records a stored blob's write in one statement (PostgreSQL): that statement is tried
+        # first, whatever the hints say. It takes the writers' lock and records nothing unless the blob's row is
+        # there, so it also answers whether the content is new, at no look-up of its own.
+        assert self._record_stored_write is not None
+        if self._record_stored_write(
+            namespace=namespace,
+            key=write.key,
+            digest=write.digest,
+            kind="text" if write.is_text else "binary",
+            size=len(write.data),
+            reference=write.reference,
+            seen_ago=_SEEN_AGO,
+        ):
+            return
+        # New content (or collected meanwhile). Its blob is staged inside the transaction, under the writers' lock
+        # (which only gc's exclusive one excludes): every removal of an object happens under gc's lock, so the object
+        # written or found here stays until the commit, and `put` needs not look at it again.
+        with self._database.transaction() as work:
+            staged = self._blobs.stage(write.digest, write.data)
+            self._blobs.put(work, staged, stored_under_lock=True)
+            self._record_parts(work, namespace, [write], {write.digest: staged}, put=False)
+
     def _stage_unknown(self, writes: Sequence[PreparedWrite]) -> dict[str, StagedBlob]:
         # Which parts are new is asked without the lock, and not at all for content this repository stored or found
         # lately; the transaction settles it either way.
@@ -201,12 +247,19 @@ class Repository:
         return {digest: self._blobs.stage(digest, write.data) for digest, write in new.items()}
 
     def _record_parts(
-        self, work: UnitOfWork, namespace: str, writes: Sequence[PreparedWrite], staged: dict[str, StagedBlob]
+        self,
+        work: UnitOfWork,
+        namespace: str,
+        writes: Sequence[PreparedWrite],
+        staged: dict[str, StagedBlob],
+        *,
+        put: bool = True,
     ) -> None:
         # A part whose reference was visible already needs no look-up of its blob (see `index.record_write`), unless
         # its `last_seen` is due for a refresh or it lives in a file whose presence only a look-up checks.
-        for blob in staged.values():
-            self._blobs.put(work, blob)
+        if put:
+            for blob in staged.values():
+                self._blobs.put(work, blob)
         missing = []
         for write in writes:
             record = WriteRecord(
@@ -252,9 +305,15 @@ class Repository:
     def _read_once(self, namespace: str, digest: str, reference: str) -> bytes:
         try:
             with self._database.reading() as connection:
-                if not index.is_visible(connection, namespace=namespace, digest=digest, reference=reference):
-                    raise _not_found(namespace, reference)
-                location = self._blobs.locate(connection, digest)
+                if self._one_statement_reads:
+                    found = self._blobs.locate_visible(connection, digest, namespace=namespace, reference=reference)
+                    if found is None:
+                        raise _not_found(namespace, reference)
+                    location = found
+                else:
+                    if not index.is_visible(connection, namespace=namespace, digest=digest, reference=reference):
+                        raise _not_found(namespace, reference)
+                    location = self._blobs.locate(connection, digest)
         except self._database.damage as error:
             raise _damaged_index(digest, error) from error
         except self._database.failures as error:
