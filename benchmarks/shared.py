@@ -5,14 +5,16 @@ same run, and then with 1, 2 and 4 writer processes at once.
 
 The servers are started here with the test suite's own classes (`tests/servers.py`: a PostgreSQL cluster and SeaweedFS
 with its S3 gateway, on 127.0.0.1, in temporary folders) and stopped afterwards. The three stores write the same
-chunks of the trace in turns (the order rotating by chunk), and every write is timed on its own.
+chunks of the trace in turns (the order rotating by chunk), every write timed on its own.
 
 The floors, timed in the same chunks on the same writes:
 
-- commit floor (each duplicate write): BLAKE3 of the content, then one autocommit `INSERT` of one row through a
-  psycopg_pool pool set up as the shared store's (one round trip that commits a row);
-- PUT + commit floor (each new write whose frame is too large for the index): BLAKE3, zstd (level 3), one
-  conditional object PUT through `ObjectBlobs` (the store's own client), then the commit floor's `INSERT`.
+- commit floor (timed right after each duplicate write of the shared store): UTF-8 and BLAKE3 of the content, then
+  one autocommit `INSERT` of one row through a psycopg_pool pool set up as the shared store's (one round trip that
+  commits a row);
+- PUT + commit floor: BLAKE3, zstd (level 3), one conditional object PUT through `ObjectBlobs` (the store's own
+  client), then the commit floor's `INSERT`. The trace has few new blobs too large for the index, so these are timed
+  after it: `LARGE_PROBE_WRITES` fresh incompressible contents per store and as many for the floor, in turns.
 
 Object-store requests are counted by wrapping obstore's request functions in this process (`put`, `get`, `head`,
 `delete`, `list`), so a duplicate write that touches the object store shows up as a count above zero.
@@ -57,6 +59,10 @@ LABELS = {
     BASELINE: "FileSystemToolResultStore",
 }
 _REQUESTS = ("put", "get", "head", "delete", "list")
+# New large blobs, written after the trace to time them against the PUT+commit floor: incompressible, so each is an
+# object (more than the default inline_max of 64 KiB once compressed).
+LARGE_PROBE_WRITES = 40
+LARGE_PROBE_BYTES = 192 * 1024
 
 
 class Servers:
@@ -152,15 +158,17 @@ class SharedFloors:
         """:returns: The size of `data`'s zstd frame (to tell a blob bound for an object from one kept inline)."""
         return len(self._compressor.compress(data))
 
-    def commit(self, key: str, data: bytes) -> str:
-        """BLAKE3 of `data`, then one autocommit INSERT of one row through the pool: one round trip that commits."""
+    def commit(self, key: str, content: str | bytes) -> str:
+        """UTF-8 and BLAKE3 of `content`, then one autocommit INSERT of one row through the pool: one round trip."""
+        data = _as_bytes(content)
         digest = blake3.blake3(data).hexdigest()
         with self._pool.connection() as connection:
             connection.execute("INSERT INTO floor (key, digest, size) VALUES (%s, %s, %s)", (key, digest, len(data)))
         return digest
 
-    def put_commit(self, key: str, data: bytes) -> str:
+    def put_commit(self, key: str, content: str | bytes) -> str:
         """BLAKE3, zstd, one object PUT of the frame (a fresh name), then the commit floor's INSERT."""
+        data = _as_bytes(content)
         digest = blake3.blake3(data).hexdigest()
         frame = self._compressor.compress(data)
         self._puts += 1
@@ -242,7 +250,6 @@ def _timed_run(
     }
     references = {name: [""] * total for name in STORES}
     commit_floor: list[int] = []
-    put_floor: list[int] = []
     large_new: list[int] = []  # write indices of new content whose frame goes to the object store
     clock = time.perf_counter_ns
     counter.install()
@@ -260,17 +267,14 @@ def _timed_run(
                     refs[start + offset] = write(key=key, content=content)
                     measured.write_ns[start + offset] = clock() - before
                     measured.requests[start + offset] = counter.count - before_requests
-            for offset, (key, content) in enumerate(items):
-                data = _as_bytes(content)
-                if not trace.is_new[start + offset]:
-                    before = clock()
-                    floors.commit(key, data)
-                    commit_floor.append(clock() - before)
-                elif floors.frame_size(data) > DEFAULT_INLINE_MAX:
+                    if name == SHARED and not trace.is_new[start + offset]:
+                        # The commit floor right after the duplicate write it is compared with, in the same state.
+                        before = clock()
+                        floors.commit(key, content)
+                        commit_floor.append(clock() - before)
+            for offset, (_, content) in enumerate(items):
+                if trace.is_new[start + offset] and floors.frame_size(_as_bytes(content)) > DEFAULT_INLINE_MAX:
                     large_new.append(start + offset)
-                    before = clock()
-                    floors.put_commit(key, data)
-                    put_floor.append(clock() - before)
             if number % 4 == 0:
                 progress(f"shared benchmark: wrote {stop}/{total}")
         _timed_reads(trace, stores, references, timings, reads=reads, seed=seed)
@@ -278,6 +282,7 @@ def _timed_run(
             SHARED: stores[SHARED].repository.disk_bytes(),
             **{name: disk_usage(root).blocks_bytes for name, root in roots.items()},
         }
+        probe = _large_blob_probe(stores, floors, seed=seed)
     finally:
         counter.remove()
         floors.close()
@@ -285,9 +290,15 @@ def _timed_run(
             close_store(store)
         for root in roots.values():
             shutil.rmtree(root, ignore_errors=True)
-    return _figures(
-        trace, timings=timings, stored=stored, large_new=large_new, commit_floor=commit_floor, put_floor=put_floor
+    result = _figures(
+        trace, timings=timings, stored=stored, large_new=large_new, commit_floor=commit_floor, put_floor=probe[1]
     )
+    result["large_blob_probe"] = {"writes": LARGE_PROBE_WRITES, "bytes": LARGE_PROBE_BYTES}
+    for name in STORES:
+        result["figures"][name]["write_new_large_p50_us"] = _p(probe[0][name], 0.5)
+        result["figures"][name]["write_new_large_p90_us"] = _p(probe[0][name], 0.9)
+    result["floors"]["put_commit_p90_us"] = _p(probe[1], 0.9)
+    return result
 
 
 def _figures(
@@ -358,6 +369,34 @@ def _writer(job: _WriterJob, barrier: Any, results: Any) -> None:
             store.write(key=key, content=content)
         ended = time.monotonic()
     results.put((len(items), began, ended))
+
+
+def _large_blob_probe(
+    stores: dict[str, Any], floors: SharedFloors, *, seed: int
+) -> tuple[dict[str, list[int]], list[int]]:
+    """
+    Time writes of new large blobs (the trace has few): `LARGE_PROBE_WRITES` fresh incompressible contents of
+    `LARGE_PROBE_BYTES` per store, each beside one PUT+commit floor of a content of its own, the order rotating.
+
+    :returns: Each store's times, and the floor's.
+    """
+    rng = random.Random(f"large-blobs/{seed}")
+    clock = time.perf_counter_ns
+    times: dict[str, list[int]] = {name: [] for name in STORES}
+    floor: list[int] = []
+    for number in range(LARGE_PROBE_WRITES):
+        turns = [*STORES, "floor"]
+        turns = turns[number % 4 :] + turns[: number % 4]
+        for name in turns:
+            content = rng.randbytes(LARGE_PROBE_BYTES)
+            before = clock()
+            if name == "floor":
+                floors.put_commit(f"large{number}.bin", content)
+                floor.append(clock() - before)
+            else:
+                stores[name].write(key=f"large{number}.bin", content=content)
+                times[name].append(clock() - before)
+    return times, floor
 
 
 def _timed_reads(
@@ -449,7 +488,7 @@ def _targets(result: dict[str, Any]) -> list[dict[str, Any]]:
             "met": shared["object_requests_duplicate"] == 0,
         },
     ]
-    if result["new_large_writes"]:
+    if not math.isnan(floors["put_commit_p50_us"]):
         large_ratio = shared["write_new_large_p50_us"] / floors["put_commit_p50_us"]
         checks.append(
             {
@@ -478,7 +517,9 @@ def report_shared(result: dict[str, Any]) -> str:
     lines = [
         f"Shared store: {result['writes']:,} writes ({result['new_writes']:,} new, of which "
         f"{result['new_large_writes']:,} large enough for an object; {result['duplicate_writes']:,} duplicate), "
-        "PostgreSQL and SeaweedFS on 127.0.0.1.",
+        "PostgreSQL and SeaweedFS on 127.0.0.1; new large blobs timed after the trace on "
+        f"{result['large_blob_probe']['writes']} fresh incompressible contents of "
+        f"{result['large_blob_probe']['bytes'] // 1024} KiB each (per store, and for the floor).",
         "",
         f"| figure | {' | '.join(LABELS[name] for name in STORES)} | floor |",
         "| --- | ---: | ---: | ---: | ---: |",
