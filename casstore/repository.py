@@ -197,7 +197,8 @@ class Repository:
     def _store(self, namespace: str, writes: Sequence[PreparedWrite]) -> None:
         # One transaction records every part. New content is compressed (and a large blob's file written) before it,
         # so the write lock is held only for row operations. If a part's blob turns out to be missing under the lock
-        # (gc took it meanwhile), the transaction is rolled back and goes again with that part staged.
+        # (gc took it meanwhile), the transaction is rolled back and goes again with that part staged. An engine that
+        # records a one-part write in one statement (PostgreSQL) takes the other way, `_store_one`.
         if self._record_stored_write is not None and len(writes) == 1:
             self._store_one(namespace, writes[0])
             return
@@ -233,8 +234,7 @@ class Repository:
         # written or found here stays until the commit, and `put` needs not look at it again.
         with self._database.transaction() as work:
             staged = self._blobs.stage(write.digest, write.data)
-            self._blobs.put(work, staged, stored_under_lock=True)
-            self._record_parts(work, namespace, [write], {write.digest: staged}, put=False)
+            self._record_parts(work, namespace, [write], {write.digest: staged}, stored_under_lock=True)
 
     def _stage_unknown(self, writes: Sequence[PreparedWrite]) -> dict[str, StagedBlob]:
         # Which parts are new is asked without the lock, and not at all for content this repository stored or found
@@ -253,13 +253,12 @@ class Repository:
         writes: Sequence[PreparedWrite],
         staged: dict[str, StagedBlob],
         *,
-        put: bool = True,
+        stored_under_lock: bool = False,
     ) -> None:
         # A part whose reference was visible already needs no look-up of its blob (see `index.record_write`), unless
         # its `last_seen` is due for a refresh or it lives in a file whose presence only a look-up checks.
-        if put:
-            for blob in staged.values():
-                self._blobs.put(work, blob)
+        for blob in staged.values():
+            self._blobs.put(work, blob, stored_under_lock=stored_under_lock)
         missing = []
         for write in writes:
             record = WriteRecord(
