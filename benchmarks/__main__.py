@@ -65,6 +65,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--processes", default="1,2,4", help="with --shared: numbers of writer processes at once (default: 1,2,4)"
     )
+    parser.add_argument(
+        "--process-rounds", type=int, default=3, help="with --shared: rounds of the writer-process runs (default: 3)"
+    )
     parser.add_argument("--results", type=int, default=None, help="cut the trace to its first N results")
     return parser
 
@@ -208,6 +211,7 @@ def _run_shared(
         seed=arguments.seed,
         processes=processes,
         progress=progress,
+        process_rounds=arguments.process_rounds,
     )
     result["meta"] = {
         "command": " ".join(["python -m benchmarks", *sys.argv[1:]]),

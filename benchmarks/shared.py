@@ -63,6 +63,8 @@ _REQUESTS = ("put", "get", "head", "delete", "list")
 # object (more than the default inline_max of 64 KiB once compressed).
 LARGE_PROBE_WRITES = 40
 LARGE_PROBE_BYTES = 192 * 1024
+# Rounds of the writer-process runs; each number of processes is reported by its median round.
+PROCESS_ROUNDS = 3
 
 
 class Servers:
@@ -211,6 +213,7 @@ def run_shared(
     seed: int,
     processes: tuple[int, ...],
     progress: Callable[[str], None],
+    process_rounds: int = PROCESS_ROUNDS,
 ) -> dict[str, Any]:
     """
     Run the shared-store benchmark: start the servers, time the three stores and the floors, then the writer
@@ -222,7 +225,7 @@ def run_shared(
         result = _timed_run(
             trace, workdir, shared, chunk_writes=chunk_writes, reads=reads, seed=seed, progress=progress
         )
-        result["processes"] = _process_runs(trace, workdir, shared, processes, progress)
+        result["processes"] = _process_runs(trace, workdir, shared, processes, progress, rounds=process_rounds)
     result["targets"] = _targets(result)
     return result
 
@@ -426,49 +429,82 @@ def _timed_reads(
 
 
 def _process_runs(
-    trace: PackedTrace, workdir: Path, shared: Servers, processes: tuple[int, ...], progress: Callable[[str], None]
-) -> list[dict[str, float]]:
-    """Write the whole trace once with each number of processes (each its share), on a fresh database and prefix."""
+    trace: PackedTrace,
+    workdir: Path,
+    shared: Servers,
+    processes: tuple[int, ...],
+    progress: Callable[[str], None],
+    *,
+    rounds: int = PROCESS_ROUNDS,
+) -> list[dict[str, Any]]:
+    """
+    Write the whole trace with each number of processes at once (each its share, on a fresh database and prefix),
+    `rounds` times, the order of the counts reversed every other round so that a drift in the machine's load falls on
+    all of them alike.
+
+    :returns: Per number of processes: the median aggregate writes/s over the rounds, with each round's.
+    """
     index_path = workdir / "shared-trace-index.json"
     trace.save_index(index_path)
-    context = multiprocessing.get_context("spawn")
+    measured: dict[int, list[dict[str, float]]] = {count: [] for count in processes}
+    try:
+        for round_number in range(rounds):
+            order = processes if round_number % 2 == 0 else processes[::-1]
+            for count in order:
+                progress(f"shared benchmark: {count} writer process(es) at once (round {round_number + 1}/{rounds})")
+                measured[count].append(_one_process_run(trace, index_path, shared, count))
+    finally:
+        index_path.unlink(missing_ok=True)
     rows = []
     for count in processes:
-        progress(f"shared benchmark: {count} writer process(es) at once ...")
-        url, blob_url = shared.database(), shared.prefix()
-        SharedToolResultStore(index_url=url, blob_url=blob_url, blob_options=shared.seaweed.options()).close()
-        barrier = context.Barrier(count)
-        results = context.Queue()
-        children = [
-            context.Process(
-                target=_writer,
-                args=(
-                    _WriterJob(
-                        index_path=str(index_path),
-                        url=url,
-                        blob_url=blob_url,
-                        options=shared.seaweed.options(),
-                        positions=list(range(number, len(trace), count)),
-                        namespace=f"writer{number}",
-                    ),
-                    barrier,
-                    results,
-                ),
-            )
-            for number in range(count)
-        ]
-        for child in children:
-            child.start()
-        reports = [results.get(timeout=600) for _ in children]
-        for child in children:
-            child.join(timeout=60)
-            if child.exitcode != 0:
-                raise RuntimeError(f"A writer process failed (exit status {child.exitcode}).")
-        writes = sum(report[0] for report in reports)
-        seconds = max(report[2] for report in reports) - min(report[1] for report in reports)
-        rows.append({"processes": count, "writes": writes, "seconds": seconds, "writes_per_s": writes / seconds})
-    index_path.unlink(missing_ok=True)
+        rates = sorted(run["writes_per_s"] for run in measured[count])
+        middle = sorted(measured[count], key=lambda run: run["writes_per_s"])[len(rates) // 2]
+        rows.append(
+            {
+                "processes": count,
+                "writes": middle["writes"],
+                "seconds": middle["seconds"],
+                "writes_per_s": middle["writes_per_s"],
+                "writes_per_s_rounds": [run["writes_per_s"] for run in measured[count]],
+            }
+        )
     return rows
+
+
+def _one_process_run(trace: PackedTrace, index_path: Path, shared: Servers, count: int) -> dict[str, float]:
+    context = multiprocessing.get_context("spawn")
+    url, blob_url = shared.database(), shared.prefix()
+    SharedToolResultStore(index_url=url, blob_url=blob_url, blob_options=shared.seaweed.options()).close()
+    barrier = context.Barrier(count)
+    results = context.Queue()
+    children = [
+        context.Process(
+            target=_writer,
+            args=(
+                _WriterJob(
+                    index_path=str(index_path),
+                    url=url,
+                    blob_url=blob_url,
+                    options=shared.seaweed.options(),
+                    positions=list(range(number, len(trace), count)),
+                    namespace=f"writer{number}",
+                ),
+                barrier,
+                results,
+            ),
+        )
+        for number in range(count)
+    ]
+    for child in children:
+        child.start()
+    reports = [results.get(timeout=600) for _ in children]
+    for child in children:
+        child.join(timeout=60)
+        if child.exitcode != 0:
+            raise RuntimeError(f"A writer process failed (exit status {child.exitcode}).")
+    writes = sum(report[0] for report in reports)
+    seconds = max(report[2] for report in reports) - min(report[1] for report in reports)
+    return {"writes": writes, "seconds": seconds, "writes_per_s": writes / seconds}
 
 
 def _targets(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -554,9 +590,16 @@ def report_shared(result: dict[str, Any]) -> str:
             else:
                 values.append(f"{value:,.0f}" if name == SHARED else "-")
         lines.append(f"| {label} | {' | '.join(values)} | {floor} |")
-    lines += ["", "| writer processes | writes | seconds | aggregate writes/s |", "| ---: | ---: | ---: | ---: |"]
+    lines += [
+        "",
+        "| writer processes | writes | seconds (median round) | aggregate writes/s (median) | each round |",
+        "| ---: | ---: | ---: | ---: | --- |",
+    ]
     for row in result["processes"]:
-        lines.append(f"| {row['processes']} | {row['writes']:,} | {row['seconds']:.2f} | {row['writes_per_s']:,.0f} |")
+        rounds = ", ".join(f"{rate:,.0f}" for rate in row["writes_per_s_rounds"])
+        lines.append(
+            f"| {row['processes']} | {row['writes']:,} | {row['seconds']:.2f} | {row['writes_per_s']:,.0f} | {rounds} |"
+        )
     lines += ["", "| target | value | target | met |", "| --- | ---: | --- | --- |"]
     for check in result["targets"]:
         lines.append(

@@ -16,7 +16,19 @@ from benchmarks.shared import STORES
 @pytest.mark.slow
 def test_tiny_shared_benchmark(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     result_path = tmp_path / "shared.json"
-    arguments = ["--shared", "--results", "60", "--reads", "40", "--chunk", "25", "--processes", "1,2"]
+    arguments = [
+        "--shared",
+        "--results",
+        "60",
+        "--reads",
+        "40",
+        "--chunk",
+        "25",
+        "--processes",
+        "1,2",
+        "--process-rounds",
+        "1",
+    ]
     assert main([*arguments, "--json", str(result_path), "--quiet"]) == 0
     printed = capsys.readouterr().out
     result = json.loads(result_path.read_text())
@@ -42,4 +54,4 @@ def test_tiny_shared_benchmark(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert {"duplicate write p50 / commit floor p50", "object-store requests during duplicate writes"} <= names
     assert all(math.isfinite(check["value"]) and check["met"] in (True, False) for check in result["targets"])
     assert "| figure | SharedToolResultStore | ContentAddressedToolResultStore | FileSystemToolResultStore |" in printed
-    assert "| writer processes | writes | seconds | aggregate writes/s |" in printed
+    assert "| writer processes | writes | seconds (median round) | aggregate writes/s (median) |" in printed
