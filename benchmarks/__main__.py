@@ -5,6 +5,7 @@
     python -m benchmarks --size medium         # ~20k results, ~150 MB logical: the README's table
     python -m benchmarks --size scale          # 120k results, mostly small: does per-write cost stay flat?
     python -m benchmarks --inline-sweep        # also measure casstore's inline_max from 0 to 64 KiB
+    python -m benchmarks --shared              # SharedToolResultStore (PostgreSQL + SeaweedFS on loopback), a few min
 
 Prints the trace's figures first, then a markdown table, and writes everything as JSON (`--json`, by default
 `benchmarks/results/<size>-seed<seed>.json`).
@@ -19,6 +20,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import replace
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -54,6 +57,18 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory child processes")
     parser.add_argument("--no-compactor", action="store_true", help="skip the compactor comparison")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument(
+        "--shared",
+        action="store_true",
+        help="benchmark SharedToolResultStore (PostgreSQL and SeaweedFS started on loopback) beside both local stores",
+    )
+    parser.add_argument(
+        "--processes", default="1,2,4", help="with --shared: numbers of writer processes at once (default: 1,2,4)"
+    )
+    parser.add_argument(
+        "--process-rounds", type=int, default=3, help="with --shared: rounds of the writer-process runs (default: 3)"
+    )
+    parser.add_argument("--results", type=int, default=None, help="cut the trace to its first N results")
     return parser
 
 
@@ -91,7 +106,11 @@ def _source_state() -> str:
 
 def run(arguments: argparse.Namespace) -> dict[str, Any]:
     """Run the whole benchmark as `arguments` say and return the result (also printed and written as JSON)."""
-    size = SIZES[arguments.size]
+    size = (
+        SIZES[arguments.size]
+        if arguments.results is None
+        else replace(SIZES[arguments.size], results=arguments.results)
+    )
     repetitions = arguments.repetitions or _DEFAULT_REPETITIONS[size.name]
 
     def progress(message: str) -> None:
@@ -115,6 +134,8 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
         )
         gc.collect()
         gc.freeze()
+        if arguments.shared:
+            return _run_shared(arguments, trace, workdir, progress)
         summaries = []
         series = []
         for index in range(repetitions):
@@ -174,6 +195,36 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
     finally:
         if own_workdir:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run_shared(
+    arguments: argparse.Namespace, trace: PackedTrace, workdir: Path, progress: Callable[[str], None]
+) -> dict[str, Any]:
+    from benchmarks.shared import run_shared
+
+    processes = tuple(int(count) for count in arguments.processes.split(",") if count.strip())
+    result = run_shared(
+        trace,
+        workdir,
+        chunk_writes=arguments.chunk,
+        reads=arguments.reads,
+        seed=arguments.seed,
+        processes=processes,
+        progress=progress,
+        process_rounds=arguments.process_rounds,
+    )
+    result["meta"] = {
+        "command": " ".join(["python -m benchmarks", *sys.argv[1:]]),
+        "size": trace.size,
+        "results": trace.stats.results,
+        "seed": trace.seed,
+        "fingerprint": trace.fingerprint,
+        "cpus": os.cpu_count(),
+        "casstore_source": _source_state(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    }
+    result["trace"] = trace.stats.to_dict()
+    return result
 
 
 def _delta_estimate(trace: PackedTrace, summaries: list[dict[str, dict[str, float]]]) -> dict[str, float]:
@@ -274,6 +325,15 @@ def main(argv: list[str] | None = None) -> int:
     arguments = _parser().parse_args(argv)
     result = run(arguments)
     print()
+    if arguments.shared:
+        from benchmarks.shared import report_shared, write_result
+
+        print(report_shared(result))
+        name = f"shared-{arguments.size}-seed{arguments.seed}.json"
+        path = arguments.json or Path(__file__).resolve().parent / "results" / name
+        write_result(result, path)
+        print(f"\nJSON: {path}")
+        return 0
     print(table(result))
     path = arguments.json or Path(__file__).resolve().parent / "results" / f"{arguments.size}-seed{arguments.seed}.json"
     write_json(result, path)

@@ -122,6 +122,11 @@ class BlobStore:
         # Whether a blob kept by `files` can vanish while its row stays: then only a look-up notices.
         self._can_vanish = not files.rows_imply_presence
 
+    @property
+    def rows_imply_presence(self) -> bool:
+        """Whether a blob's row is proof that it is stored (true of blobs in the index and of objects)."""
+        return not self._can_vanish
+
     def close(self) -> None:
         """Release the blob directory."""
         self._files.close()
@@ -161,7 +166,14 @@ class BlobStore:
             return frame
         return found
 
-    def put(self, work: UnitOfWork, staged: StagedBlob, *, seen: tuple[str, str] | None = None) -> None:
+    def put(
+        self,
+        work: UnitOfWork,
+        staged: StagedBlob,
+        *,
+        seen: tuple[str, str] | None = None,
+        stored_under_lock: bool = False,
+    ) -> None:
         """
         Record a staged blob, inside the caller's write transaction.
 
@@ -171,8 +183,13 @@ class BlobStore:
         A file blob is checked to be in place first (and written again if a concurrent `gc` removed it), so the
         committed row never points at nothing. If the digest already has a row, the row is replaced by this one:
         either layout holds the same content, and this one was just checked to exist.
+
+        :param stored_under_lock: The blob was staged inside this transaction, after its write lock was taken, to a
+            backend whose rows imply presence (objects, removed only under gc's exclusive lock): it cannot have been
+            removed since, and is not looked at again.
         """
-        if not staged.in_index and not self._files.exists(staged.digest):
+        trusted = stored_under_lock and not self._can_vanish
+        if not staged.in_index and not trusted and not self._files.exists(staged.digest):
             self._files.write(staged.digest, staged.frame)
         checked_at = self._hints.now()
         connection = work.connection

@@ -12,6 +12,14 @@ Locking, the PostgreSQL form of the SQLite store's write lock (see docs/shared-s
 - `gc`'s transactions (forgetting writes, deleting blobs, removing stray objects) take the same lock exclusively,
   for the whole session of the transaction and of what it does right after committing, so no write transaction runs
   while gc decides what nothing references, nor while it deletes the objects of blob rows it has just deleted.
+
+Round trips, which on a network (even loopback) cost far more than the statements they carry:
+
+- a write transaction opens with `BEGIN` and the shared lock in one message;
+- a write of one part whose blob is stored already (a duplicate) is one statement, `record_stored_write` (the
+  function of migration 0007, which takes the shared lock itself): one round trip that commits, like the insert of a
+  row;
+- a read is one statement through the view `readable_blobs`, as on SQLite.
 """
 
 import os
@@ -41,6 +49,11 @@ MIGRATION_LOCK_KEY = 0x63617373_6D696772  # "cassmigr"
 
 # casstore's tables in the index's schema.
 CASSTORE_TABLES = ("blobs", "blob_frames", "writes", "visible_references", "offloads", "_casstore_migrations")
+
+# A write transaction's first message: BEGIN and the writers' shared lock, in one round trip (the simple-query
+# protocol runs both; the key is a constant, not a parameter).
+_BEGIN_SHARED = f"BEGIN; SELECT pg_advisory_xact_lock_shared({GC_LOCK_KEY})"
+_RECORD_STORED_WRITE = "SELECT casstore_record_stored_write(%s, %s, %s, %s, %s, %s, %s, %s)"
 
 _TIMESTAMP = "to_char(({} AT TIME ZONE 'UTC'), 'YYYY-MM-DD HH24:MI:SS.MS')"
 _PG_NOW = _TIMESTAMP.format("now()")
@@ -192,9 +205,10 @@ class PostgresDatabase:
             if exclusive:
                 raw.execute("SELECT pg_advisory_lock(%s)", (GC_LOCK_KEY,))
             try:
-                raw.execute("BEGIN")
-                if not exclusive:
-                    raw.execute("SELECT pg_advisory_xact_lock_shared(%s)", (GC_LOCK_KEY,))
+                if exclusive:
+                    raw.execute("BEGIN")
+                else:
+                    raw.execute(_BEGIN_SHARED, prepare=False)
                 work = UnitOfWork(connection)  # type: ignore[arg-type]
                 try:
                     yield work
@@ -206,6 +220,25 @@ class PostgresDatabase:
             finally:
                 if exclusive and not raw.closed:
                     raw.execute("SELECT pg_advisory_unlock(%s)", (GC_LOCK_KEY,))
+
+    def record_stored_write(
+        self, *, namespace: str, key: str, digest: str, kind: str, size: int, reference: str, seen_ago: str
+    ) -> bool:
+        """
+        Record a write whose blob is stored, as one statement that is a whole write transaction (one round trip): the
+        function `casstore_record_stored_write` of migration 0007 takes the writers' shared lock, checks that the
+        blob's row exists, refreshes its `last_seen` if older than `seen_ago`, and appends the `writes` row and its
+        visibility, as a write transaction of `index.record_write` and `BlobStore.confirm` does.
+
+        :param kind: `text` or `binary`.
+        :param seen_ago: `database.ago(LAST_SEEN_RESOLUTION)`: how old a `last_seen` may be and be left alone.
+        :returns: True if the write was recorded; False if the blob has no row (then nothing was written).
+        """
+        with self._connection() as connection:
+            row = connection.raw.execute(
+                _RECORD_STORED_WRITE, (GC_LOCK_KEY, namespace, key, digest, kind, size, reference, seen_ago)
+            ).fetchone()
+        return bool(row and row[0])
 
     @contextmanager
     def rolled_back(self) -> Iterator[UnitOfWork]:

@@ -33,8 +33,9 @@ from typing import Any, Protocol
 
 from casstore import index, index_queries
 from casstore.blob_files import BlobDirectory
+from casstore.blob_hints import LAST_SEEN_RESOLUTION
 from casstore.blobs import BlobBackend, BlobStore, StagedBlob
-from casstore.database import Database, UnitOfWork
+from casstore.database import Database, UnitOfWork, ago
 from casstore.disk import local_footprint
 from casstore.errors import CasStoreError, CorruptBlobError, ReferenceNotFoundError, StorageError
 from casstore.frames import FrameCodec
@@ -55,6 +56,7 @@ __all__ = [
     "WriteRow",
 ]
 
+_SEEN_AGO = ago(LAST_SEEN_RESOLUTION)
 INDEX_FILE_NAME = "index.db"
 BLOB_DIRECTORY_NAME = "blobs"
 # Rows deleted per transaction by gc, so writers never wait long for the write lock.
@@ -106,6 +108,18 @@ class IndexDatabase(Protocol):
     def close(self) -> None: ...
 
 
+class StoredWriteRecorder(Protocol):
+    """
+    An engine's faster primitive for a write of one part whose blob is stored: the whole write transaction (the
+    writers' lock, the blob row checked and its `last_seen` refreshed, the write and its visibility) in one statement.
+    :returns: Whether it was recorded (False: the blob has no row, and nothing was written).
+    """
+
+    def __call__(
+        self, *, namespace: str, key: str, digest: str, kind: str, size: int, reference: str, seen_ago: str
+    ) -> bool: ...
+
+
 class Repository:
     """A store's index and its blobs: frames kept in the index, and a blob backend (a folder or an object store)."""
 
@@ -140,6 +154,11 @@ class Repository:
             inline_max=inline_max,
             file_access=self._guard,
         )
+        # Engine primitives where a round trip costs more than a statement (PostgreSQL); the local SQLite index has
+        # none and keeps its statements. A stored-writes statement trusts blob rows, so it needs a backend whose rows
+        # imply presence.
+        recorder: StoredWriteRecorder | None = getattr(database, "record_stored_write", None)
+        self._record_stored_write = recorder if self._blobs.rows_imply_presence else None
 
     @classmethod
     def local(cls, root: Path, *, compression_level: int, inline_max: int, durable: bool) -> "Repository":
@@ -212,11 +231,27 @@ class Repository:
     def _store(self, namespace: str, writes: Sequence[PreparedWrite]) -> None:
         # One transaction records every part. New content is compressed (and a large blob's file written) before it,
         # so the write lock is held only for row operations. If a part's blob turns out to be missing under the lock
-        # (gc took it meanwhile), the transaction is rolled back and goes again with that part staged.
+        # (gc took it meanwhile), the transaction is rolled back and goes again with that part staged. An engine that
+        # records a one-part write in one statement (PostgreSQL) takes the other way, `_store_one`.
         # On PostgreSQL, writers on several hosts run at once: rows are locked in digest order, and a transaction
         # PostgreSQL chose to break a deadlock (or a serialization conflict) with is rolled back and run again.
-        staged = self._stage_unknown(writes)
         conflicts = 0
+        while True:
+            try:
+                if self._record_stored_write is not None and len(writes) == 1:
+                    self._store_one(namespace, writes[0])
+                else:
+                    self._store_parts(namespace, writes)
+            except self._database.conflicts:
+                conflicts += 1
+                if conflicts >= _CONFLICT_ATTEMPTS:
+                    raise
+                time.sleep(random.uniform(0, 0.01 * 2**conflicts))  # so the two sides do not meet again at once
+                continue
+            return
+
+    def _store_parts(self, namespace: str, writes: Sequence[PreparedWrite]) -> None:
+        staged = self._stage_unknown(writes)
         while True:
             try:
                 with self._database.transaction() as work:
@@ -226,13 +261,29 @@ class Repository:
                 for digest in missing.digests:
                     staged[digest] = self._blobs.stage(digest, data[digest])
                 continue
-            except self._database.conflicts:
-                conflicts += 1
-                if conflicts >= _CONFLICT_ATTEMPTS:
-                    raise
-                time.sleep(random.uniform(0, 0.01 * 2**conflicts))  # so the two sides do not meet again at once
-                continue
             return
+
+    def _store_one(self, namespace: str, write: PreparedWrite) -> None:
+        # With an engine that records a stored blob's write in one statement (PostgreSQL): that statement is tried
+        # first, whatever the hints say. It takes the writers' lock and records nothing unless the blob's row is
+        # there, so it also answers whether the content is new, at no look-up of its own.
+        assert self._record_stored_write is not None
+        if self._record_stored_write(
+            namespace=namespace,
+            key=write.key,
+            digest=write.digest,
+            kind="text" if write.is_text else "binary",
+            size=len(write.data),
+            reference=write.reference,
+            seen_ago=_SEEN_AGO,
+        ):
+            return
+        # New content (or collected meanwhile). Its blob is staged inside the transaction, under the writers' lock
+        # (which only gc's exclusive one excludes): every removal of an object happens under gc's lock, so the object
+        # written or found here stays until the commit, and `put` needs not look at it again.
+        with self._database.transaction() as work:
+            staged = self._blobs.stage(write.digest, write.data)
+            self._record_parts(work, namespace, [write], {write.digest: staged}, stored_under_lock=True)
 
     def _stage_unknown(self, writes: Sequence[PreparedWrite]) -> dict[str, StagedBlob]:
         # Which parts are new is asked without the lock, and not at all for content this repository stored or found
@@ -245,12 +296,18 @@ class Repository:
         return {digest: self._blobs.stage(digest, write.data) for digest, write in new.items()}
 
     def _record_parts(
-        self, work: UnitOfWork, namespace: str, writes: Sequence[PreparedWrite], staged: dict[str, StagedBlob]
+        self,
+        work: UnitOfWork,
+        namespace: str,
+        writes: Sequence[PreparedWrite],
+        staged: dict[str, StagedBlob],
+        *,
+        stored_under_lock: bool = False,
     ) -> None:
         # A part whose reference was visible already needs no look-up of its blob (see `index.record_write`), unless
         # its `last_seen` is due for a refresh or it lives in a file whose presence only a look-up checks.
         for digest in sorted(staged):
-            self._blobs.put(work, staged[digest])
+            self._blobs.put(work, staged[digest], stored_under_lock=stored_under_lock)
         to_confirm = []
         needs_confirmation = self._blobs.needs_confirmation
         for write in writes:

@@ -343,8 +343,8 @@ def job_write_items(
             blobs: Any = repository._blobs
             put = blobs.put
 
-            def put_then_die(work: Any, staged: Any) -> None:
-                put(work, staged)
+            def put_then_die(work: Any, staged: Any, **options: Any) -> None:
+                put(work, staged, **options)
                 if not staged.in_index:
                     kill_myself()
 

@@ -79,7 +79,7 @@ def test_sigkilled_writers_lose_nothing_and_leave_only_orphans(
             path = tmp_path / f"reports-{round_number}-{writer}"
             # Far more than a writer gets through before its kill, from a pool that grows each round, so that kills
             # land in writes of new objects too, not only in duplicates.
-            numbers = chooser.choices(range(STREAM_START, STREAM_START + 40 * (round_number + 1)), k=2000)
+            numbers = chooser.choices(range(STREAM_START, STREAM_START + 40 * (round_number + 1)), k=20_000)
             pids.append(
                 zygote.spawn(
                     "write_items",
