@@ -7,7 +7,6 @@ import threading
 import time
 from typing import Any
 
-from casstore.blob_hints import BlobHints
 from casstore.prepared import PreparedWrite
 from tests.servers import S3Location
 from tests.shared_helpers import Config, age_every_blob, item, open_store, query
@@ -34,7 +33,7 @@ def test_two_hosts_writing_the_same_parts_in_another_order_both_succeed(
         b = one.prepare_write(key="b.txt", content=item(2))
         one.write_prepared_many([a, b])
         age_every_blob(postgres_url)  # written more than a second ago: the next writes refresh `last_seen`
-        one.repository._blobs._hints = BlobHints()  # as a host that has not seen them lately
+        one.repository._blobs._hints._known.clear()  # as a host that has not seen them lately
         blobs: Any = one.repository._blobs
         confirm = blobs.confirm
         first_locked, go = threading.Event(), threading.Event()

@@ -10,6 +10,7 @@ import re
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from casstore import (
 from casstore.frames import FrameCodec
 from casstore.history import namespaces, namespaces_holding, offload_log, stats
 from casstore.index import OffloadRecord
-from casstore.maintenance import collect_garbage, verify
+from casstore.maintenance import GarbageReport, collect_garbage, verify
 from casstore.store import RepositoryToolResultStore
 from tests.helpers import blake3_hex
 from tests.store_backends import Backend, SharedBackend, StoreFactory, make_backend
@@ -688,11 +689,16 @@ def _scenario(backend: Backend) -> dict[str, Any]:
     ]
     report = verify(alice)
     answers["verify"] = (report.ok, report.clean, report.blobs_checked, report.unreferenced_blobs)
-    answers["gc 1"] = collect_garbage(alice, namespace="alice")
+    answers["gc 1"] = _counts(collect_garbage(alice, namespace="alice"))
     _age_every_blob(backend)
-    answers["gc 2"] = collect_garbage(alice, grace=timedelta(0))
+    answers["gc 2"] = _counts(collect_garbage(alice, grace=timedelta(0)))
     answers["left"] = _digests(backend)
     return answers
+
+
+def _counts(report: GarbageReport) -> dict[str, object]:
+    """A gc report without the sizes the two backends keep in their own ways (a file on disk, tables and objects)."""
+    return {name: value for name, value in asdict(report).items() if not name.endswith(("_before", "_after"))}
 
 
 def test_local_and_shared_stores_answer_alike(request: pytest.FixtureRequest, tmp_path: Path) -> None:
