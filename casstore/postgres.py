@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 from casstore import forks
 from casstore.database import NOW_SQL, SHIFTED_NOW_SQL, UnitOfWork
 from casstore.errors import StorageError, StoreClosedError
+from casstore.postgres_schema import migrate
 
 try:
     import psycopg
@@ -45,7 +46,6 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
 
 # Advisory lock keys: any constant 64-bit numbers, the same for every casstore process.
 GC_LOCK_KEY = 0x63617373_746F7265  # "casstore"
-MIGRATION_LOCK_KEY = 0x63617373_6D696772  # "cassmigr"
 
 # casstore's tables in the index's schema.
 CASSTORE_TABLES = ("blobs", "blob_frames", "writes", "visible_references", "offloads", "_casstore_migrations")
@@ -115,8 +115,6 @@ class PostgresDatabase:
         self._closed = False
         self._open_pool()
         try:
-            from casstore.postgres_schema import migrate
-
             with self._connection() as connection:
                 migrate(connection.raw, description=self.description)
         except psycopg.Error as error:

@@ -12,6 +12,8 @@ from typing import Any
 from casstore.errors import SchemaError
 
 _SCRIPTS_PACKAGE = "casstore.migrations.postgresql"
+# The advisory lock under which migrations apply: any constant 64-bit number, the same for every casstore process.
+MIGRATION_LOCK_KEY = 0x63617373_6D696772  # "cassmigr"
 _MIGRATIONS_TABLE = "_casstore_migrations"
 # Tables whose presence without a record of casstore's migrations means the database holds something else.
 _CASSTORE_TABLES = ("blobs", "blob_frames", "writes", "visible_references", "offloads")
@@ -38,8 +40,6 @@ def migrate(connection: Any, *, description: str) -> None:
     :raises SchemaError: If the database records a migration this release does not know, or holds casstore's table
         names without casstore's record of them. Nothing is changed then.
     """
-    from casstore.postgres import MIGRATION_LOCK_KEY
-
     if _pending(connection, description) == []:
         return  # the common case, without taking the lock
     connection.execute("BEGIN")
