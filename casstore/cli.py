@@ -204,6 +204,11 @@ def _cell(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
+def _ratio(value: float | None) -> str:
+    """A ratio as `2.45x`, or `-` when there is nothing to divide by (nothing stored yet)."""
+    return "-" if value is None else f"{value:.2f}x"
+
+
 def _bytes(count: int) -> str:
     size = float(count)
     for unit in ("B", "KiB", "MiB", "GiB"):
@@ -243,8 +248,8 @@ def stats(location: StoreLocation, namespace: str | None, as_json: bool) -> None
     else:
         click.echo(f"  index bytes      {_bytes(figures.index_bytes)}  (casstore's tables in PostgreSQL)")
         click.echo(f"  object bytes     {_bytes(figures.blob_bytes)}  (the objects under the prefix)")
-    click.echo(f"  dedup ratio      {_cell(figures.dedup_ratio)}x")
-    click.echo(f"  compression      {_cell(figures.compression_ratio)}x")
+    click.echo(f"  dedup ratio      {_ratio(figures.dedup_ratio)}")
+    click.echo(f"  compression      {_ratio(figures.compression_ratio)}")
     click.echo("namespaces")
     _table(figures.namespaces, ["namespace", "writes", "distinct_results", "logical_bytes", "offloads", "saved_tokens"])
     click.echo("offloads per tool")
@@ -266,6 +271,13 @@ def log(
     with _open(location) as store:
         _require_namespace(store, namespace)
         entries = history.offload_log(store, namespace=namespace, tool=tool, since=period, limit=limit)
+        matching = (
+            history.count_offloads(store, namespace=namespace, tool=tool, since=period)
+            if len(entries) == limit
+            else len(entries)
+        )
+    if matching > len(entries):
+        click.echo(f"{matching - len(entries)} more offloads match: raise --limit to see them", err=True)
     if as_json:
         _print_json([dataclasses.asdict(entry) for entry in entries])
         return
@@ -305,7 +317,7 @@ def cat(
     if lines is not None:
         if isinstance(content, bytes):
             raise click.ClickException("--lines works on text; this reference holds binary content.")
-        content = _line_window(content, *lines)
+        content = _line_window(content, *lines, reference=reference)
     data = content.encode("utf-8") if isinstance(content, str) else content
     if output is not None:
         output.write_bytes(data)
@@ -330,10 +342,14 @@ def _parse_line_range(line_range: str) -> tuple[int, int | None]:
     return first, last
 
 
-def _line_window(text: str, first: int, last: int | None) -> str:
+def _line_window(text: str, first: int, last: int | None, *, reference: str) -> str:
     # Lines end at "\n" only, as in the read-back tool, so both number the lines of a result alike.
     pieces = text.split("\n")
     lines = [piece + "\n" for piece in pieces[:-1]] + ([pieces[-1]] if pieces[-1] else [])
+    if first > len(lines):
+        raise click.ClickException(
+            f"{reference} has {len(lines)} lines; --lines {first}:{'' if last is None else last} starts past its end."
+        )
     return "".join(lines[first - 1 : last])
 
 

@@ -12,7 +12,16 @@ from typing import Any
 from casstore.disk import disk_usage
 from casstore.repository import HasRepository, OffloadEntry, Repository, repository_of
 
-__all__ = ["OffloadEntry", "StoreStats", "disk_usage", "namespaces", "namespaces_holding", "offload_log", "stats"]
+__all__ = [
+    "OffloadEntry",
+    "StoreStats",
+    "count_offloads",
+    "disk_usage",
+    "namespaces",
+    "namespaces_holding",
+    "offload_log",
+    "stats",
+]
 
 
 @dataclass
@@ -66,6 +75,17 @@ def stats(source: Repository | HasRepository, *, namespace: str | None = None) -
         namespaces=repository.namespace_rows(namespace=namespace),
         tools=repository.tool_rows(namespace=namespace),
     )
+
+
+def count_offloads(
+    source: Repository | HasRepository,
+    *,
+    namespace: str | None = None,
+    tool: str | None = None,
+    since: timedelta | None = None,
+) -> int:
+    """:returns: How many offloads match the filters (as `offload_log` takes them), however many it would list."""
+    return repository_of(source).offload_count(namespace=namespace, tool=tool, since=since)
 
 
 def offload_log(

@@ -76,17 +76,7 @@ def offload_entries(
     limit: int | None,
 ) -> list[OffloadEntry]:
     """:returns: Offloads matching every filter given, newest first, at most `limit` of them."""
-    clauses: list[str] = ["1 = 1"]
-    parameters: list[object] = []
-    if namespace is not None:
-        clauses.append("namespace = ?")
-        parameters.append(namespace)
-    if tool is not None:
-        clauses.append("tool_name = ?")
-        parameters.append(tool)
-    if since is not None:
-        clauses.append(f"offloaded_at >= {SHIFTED_NOW_SQL}")
-        parameters.append(ago(since))
+    clauses, parameters = _offload_filter(namespace=namespace, tool=tool, since=since)
     limit_clause = ""
     if limit is not None:
         limit_clause = " LIMIT ?"
@@ -109,6 +99,33 @@ def offload_entries(
         )
         for row in rows
     ]
+
+
+def offload_count(
+    connection: sqlite3.Connection, *, namespace: str | None, tool: str | None, since: timedelta | None
+) -> int:
+    """:returns: How many offloads match every filter given."""
+    clauses, parameters = _offload_filter(namespace=namespace, tool=tool, since=since)
+    return int(
+        connection.execute(f"SELECT count(*) FROM offloads WHERE {' AND '.join(clauses)}", parameters).fetchone()[0]
+    )
+
+
+def _offload_filter(
+    *, namespace: str | None, tool: str | None, since: timedelta | None
+) -> tuple[list[str], list[object]]:
+    clauses: list[str] = ["1 = 1"]
+    parameters: list[object] = []
+    if namespace is not None:
+        clauses.append("namespace = ?")
+        parameters.append(namespace)
+    if tool is not None:
+        clauses.append("tool_name = ?")
+        parameters.append(tool)
+    if since is not None:
+        clauses.append(f"offloaded_at >= {SHIFTED_NOW_SQL}")
+        parameters.append(ago(since))
+    return clauses, parameters
 
 
 def namespaces(connection: sqlite3.Connection) -> list[str]:

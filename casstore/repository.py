@@ -402,6 +402,13 @@ class Repository:
         with self._index() as connection:
             return index_queries.offload_entries(connection, namespace=namespace, tool=tool, since=since, limit=limit)
 
+    def offload_count(
+        self, *, namespace: str | None = None, tool: str | None = None, since: timedelta | None = None
+    ) -> int:
+        """:returns: How many offloads match every filter given."""
+        with self._index() as connection:
+            return index_queries.offload_count(connection, namespace=namespace, tool=tool, since=since)
+
     def namespaces(self) -> list[str]:
         """:returns: Every namespace that has writes or offloads, in order."""
         with self._index() as connection:

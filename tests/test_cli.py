@@ -348,3 +348,37 @@ def test_the_console_script_and_module_run(store_root: Path, built: dict[str, st
 )
 def test_durations(text: str, seconds: int) -> None:
     assert parse_duration(text).total_seconds() == seconds
+
+
+def test_log_cut_at_its_limit_says_how_many_more_match(store_root: Path, built: dict[str, str]) -> None:
+    cut = _invoke("log", "--root", str(store_root), "--limit", "3", "--json")
+    assert len(json.loads(cut.stdout)) == 3
+    assert cut.stderr.strip() == "1 more offloads match: raise --limit to see them"
+    whole = _invoke("log", "--root", str(store_root), "--limit", "4")
+    assert len(whole.stdout.strip().splitlines()) == 4 and whole.stderr == ""  # all four shown: nothing more to say
+
+
+def test_cat_past_the_last_line_names_the_line_count(store_root: Path) -> None:
+    with ContentAddressedToolResultStore(store_root) as store:
+        reference = store.write(key="log.txt", content="".join(f"line {number}\n" for number in range(1, 601)))
+        empty = store.write(key="empty.txt", content="")
+    past = _one_line_error(_invoke("cat", reference, "--root", str(store_root), "--lines", "700:800"))
+    assert past == f"casstore: error: {reference} has 600 lines; --lines 700:800 starts past its end."
+    assert "has 0 lines" in _one_line_error(_invoke("cat", empty, "--root", str(store_root), "--lines", "1:"))
+    last = _invoke("cat", reference, "--root", str(store_root), "--lines", "600:900")
+    assert last.exit_code == 0 and last.stdout == "line 600\n"  # a window that starts inside is cut at the end
+
+
+def test_ratios_of_an_empty_store_print_a_dash(store_root: Path) -> None:
+    ContentAddressedToolResultStore(store_root).close()
+    lines = _invoke("stats", "--root", str(store_root)).stdout.splitlines()
+    ratios = {
+        line.split()[0]: line.split()[-1] for line in lines if line.startswith(("  dedup ratio", "  compression"))
+    }
+    assert ratios == {"dedup": "-", "compression": "-"}
+    with ContentAddressedToolResultStore(store_root) as store:
+        store.write(key="a.txt", content="same\n" * 100)
+        store.write(key="b.txt", content="same\n" * 100)
+    lines = _invoke("stats", "--root", str(store_root)).stdout.splitlines()
+    (dedup,) = [line for line in lines if "dedup ratio" in line]
+    assert dedup.split()[-1] == "2.00x"
