@@ -273,7 +273,7 @@ def test_the_readme_hook_example_runs_as_written(tmp_path: Path, monkeypatch: py
     assert "Tool result offloaded" not in printed
 
 
-def test_the_readme_shows_the_tested_hook_example() -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = readme.split("### With Haystack's `ToolResultOffloadHook`: `keep_in_context`", 1)[1]
+def test_the_compactor_page_shows_the_tested_hook_example() -> None:
+    page = (Path(__file__).resolve().parent.parent / "docs" / "compactor.md").read_text(encoding="utf-8")
+    section = page.split("## With Haystack's `ToolResultOffloadHook`: `keep_in_context`", 1)[1]
     assert f"```python\n{README_HOOK_EXAMPLE}```" in section

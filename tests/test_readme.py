@@ -1,4 +1,8 @@
-"""The README's examples run as written: its first Python example, and every SQL query against a real agent run."""
+"""The documentation's examples run as written.
+
+The README's Python examples, the agent example of docs/compactor.md, and every SQL query of docs/index.md against a
+real agent run.
+"""
 
 import ast
 import contextlib
@@ -15,11 +19,14 @@ import pytest
 from casstore.demo import EXPLORE_QUERIES, run_demo
 from tests.helpers import blake3_hex
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+INDEX_PAGE = ROOT / "docs" / "index.md"
+COMPACTOR_PAGE = ROOT / "docs" / "compactor.md"
 
 
-def _blocks(language: str) -> list[str]:
-    return re.findall(rf"```{language}\n(.*?)```", README, flags=re.DOTALL)
+def _blocks(language: str, page: Path) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.DOTALL)
 
 
 @pytest.fixture(scope="module")
@@ -30,15 +37,36 @@ def demo_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_opening_example_runs(tmp_path: Path) -> None:
-    example = _blocks("python")[0]
+    example = _blocks("python", README)[0]
     completed = subprocess.run(
         [sys.executable, "-c", example], cwd=tmp_path, capture_output=True, text=True, check=True
     )
     assert re.fullmatch(r"blake3/[0-9a-f]{2}/[0-9a-f]{62}\.txt\n", completed.stdout)
 
 
-# The README's questions, each with the columns its query answers with.
-README_QUESTIONS = {
+def test_the_three_objects_example_builds_what_it_says(tmp_path: Path) -> None:
+    """The README's block with the compactor, the read tool and keep_in_context, run as written, then looked at."""
+    (example,) = [block for block in _blocks("python", README) if "read_tool = make_read_tool(store)" in block]
+    check = """
+from haystack.hooks.tool_result_offloading import AlwaysOffload, NeverOffload
+
+assert read_tool.name == "read_offloaded_result"
+assert compaction.compactor.store is store
+strategies = offload.offload_strategies
+assert isinstance(strategies["read_offloaded_result"], NeverOffload), strategies
+assert isinstance(strategies["*"], AlwaysOffload), strategies
+store.close()
+print("ok")
+"""
+    completed = subprocess.run(
+        [sys.executable, "-c", example + check], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == "ok\n"
+
+
+# The index page's questions, each with the columns its query answers with.
+INDEX_QUESTIONS = {
     "-- How much did dedup and compression save?": [
         "writes",
         "blobs",
@@ -73,10 +101,10 @@ README_QUESTIONS = {
 
 
 def _answers(root: Path) -> dict[str, tuple[list[str], list[tuple[Any, ...]]]]:
-    """Question -> (columns, rows) of each README query, asked on a read-only connection: the queries change nothing."""
+    """Question -> (columns, rows) of each index page query, on a read-only connection: the queries change nothing."""
     answers = {}
     with contextlib.closing(sqlite3.connect(f"file:{root / 'index.db'}?mode=ro", uri=True)) as connection:
-        for block in _blocks("sql"):
+        for block in _blocks("sql", INDEX_PAGE):
             question, _, query = block.partition("\n")
             assert sqlite3.complete_statement(query) and query.count(";") == 1, f"not one statement: {query}"
             cursor = connection.execute(query)
@@ -84,16 +112,16 @@ def _answers(root: Path) -> dict[str, tuple[list[str], list[tuple[Any, ...]]]]:
     return answers
 
 
-def test_the_readme_queries_answer_the_questions_they_ask(demo_root: Path) -> None:
+def test_the_index_pages_queries_answer_the_questions_they_ask(demo_root: Path) -> None:
     answers = _answers(demo_root)
-    assert {question: columns for question, (columns, _) in answers.items()} == README_QUESTIONS
+    assert {question: columns for question, (columns, _) in answers.items()} == INDEX_QUESTIONS
     with contextlib.closing(sqlite3.connect(demo_root / "index.db")) as connection:
         writes, blobs, offloads, parts, saved, compactions = connection.execute(
             "SELECT (SELECT count(*) FROM writes), (SELECT count(*) FROM blobs), (SELECT count(*) FROM offloads), "
             "(SELECT count(*) FROM offloads, json_each(refs)), (SELECT sum(saved_tokens) FROM offloads), "
             "(SELECT count(DISTINCT compaction_id) FROM offloads)"
         ).fetchone()
-    questions = list(README_QUESTIONS)
+    questions = list(INDEX_QUESTIONS)
     ((summary_writes, summary_blobs, logical, stored, *ratios),) = answers[questions[0]][1]
     assert (summary_writes, summary_blobs) == (writes, blobs)
     assert 0 < stored < logical and all(ratio > 1 for ratio in ratios), answers[questions[0]]
@@ -109,8 +137,8 @@ def test_the_readme_queries_answer_the_questions_they_ask(demo_root: Path) -> No
     assert len(every_part) == parts and {row[5] for row in every_part} <= {"index", "file"}
 
 
-@pytest.mark.parametrize("query", _blocks("sql"), ids=lambda query: query.splitlines()[0][:60])
-def test_every_readme_query_answers_on_a_real_run(demo_root: Path, query: str) -> None:
+@pytest.mark.parametrize("query", _blocks("sql", INDEX_PAGE), ids=lambda query: query.splitlines()[0][:60])
+def test_every_index_page_query_answers_on_a_real_run(demo_root: Path, query: str) -> None:
     with sqlite3.connect(demo_root / "index.db") as connection:
         rows = connection.execute(query).fetchall()
     assert rows, "the query returned nothing on a store filled by a real agent run"
@@ -124,10 +152,12 @@ def test_the_demos_printed_queries_answer(demo_root: Path, query: str) -> None:
         assert connection.execute(query.format(namespace=namespace)).fetchall()
 
 
-def test_the_agent_example_runs_and_prints_what_the_readme_says(tmp_path: Path) -> None:
-    """The block in "The compactor and the read-back tool", as written, run in an empty folder."""
+def test_the_agent_example_runs_and_prints_what_the_compactor_page_says(tmp_path: Path) -> None:
+    """The agent example of docs/compactor.md, as written, run in an empty folder."""
     (example,) = [
-        block for block in _blocks("python") if "CompactionHook(compactor=DedupOffloadCompactor(store)" in block
+        block
+        for block in _blocks("python", COMPACTOR_PAGE)
+        if "CompactionHook(compactor=DedupOffloadCompactor(store)" in block
     ]
     completed = subprocess.run(
         [sys.executable, "-c", example], cwd=tmp_path, capture_output=True, text=True, timeout=240, check=False

@@ -1,7 +1,7 @@
 """
 What only the shared store has: its settings as secrets (serialization that writes no password or key), its
 PostgreSQL schema and migrations (applied once by many processes at once, refused when the database holds something
-else), the README's SQL questions asked through `psql`, and real Haystack Agent runs over it, read back from another
+else), the index page's SQL questions asked through `psql`, and real Haystack Agent runs over it, read back from another
 replica.
 """
 
@@ -46,6 +46,7 @@ from casstore.store import RepositoryToolResultStore
 from tests.helpers import blake3_hex
 from tests.servers import PostgresServer, S3Location, postgres_binaries
 from tests.store_backends import open_bucket
+from tests.test_readme import INDEX_QUESTIONS
 
 pytestmark = pytest.mark.filterwarnings("ignore::haystack.utils.experimental.ExperimentalWarning")
 
@@ -476,7 +477,7 @@ def test_haystacks_offload_hook_over_the_shared_store(open_shared: SharedFactory
     assert "tests/test_module_9.py::test_case PASSED" in answer.result
 
 
-# --- The README's SQL questions, in psql ----------------------------------------------------------------------------
+# --- The index page's SQL questions, in psql ------------------------------------------------------------------------
 
 _SQLITE_LAST_DAY = "datetime('now', '-1 day')"
 _POSTGRES_LAST_DAY = "to_char((now() - INTERVAL '1 day') AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.MS')"
@@ -492,15 +493,15 @@ JOIN blobs b ON b.digest = w.digest
 ORDER BY o.id, part.key;"""
 
 
-def _readme_queries() -> list[str]:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme.split("## The index", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```sql\n(.*?)```", section, re.DOTALL)
+def _index_page_queries() -> list[str]:
+    """The queries of docs/index.md."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "index.md").read_text(encoding="utf-8")
+    return re.findall(r"```sql\n(.*?)```", page, re.DOTALL)
 
 
 def for_postgres(query: str) -> str:
     """
-    A README query in PostgreSQL's dialect: SQLite's `datetime('now', '-1 day')` as the same text timestamp;
+    A query of docs/index.md in PostgreSQL's dialect: SQLite's `datetime('now', '-1 day')` as the same text timestamp;
     `json_each` as `jsonb_array_elements_text ... WITH ORDINALITY` (a lateral join, since PostgreSQL does not let a
     JOIN's condition see a table listed before a comma), and `GROUP BY o.id, part.key`, which SQLite uses to keep one
     row per part, as `DISTINCT ON (o.id, part.key)` (PostgreSQL refuses columns neither grouped nor aggregated).
@@ -532,11 +533,11 @@ def _comparable(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     ]
 
 
-def test_the_readme_questions_answer_in_psql_as_in_sqlite(
+def test_the_index_page_questions_answer_in_psql_as_in_sqlite(
     open_shared: SharedFactory, postgres_url: str, tmp_path: Path
 ) -> None:
-    queries = _readme_queries()
-    assert len(queries) == 5
+    queries = _index_page_queries()
+    assert [query.splitlines()[0] for query in queries] == list(INDEX_QUESTIONS)
     shared = open_shared(namespace="demo")
     _run_compacting_agent(shared, DedupOffloadCompactor(shared))
     with ContentAddressedToolResultStore(tmp_path / "local", namespace="demo") as local:

@@ -352,7 +352,7 @@ def test_write_prepared_many_stores_every_part_in_order(store: ContentAddressedT
 def test_every_public_error_derives_from_cas_store_error_and_survives_pickling() -> None:
     """Errors cross process boundaries (multiprocessing, concurrent.futures) with their message and attributes."""
     errors = [getattr(casstore, name) for name in casstore.__all__ if name.endswith("Error")]
-    # Exactly the README's error table, each with the bases it documents.
+    # Exactly the error table of docs/store.md, each with the bases it documents.
     assert {error.__name__: error.__bases__ for error in errors} == {
         "CasStoreError": (Exception,),
         "InvalidContentError": (casstore.CasStoreError, ValueError),
