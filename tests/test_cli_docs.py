@@ -1,0 +1,79 @@
+"""
+The command page's examples (docs/cli.md) run as written, in the order the page gives them, in a shell.
+
+They run in an empty folder with a home of their own holding `~/src/myproject` (a copy of casstore's sources), and
+the one path the page writes outside the folder, `/tmp/demo-store`, is moved inside it; nothing else is changed.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import casstore
+
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
+
+
+def _examples() -> dict[str, str]:
+    """Each shell block of the page, by the subcommand it shows: the last one it runs (`cat`'s first asks `log`)."""
+    blocks = re.findall(r"```sh\n(.*?)```", PAGE.read_text(encoding="utf-8"), flags=re.DOTALL)
+    examples = {}
+    for block in blocks:
+        subcommand = re.findall(r"\bcasstore (\w+)", block)[-1]
+        assert subcommand not in examples, f"two examples of casstore {subcommand}"
+        examples[subcommand] = block
+    return examples
+
+
+@pytest.mark.slow
+def test_every_example_on_the_command_page_runs_as_written(tmp_path: Path) -> None:
+    examples = _examples()
+    assert set(examples) == {"demo", "stats", "log", "cat", "verify", "gc"}
+    home = tmp_path / "home"
+    shutil.copytree(Path(casstore.__file__).parent, home / "src" / "myproject", ignore=shutil.ignore_patterns("*.pyc"))
+    folder = tmp_path / "work"
+    folder.mkdir()
+    env = {
+        **{key: value for key, value in os.environ.items() if not key.startswith("CASSTORE_")},
+        "HOME": str(home),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",  # casstore, python3
+    }
+
+    def run(subcommand: str) -> str:
+        script = examples[subcommand].replace("/tmp/demo-store", str(tmp_path / "demo-store"))
+        completed = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script],
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+            check=False,
+        )
+        assert completed.returncode == 0, f"{script}\n{completed.stdout}\n{completed.stderr}"
+        return completed.stdout
+
+    demo = run("demo")
+    assert demo.count("casstore demo:") == 2, demo
+    assert (folder / ".casstore" / "index.db").is_file() and (tmp_path / "demo-store" / "index.db").is_file()
+    assert "myproject" in demo
+
+    stats = run("stats").splitlines()
+    assert stats[0] == "store .casstore" and float(stats[-1]) > 1, stats  # the ratio the --json line printed
+
+    log = run("log").splitlines()
+    latest, by_tool = log[:5], log[5:]
+    assert len(latest) == 5 and by_tool and all("  read_file  " in line for line in by_tool), log
+
+    window = run("cat").splitlines()
+    assert 0 < len(window) <= 10, window
+
+    assert run("verify").splitlines()[-1] == "every blob verified"
+
+    gc = run("gc")
+    assert gc.startswith("dry run: ") and "\ngc " in gc, gc
