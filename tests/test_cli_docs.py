@@ -77,3 +77,32 @@ def test_every_example_on_the_command_page_runs_as_written(tmp_path: Path) -> No
 
     gc = run("gc")
     assert gc.startswith("dry run: ") and "\ngc " in gc, gc
+
+
+def _exit_statuses() -> list[tuple[int, str]]:
+    """(status, command) for every example in the page's table of exit statuses."""
+    page = PAGE.read_text(encoding="utf-8")
+    table = page.split("| status | when | for example |", 1)[1].split("\n\n", 1)[0]
+    examples = []
+    for line in table.splitlines()[2:]:
+        status, _when, commands = (cell.strip() for cell in line.strip("|").split("|"))
+        examples += [(int(status), command) for command in re.findall(r"`(casstore [^`]*)`", commands)]
+    return examples
+
+
+def test_the_table_of_exit_statuses_has_an_example_for_each_failing_status() -> None:
+    assert {status for status, _command in _exit_statuses()} == {0, 1, 2}  # 3 needs orphans: tests/test_cli.py
+
+
+@pytest.mark.parametrize(("status", "command"), _exit_statuses(), ids=str)
+def test_each_example_exits_with_its_documented_status(tmp_path: Path, status: int, command: str) -> None:
+    with casstore.ContentAddressedToolResultStore(tmp_path / ".casstore", namespace="alice") as store:
+        store.write(key="a.txt", content="a result")
+    env = {key: value for key, value in os.environ.items() if not key.startswith("CASSTORE_")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    completed = subprocess.run(
+        ["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert completed.returncode == status, completed.stderr
+    if status:
+        assert completed.stderr.startswith("casstore: error: ") and completed.stderr.count("\n") == 1, completed.stderr
