@@ -19,13 +19,14 @@ from casstore.errors import (
     StoreClosedError,
     UnsafeBlobError,
 )
-from casstore.index import OffloadRecord
+from casstore.index import CompactionRecord, OffloadRecord
 from casstore.prepared import PreparedWrite
 from casstore.shared_store import SharedToolResultStore
 from casstore.store import ContentAddressedToolResultStore
 
 __all__ = [
     "CasStoreError",
+    "CompactionRecord",
     "ContentAddressedToolResultStore",
     "CorruptBlobError",
     "IndexDamagedError",

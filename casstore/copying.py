@@ -2,13 +2,13 @@
 `copy_store`: move a store's content and history into another, such as a local store into a shared one when a user
 outgrows one machine.
 
-Every blob, write and offload is copied with its namespace and its times. A copy compares what the target holds
-with what the source holds, row by row (a write is its namespace, key, content, kind, size, reference and time), and
-adds only what is missing, so running it twice adds nothing, and a copy that was interrupted (even by `SIGKILL`)
-finishes when run again, with nothing lost or duplicated: blobs go first, each committed alone; writes and offloads
-follow in batches, each batch one transaction, and a batch's writes are appended only once their blobs are there.
-A target that already had writes of its own keeps them; writes of the same values in both count once per copy in
-the source.
+Every blob, write, offload and compaction is copied with its namespace and its times. A copy compares what the
+target holds with what the source holds, row by row (a write is its namespace, key, content, kind, size, reference
+and time; a compaction is its id), and adds only what is missing, so running it twice adds nothing, and a copy that
+was interrupted (even by `SIGKILL`) finishes when run again, with nothing lost or duplicated: blobs go first, each
+committed alone; writes, offloads and compactions follow in batches, each batch one transaction, and a batch's writes
+are appended only once their blobs are there. A target that already had writes of its own keeps them; writes of the
+same values in both count once per copy in the source.
 """
 
 from collections.abc import Callable
@@ -29,6 +29,7 @@ class CopyReport:
     blob_bytes_copied: int = 0
     writes_copied: int = 0
     offloads_copied: int = 0
+    compactions_copied: int = 0
     unreadable_blobs: list[str] = field(default_factory=list)
     writes_skipped: int = 0
 
@@ -45,11 +46,12 @@ def copy_store(
     progress: Callable[[str, int, int], None] | None = None,
 ) -> CopyReport:
     """
-    Copy every blob, write and offload of `source` that `target` lacks.
+    Copy every blob, write, offload and compaction of `source` that `target` lacks.
 
     :param source: The store to copy from (any namespace; a store's own namespace is not used).
     :param target: The store to copy into.
-    :param progress: Called as `progress(stage, done, total)` with stage `blobs`, `writes` or `offloads`.
+    :param progress: Called as `progress(stage, done, total)` with stage `blobs`, `writes`, `offloads` or
+        `compactions`.
     :returns: The counts. A source blob that does not verify is not copied, nor are the writes that reference it;
         the report lists it, and `complete` is then False.
     """
@@ -99,4 +101,17 @@ def copy_store(
         report.offloads_copied += len(offloads)
         if progress is not None:
             progress("offloads", min(start + _BATCH, len(missing_offloads)), len(missing_offloads))
+
+    # A compaction's id is unique, so one present in the target is the same compaction.
+    compactions_in_target = target.compaction_rows()
+    missing_compactions = sorted(
+        (row for compaction_id, row in source.compaction_rows().items() if compaction_id not in compactions_in_target),
+        key=lambda row: (row[6], row[0]),
+    )
+    for start in range(0, len(missing_compactions), _BATCH):
+        compactions = missing_compactions[start : start + _BATCH]
+        target.import_compactions(compactions)
+        report.compactions_copied += len(compactions)
+        if progress is not None:
+            progress("compactions", min(start + _BATCH, len(missing_compactions)), len(missing_compactions))
     return report

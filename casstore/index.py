@@ -2,8 +2,9 @@
 The index layer: the offload history in `index.db` (the `writes` and `offloads` tables) and the set of references
 each namespace may read (`visible_references`), which this module alone keeps.
 
-The per-write statements here are plain `sqlite3`, run inside the repository's transaction. The tables are
-documented in the docs and in `migrations/`; a person can query them with `sqlite3 index.db`.
+It also records what each compaction did to the conversation (the `compactions` table). The per-write statements
+here are plain `sqlite3`, run inside the repository's transaction. The tables are documented in the docs and in
+`migrations/`; a person can query them with `sqlite3 index.db`.
 """
 
 import json
@@ -35,6 +36,21 @@ class OffloadRecord:
     references: Sequence[str]
     original_tokens: int
     saved_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionRecord:
+    """
+    One `compact` call that found the conversation over its target, for the `compactions` table.
+
+    `tokens_after` equals `tokens_before` when the call found nothing it could offload. `context_window` is the
+    model's window in tokens, or None when the compactor was not told it.
+    """
+
+    tokens_before: int
+    tokens_after: int
+    target_tokens: int
+    context_window: int | None = None
 
 
 def record_write(work: UnitOfWork, namespace: str, write: PreparedWrite) -> bool:
@@ -109,10 +125,41 @@ def record_offloads(work: UnitOfWork, *, namespace: str, compaction_id: str, off
     )
 
 
+def record_compaction(work: UnitOfWork, *, namespace: str, compaction_id: str, compaction: CompactionRecord) -> None:
+    """Append one row to `compactions`, inside the caller's transaction."""
+    work.connection.execute(
+        f"INSERT INTO compactions (compaction_id, namespace, tokens_before, tokens_after, target_tokens, "
+        f"context_window, compacted_at) VALUES (?, ?, ?, ?, ?, ?, {NOW_SQL})",
+        (
+            compaction_id,
+            namespace,
+            compaction.tokens_before,
+            compaction.tokens_after,
+            compaction.target_tokens,
+            compaction.context_window,
+        ),
+    )
+
+
+def import_compactions(work: UnitOfWork, rows: Sequence[tuple[str, str, int, int, int, int | None, str]]) -> None:
+    """
+    Append compactions copied from another store, with their own times, inside the caller's transaction; a
+    compaction whose id the target holds already is left as it is.
+
+    :param rows: `(compaction_id, namespace, tokens_before, tokens_after, target_tokens, context_window,
+        compacted_at)` for each compaction, as `compactions` holds them.
+    """
+    work.connection.executemany(
+        "INSERT INTO compactions (compaction_id, namespace, tokens_before, tokens_after, target_tokens, "
+        "context_window, compacted_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (compaction_id) DO NOTHING",
+        rows,
+    )
+
+
 def forget(work: UnitOfWork, *, namespace: str | None, older_than: timedelta | None) -> tuple[int, int]:
     """
-    Delete the writes and offloads of `namespace` (any namespace if None) older than `older_than` (any age if None),
-    and the visibility of every reference no write is left for, inside the caller's transaction.
+    Delete the writes, offloads and compactions of `namespace` (any namespace if None) older than `older_than` (any
+    age if None), and the visibility of every reference no write is left for, inside the caller's transaction.
 
     :returns: How many writes and how many offloads were deleted. With neither argument, nothing is deleted.
     """
@@ -120,7 +167,8 @@ def forget(work: UnitOfWork, *, namespace: str | None, older_than: timedelta | N
         return 0, 0
     connection = work.connection
     counts = []
-    for table, column in (("writes", "written_at"), ("offloads", "offloaded_at")):
+    # Compactions go with their offloads, by the same rule; they are not counted apart (gc reports writes and offloads).
+    for table, column in (("writes", "written_at"), ("offloads", "offloaded_at"), ("compactions", "compacted_at")):
         clauses: list[str] = []
         parameters: list[object] = []
         if namespace is not None:

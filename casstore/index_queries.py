@@ -189,6 +189,7 @@ def writes_since(connection: sqlite3.Connection, *, namespace: str, mark: Histor
 # A write or an offload as its table holds it, without its row id: what copying a store compares.
 WriteRow = tuple[str, str, str, str, int, str, str]
 OffloadRow = tuple[str, str, str, str | None, str, int, int, str]
+CompactionRow = tuple[str, str, int, int, int, int | None, str]
 
 
 def write_rows(connection: sqlite3.Connection) -> Counter[WriteRow]:
@@ -208,6 +209,15 @@ def offload_rows(connection: sqlite3.Connection) -> Counter[OffloadRow]:
         "saved_tokens, offloaded_at"
     )
     return Counter({tuple(row[:8]): int(row[8]) for row in rows})
+
+
+def compaction_rows(connection: sqlite3.Connection) -> dict[str, CompactionRow]:
+    """:returns: Every compaction's row (its id aside), by `compaction_id`, which is unique."""
+    rows = connection.execute(
+        "SELECT compaction_id, namespace, tokens_before, tokens_after, target_tokens, context_window, compacted_at "
+        "FROM compactions"
+    )
+    return {row[0]: tuple(row) for row in rows}
 
 
 def _namespace_filter(namespace: str | None) -> tuple[str, list[object]]:

@@ -31,7 +31,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
 
-from casstore import index, index_queries
+from casstore import index, index_queries, report_queries
 from casstore.blob_files import BlobDirectory
 from casstore.blob_hints import LAST_SEEN_RESOLUTION
 from casstore.blobs import BlobBackend, BlobStore, StagedBlob
@@ -40,19 +40,23 @@ from casstore.disk import local_footprint
 from casstore.errors import CasStoreError, CorruptBlobError, ReferenceNotFoundError, StorageError
 from casstore.frames import FrameCodec
 from casstore.guard import OpenGuard
-from casstore.index import OffloadRecord
-from casstore.index_queries import HistoryMark, OffloadEntry, OffloadRow, WriteRow
+from casstore.index import CompactionRecord, OffloadRecord
+from casstore.index_queries import CompactionRow, HistoryMark, OffloadEntry, OffloadRow, WriteRow
 from casstore.prepared import PreparedWrite
 from casstore.references import parse_reference
+from casstore.report_queries import ReportFigures, ResultRow, Scope
 
 __all__ = [
     "BlobCheck",
     "Collection",
+    "CompactionRow",
     "HasRepository",
     "IntegritySnapshot",
     "OffloadEntry",
     "OffloadRow",
+    "ReportFigures",
     "Repository",
+    "ResultRow",
     "WriteRow",
 ]
 
@@ -326,6 +330,20 @@ class Repository:
         with self._guard.held(), self._database.transaction() as work:
             index.record_offloads(work, namespace=namespace, compaction_id=compaction_id, offloads=offloads)
 
+    def record_compaction(
+        self,
+        *,
+        namespace: str,
+        compaction_id: str,
+        compaction: CompactionRecord,
+        offloads: Sequence[OffloadRecord] = (),
+    ) -> None:
+        """Append a compaction to the `compactions` table and its offloads to `offloads`, in one transaction."""
+        with self._guard.held(), self._database.transaction() as work:
+            index.record_compaction(work, namespace=namespace, compaction_id=compaction_id, compaction=compaction)
+            if offloads:
+                index.record_offloads(work, namespace=namespace, compaction_id=compaction_id, offloads=offloads)
+
     # Reading.
 
     def read(self, *, namespace: str, digest: str, reference: str) -> bytes:
@@ -437,6 +455,32 @@ class Repository:
         """:returns: `(key, reference)` of every write of `namespace` after `mark`, in order."""
         with self._index() as connection:
             return index_queries.writes_since(connection, namespace=namespace, mark=mark)
+
+    def report_figures(
+        self,
+        *,
+        namespace: str | None = None,
+        since: timedelta | None = None,
+        series_limit: int = 500,
+        rows_limit: int = 20,
+    ) -> ReportFigures:
+        """
+        :param namespace: Only this namespace's history (all namespaces when None).
+        :param since: Only the history of this period before now (all history when None).
+        :param series_limit: At most this many marks per series (compactions, savings, bytes); past it, time buckets.
+        :param rows_limit: At most this many rows per ranking (repeated and largest results, namespaces).
+        :returns: What `casstore report` draws, read in one consistent state of the index.
+        """
+        scope = Scope(namespace=namespace, since=since)
+        try:
+            with self._database.snapshot() as connection:
+                return report_queries.report_figures(
+                    connection, scope=scope, series_limit=series_limit, rows_limit=rows_limit
+                )
+        except self._database.failures as error:
+            if isinstance(error, self._database.damage):
+                raise
+            raise self._engine_failed(error) from error
 
     def disk_bytes(self) -> int:
         """:returns: Bytes the repository occupies (for a local one: on disk as `du` counts them, index included)."""
@@ -587,6 +631,12 @@ class Repository:
         with self._index() as connection:
             return index_queries.offload_rows(connection)
 
+    def compaction_rows(self) -> dict[str, CompactionRow]:
+        """:returns: Every compaction's `(compaction_id, namespace, tokens_before, tokens_after, target_tokens,
+        context_window, compacted_at)`, by id."""
+        with self._index() as connection:
+            return index_queries.compaction_rows(connection)
+
     def import_writes(self, rows: Sequence[WriteRow]) -> None:
         """
         Append writes copied from another store, with their own times, in one transaction.
@@ -605,6 +655,12 @@ class Repository:
         """Append offloads copied from another store, with their own times, in one transaction."""
         with self._guard.held(), self._database.transaction() as work:
             index.import_offloads(work, rows)
+
+    def import_compactions(self, rows: Sequence[CompactionRow]) -> None:
+        """Append compactions copied from another store, with their own times, in one transaction (ids held already
+        are skipped)."""
+        with self._guard.held(), self._database.transaction() as work:
+            index.import_compactions(work, rows)
 
     # Lifetime.
 

@@ -14,7 +14,7 @@ from typing import Any, Self
 from haystack.core.serialization import default_from_dict, default_to_dict
 from haystack.hooks.tool_result_offloading.types import ToolResultStore
 
-from casstore.index import OffloadRecord
+from casstore.index import CompactionRecord, OffloadRecord
 from casstore.namespaces import DEFAULT_NAMESPACE, check_namespace
 from casstore.prepared import PreparedWrite, prepare
 from casstore.references import split_reference
@@ -128,6 +128,21 @@ class RepositoryToolResultStore(ToolResultStore):
         :param offloads: One record per tool result that was replaced by references.
         """
         self._repository.record_offloads(namespace=self.namespace, compaction_id=compaction_id, offloads=offloads)
+
+    def record_compaction(
+        self, *, compaction_id: str, compaction: CompactionRecord, offloads: Sequence[OffloadRecord] = ()
+    ) -> None:
+        """
+        Append what one `compact` call did to the index: a `compactions` row and its offloads, in one transaction.
+
+        :param compaction_id: The call's id, shared by its offloads.
+        :param compaction: The conversation's tokens before and after the call, its target and the model's window.
+        :param offloads: One record per tool result the call replaced by references (none when it found nothing to
+            offload).
+        """
+        self._repository.record_compaction(
+            namespace=self.namespace, compaction_id=compaction_id, compaction=compaction, offloads=offloads
+        )
 
     @property
     def repository(self) -> Repository:

@@ -19,7 +19,7 @@ from haystack.hooks.tool_result_offloading.types import ToolResultStore
 from haystack.token_counters import TokenCounter
 from haystack.utils.deserialization import deserialize_component_inplace
 
-from casstore import OffloadRecord, PreparedWrite
+from casstore import CompactionRecord, OffloadRecord, PreparedWrite
 from casstore.compactor.parts import Part, key_part, result_parts
 from casstore.compactor.pointers import (
     COMPACTION_META_KEY,
@@ -51,6 +51,15 @@ class _HistoryStore(Protocol):
     """A store that keeps a history of offloads (`ContentAddressedToolResultStore`)."""
 
     def record_offloads(self, *, compaction_id: str, offloads: list[OffloadRecord]) -> None: ...
+
+
+@runtime_checkable
+class _CompactionHistoryStore(Protocol):
+    """A store that also keeps what each compaction did to the conversation (`ContentAddressedToolResultStore`)."""
+
+    def record_compaction(
+        self, *, compaction_id: str, compaction: CompactionRecord, offloads: list[OffloadRecord]
+    ) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,13 +116,21 @@ class DedupOffloadCompactor(Compactor):
     With a `ContentAddressedToolResultStore` (any store with `prepare_write` and `write_prepared_many`), each reference
     is known before anything is written, so a result is written only once it is certain to be replaced: a result that
     stays in the conversation leaves nothing in the store, and a result's parts are stored together or not at all.
-    Identical results share one blob and one reference, and every offload is appended to the store's `offloads` table.
+    Identical results share one blob and one reference, every offload is appended to the store's `offloads` table, and
+    every call that found the conversation over its target to its `compactions` table (tokens before and after, the
+    target, and the model's window when `context_window` is given).
     With any other store, results are written first and measured after, as Haystack does, but identical parts within
     one `compact` call still share one reference.
     """
 
     def __init__(
-        self, store: ToolResultStore, *, min_keep_steps: int = 1, min_tokens: int = 200, preview_chars: int = 200
+        self,
+        store: ToolResultStore,
+        *,
+        min_keep_steps: int = 1,
+        min_tokens: int = 200,
+        preview_chars: int = 200,
+        context_window: int | None = None,
     ) -> None:
         """
         Create the compactor.
@@ -125,7 +142,11 @@ class DedupOffloadCompactor(Compactor):
         :param min_tokens: Only results larger than this many tokens are offloaded.
         :param preview_chars: How many leading characters of each offloaded text the reference quotes. Images and files
             are described by MIME type and size instead.
-        :raises ValueError: If `min_keep_steps` is less than 1, or `min_tokens` or `preview_chars` is negative.
+        :param context_window: The model's context window in tokens (the `CompactionHook`'s `context_window`), for
+            the store's `compactions` history and the report's timeline; Haystack does not tell a compactor, so it is
+            recorded as NULL unless given here.
+        :raises ValueError: If `min_keep_steps` is less than 1, `min_tokens` or `preview_chars` is negative, or
+            `context_window` is given and not a positive whole number.
         """
         if min_keep_steps < 1:
             raise ValueError(
@@ -136,10 +157,18 @@ class DedupOffloadCompactor(Compactor):
             raise ValueError(f"`min_tokens` must be at least 0, got {min_tokens}.")
         if preview_chars < 0:
             raise ValueError(f"`preview_chars` must be at least 0, got {preview_chars}.")
+        if context_window is not None and (
+            isinstance(context_window, bool) or not isinstance(context_window, int) or context_window < 1
+        ):
+            raise ValueError(
+                f"`context_window` must be a positive number of tokens (the CompactionHook's), or None when it is not "
+                f"known; got {context_window!r}."
+            )
         self.store = store
         self.min_keep_steps = min_keep_steps
         self.min_tokens = min_tokens
         self.preview_chars = preview_chars
+        self.context_window = context_window
 
     def compact(
         self, messages: list[ChatMessage], target_tokens: int, token_counter: TokenCounter
@@ -152,7 +181,7 @@ class DedupOffloadCompactor(Compactor):
         :param token_counter: Measures the conversation, each result, and each reference.
         :returns: A new list with older results replaced by references, or None when nothing was offloaded.
         """
-        current_tokens = token_counter.count(messages=messages)
+        tokens_before = current_tokens = token_counter.count(messages=messages)
         if current_tokens <= target_tokens:
             return None
         protected = protected_result_positions(messages, keep_steps=self.min_keep_steps)
@@ -170,10 +199,17 @@ class DedupOffloadCompactor(Compactor):
             changed = True
             if current_tokens <= target_tokens:
                 break
-        if not changed:
-            return None
-        self._record_history(compaction)
-        return compacted
+        # Measured afresh rather than summed from each result's saving, so the history holds what the model will see.
+        self._record_history(
+            compaction,
+            CompactionRecord(
+                tokens_before=tokens_before,
+                tokens_after=token_counter.count(messages=compacted) if changed else tokens_before,
+                target_tokens=target_tokens,
+                context_window=self.context_window,
+            ),
+        )
+        return compacted if changed else None
 
     async def compact_async(
         self, messages: list[ChatMessage], target_tokens: int, token_counter: TokenCounter
@@ -323,12 +359,15 @@ class DedupOffloadCompactor(Compactor):
             casstore=marks.casstore,
         )
 
-    def _record_history(self, compaction: _Compaction) -> None:
-        """Append one `compact` call's offloads to the store's history, if it keeps one."""
-        if not compaction.offloads or not isinstance(self.store, _HistoryStore):
-            return
+    def _record_history(self, compaction: _Compaction, record: CompactionRecord) -> None:
+        """Append one `compact` call (and its offloads) to the store's history, if it keeps one."""
         try:
-            self.store.record_offloads(compaction_id=compaction.compaction_id, offloads=compaction.offloads)
+            if isinstance(self.store, _CompactionHistoryStore):
+                self.store.record_compaction(
+                    compaction_id=compaction.compaction_id, compaction=record, offloads=compaction.offloads
+                )
+            elif compaction.offloads and isinstance(self.store, _HistoryStore):
+                self.store.record_offloads(compaction_id=compaction.compaction_id, offloads=compaction.offloads)
         except Exception as error:
             # The results are stored and referenced; only the history row is missing, so the run goes on.
             logger.warning(
@@ -350,6 +389,7 @@ class DedupOffloadCompactor(Compactor):
             min_keep_steps=self.min_keep_steps,
             min_tokens=self.min_tokens,
             preview_chars=self.preview_chars,
+            context_window=self.context_window,
         )
 
     @classmethod
@@ -372,7 +412,7 @@ class DedupOffloadCompactor(Compactor):
     def __repr__(self) -> str:
         return (
             f"DedupOffloadCompactor(store={self.store!r}, min_keep_steps={self.min_keep_steps}, "
-            f"min_tokens={self.min_tokens}, preview_chars={self.preview_chars})"
+            f"min_tokens={self.min_tokens}, preview_chars={self.preview_chars}, context_window={self.context_window})"
         )
 
 
