@@ -24,8 +24,10 @@ import click
 
 from casstore import history, maintenance
 from casstore.copying import copy_store
+from casstore.datasette import metadata
 from casstore.errors import CasStoreError
 from casstore.references import parse_reference
+from casstore.report import DEFAULT_REPORT_NAME, write_report
 from casstore.shared_store import BLOB_URL_VARIABLE, INDEX_URL_VARIABLE, SharedToolResultStore
 from casstore.store import INDEX_FILE_NAME, ContentAddressedToolResultStore, RepositoryToolResultStore
 
@@ -484,8 +486,9 @@ def copy(root: Path, to_index: str, to_blobs: str, as_json: bool) -> None:
         _print_json({**dataclasses.asdict(report), "complete": report.complete})
     else:
         click.echo(
-            f"copied {report.blobs_copied} blobs ({_bytes(report.blob_bytes_copied)}), {report.writes_copied} writes "
-            f"and {report.offloads_copied} offloads from {root} to {target.repository.description}"
+            f"copied {report.blobs_copied} blobs ({_bytes(report.blob_bytes_copied)}), {report.writes_copied} writes, "
+            f"{report.offloads_copied} offloads and {report.compactions_copied} compactions from {root} to "
+            f"{target.repository.description}"
         )
         for digest in report.unreadable_blobs:
             click.echo(f"not copied  blob {digest}: it does not verify in the source (see casstore verify)")
@@ -497,6 +500,47 @@ def copy(root: Path, to_index: str, to_blobs: str, as_json: bool) -> None:
 
 @cli.command()
 @_location_options
+@click.option("--namespace", help="Only this namespace's history (default: all namespaces).")
+@click.option("--since", help="Only the history of this period before now, such as 7d or 12h (default: all history).")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path(DEFAULT_REPORT_NAME),
+    show_default=True,
+    help="The HTML file to write (replaced whole if it exists).",
+)
+def report(location: StoreLocation, namespace: str | None, since: str | None, output: Path) -> None:
+    """Write the history as one self-contained HTML page of charts and tables, and print its path."""
+    period = parse_duration(since) if since is not None else None
+    _check_report_path(output)
+    with _open(location) as store:
+        written = write_report(store, path=output, namespace=namespace, since=period)
+    if written.figures.empty:
+        click.echo("nothing matches: the page says so", err=True)
+    click.echo(f"wrote {output} ({_bytes(written.size)}): open it in a browser")
+
+
+def _check_report_path(path: Path) -> None:
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir() or not folder.is_dir():
+        raise click.ClickException(
+            f"cannot write the report to {path}: {'it is a folder' if path.is_dir() else f'no folder {folder}'}; "
+            f"choose another file."
+        )
+
+
+@cli.command("datasette-metadata")
+def datasette_metadata() -> None:
+    """
+    Print Datasette metadata for an index.db: every table, view and column described, and the docs' questions as
+    canned queries (casstore datasette-metadata > metadata.json; datasette index.db -m metadata.json).
+    """
+    _print_json(metadata())
+
+
+@cli.command()
+@_location_options
 @click.option("--steps", type=click.IntRange(min=1), default=None, help="Agent steps to run (default: 80).")
 @click.option(
     "--corpus",
@@ -504,11 +548,27 @@ def copy(root: Path, to_index: str, to_blobs: str, as_json: bool) -> None:
     help="Folder the agent explores (default: the installed casstore package's source).",
 )
 @click.option("--namespace", help="The run's namespace (default: demo- and the UTC time, so each run is its own).")
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path(DEFAULT_REPORT_NAME),
+    show_default=True,
+    help="Where to write the HTML report of the run (as casstore report --namespace writes it).",
+)
 @_json_option
-def demo(location: StoreLocation, steps: int | None, corpus: Path | None, namespace: str | None, as_json: bool) -> None:
-    """Run a scripted coding agent over a real folder with the store and compactor, then summarize."""
+def demo(
+    location: StoreLocation,
+    steps: int | None,
+    corpus: Path | None,
+    namespace: str | None,
+    report_path: Path,
+    as_json: bool,
+) -> None:
+    """Run a scripted coding agent over a real folder with the store and compactor, summarize, and write a report."""
     from casstore.demo import DemoArgumentError, print_progress, print_summary, run_demo  # the agent stack, only now
 
+    _check_report_path(report_path)  # before the run, not after it
     try:  # a mistake in the arguments is one line; an error in the run itself stays a traceback
         summary = run_demo(
             root=location.root,
@@ -520,11 +580,14 @@ def demo(location: StoreLocation, steps: int | None, corpus: Path | None, namesp
         )
     except DemoArgumentError as error:
         raise click.ClickException(str(error)) from error
+    with _open(location) as store:
+        written = write_report(store, path=report_path, namespace=summary.namespace)
     if as_json:
         ratios = {"dedup_ratio": summary.dedup_ratio, "compression_ratio": summary.compression_ratio}
-        _print_json({**dataclasses.asdict(summary), **ratios})
+        _print_json({**dataclasses.asdict(summary), **ratios, "report": str(written.path)})
     else:
         print_summary(summary)
+        click.echo(f"The run's report, charts and tables: {written.path} (open it in a browser)")
 
 
 def main() -> None:

@@ -243,7 +243,9 @@ def run_demo(
         with warnings.catch_warnings():  # Haystack marks CompactionHook experimental; nothing for a demo user to do
             warnings.simplefilter("ignore", ExperimentalWarning)
             hook = CompactionHook(
-                compactor=DedupOffloadCompactor(store, min_tokens=100, preview_chars=PREVIEW_CHARS),
+                compactor=DedupOffloadCompactor(
+                    store, min_tokens=100, preview_chars=PREVIEW_CHARS, context_window=CONTEXT_WINDOW
+                ),
                 context_window=CONTEXT_WINDOW,
                 compact_at=0.7,
                 compact_to=0.4,
@@ -258,8 +260,10 @@ def run_demo(
         figures = store.repository.figures_since(namespace=namespace, mark=before)
         writes = store.repository.writes_since(namespace=namespace, mark=before)
         filesystem_bytes, filesystem_files = _filesystem_store_cost(store, writes)
-    # Measured once the store is closed: a local index's write-ahead log is folded in and removed by then.
-    disk_after = store.repository.disk_bytes()
+        if shared is not None:  # a shared store's footprint is asked of its servers, so while it is open
+            disk_after = store.repository.disk_bytes()
+    if shared is None:  # once closed: a local index's write-ahead log is folded in and removed by then
+        disk_after = store.repository.disk_bytes()
     where = store.repository.description
     if progress is not None and sys.stderr.isatty():
         sys.stderr.write("\n")

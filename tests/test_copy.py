@@ -13,7 +13,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from casstore import ContentAddressedToolResultStore, OffloadRecord, SharedToolResultStore
+from casstore import CompactionRecord, ContentAddressedToolResultStore, OffloadRecord, SharedToolResultStore
 from casstore.copying import copy_store
 from casstore.maintenance import verify
 from tests.servers import S3Location
@@ -36,8 +36,10 @@ def _fill(root: Path) -> dict[tuple[str, str], str]:
             for written_namespace, key, content in WRITES:
                 if written_namespace == namespace:
                     references[(namespace, key)] = store.write(key=key, content=content)
-            store.record_offloads(
+            store.record_compaction(
                 compaction_id=f"compaction-{namespace}",
+                # One compaction with the window known, one without: NULL must survive the copy.
+                compaction=CompactionRecord(900, 300, 400, 1000 if namespace == "alice" else None),
                 offloads=[OffloadRecord("read_file", "call_1", [references[(namespace, "1_read_file.txt")]], 90, 60)],
             )
     return references
@@ -65,8 +67,18 @@ def _shared_offloads(url: str) -> list[tuple[object, ...]]:
         )
 
 
+_COMPACTIONS = (
+    "SELECT compaction_id, namespace, tokens_before, tokens_after, target_tokens, context_window, compacted_at "
+    "FROM compactions ORDER BY compaction_id"
+)
+
+
 def _assert_same_content(root: Path, url: str, location: S3Location, references: dict[tuple[str, str], str]) -> None:
     assert _shared_writes(url) == _local_writes(root)  # as many writes per namespace, key, content, kind and time
+    with closing(sqlite3.connect(root / "index.db")) as connection, psycopg.connect(url) as shared_connection:
+        local_compactions = connection.execute(_COMPACTIONS).fetchall()
+        assert [tuple(row) for row in shared_connection.execute(_COMPACTIONS).fetchall()] == local_compactions
+    assert len(local_compactions) == 2 and {row[5] for row in local_compactions} == {1000, None}
     with closing(sqlite3.connect(root / "index.db")) as connection:
         offloads = sorted(
             connection.execute(
@@ -100,8 +112,10 @@ def test_a_copy_moves_everything_once(tmp_path: Path, postgres_url: str, s3_buck
         again = copy_store(source, target)
     distinct = {content.encode() if isinstance(content, str) else content for _, _, content in WRITES}
     assert (first.blobs_copied, first.writes_copied, first.offloads_copied) == (len(distinct), len(WRITES), 2)
+    assert first.compactions_copied == 2
     assert first.complete
     assert (again.blobs_copied, again.writes_copied, again.offloads_copied) == (0, 0, 0)  # run twice: adds nothing
+    assert again.compactions_copied == 0
     _assert_same_content(root, postgres_url, s3_bucket_url, references)
     times = "SELECT digest, first_seen, last_seen FROM blobs ORDER BY digest"
     with psycopg.connect(postgres_url) as connection:

@@ -1,0 +1,237 @@
+"""
+What every table, view and column of the index means, and the questions the docs ask of it, as data: the source of
+`casstore datasette-metadata`, kept equal to the docs by tests/test_datasette.py (every column of a fresh index is
+described here, every column the docs' tables list is here, and every question in the docs is here, SQL and all).
+"""
+
+from dataclasses import dataclass
+
+_TIMES = "UTC, 'YYYY-MM-DD HH:MM:SS.SSS'"
+
+
+@dataclass(frozen=True, slots=True)
+class Relation:
+    """A table or view: what one row is, and each column's meaning."""
+
+    description: str
+    columns: dict[str, str]
+    view: bool = False
+
+
+RELATIONS: dict[str, Relation] = {
+    "blobs": Relation(
+        "One row per distinct piece of content.",
+        {
+            "id": "row id (blob_frames.blob_id)",
+            "digest": "64 lower-case hex characters: the BLAKE3 hash of the content bytes (unique)",
+            "size": "content bytes, uncompressed",
+            "stored_size": "bytes of the zstd frame that holds it",
+            "stored_in": "index (the frame is in blob_frames) or file (under blobs/); object in a shared store",
+            "first_seen": f"when it was first stored ({_TIMES})",
+            "last_seen": "when it was last written, by any namespace, to the second; gc never deletes a blob seen "
+            "within its grace period",
+        },
+    ),
+    "blob_frames": Relation(
+        "The zstd frames of blobs stored in the index, apart from blobs so that refreshing last_seen or summing "
+        "sizes never touches the frames' pages.",
+        {
+            "blob_id": "blobs.id",
+            "frame": "the zstd frame (content size and checksum inside)",
+            "size": "content bytes, as in blobs (so a read of such a blob skips the blobs row)",
+        },
+    ),
+    "writes": Relation(
+        "One row per call to write: the offload history.",
+        {
+            "id": "increasing row id",
+            "namespace": "the writing store's namespace",
+            "key": "the key the caller passed (Haystack's look like 3_read_file_call_1.txt); only recorded",
+            "digest": "the content's digest (blobs.digest)",
+            "kind": "text or binary",
+            "size": "content bytes of this write",
+            "reference": "what write returned",
+            "written_at": f"when ({_TIMES})",
+        },
+    ),
+    "visible_references": Relation(
+        "One row per distinct (namespace, reference) pair in writes, kept by casstore's index layer alone: what read "
+        "checks before it asks for the blob.",
+        {
+            "digest": "blobs.digest",
+            "namespace": "a namespace that may read the reference",
+            "reference": "the reference",
+        },
+    ),
+    "offloads": Relation(
+        "One row per tool result that DedupOffloadCompactor replaced by references.",
+        {
+            "id": "increasing row id",
+            "compaction_id": "shared by all offloads of one compact call (compactions.compaction_id; in the "
+            "offloaded message's meta as meta['casstore']['compaction_id'])",
+            "namespace": "the store's namespace",
+            "tool_name": "which tool produced the result",
+            "tool_call_id": "the tool call's id (NULL when the call had none)",
+            "refs": "JSON array of references, one per result part (json_each(refs) lists them)",
+            "original_tokens": "tokens of the tool-result message before",
+            "saved_tokens": "original_tokens minus the tokens of the message that replaced it",
+            "offloaded_at": f"when ({_TIMES})",
+        },
+    ),
+    "compactions": Relation(
+        "One row per compact call of DedupOffloadCompactor that found the conversation over its target: what the "
+        "compaction did to the conversation.",
+        {
+            "id": "increasing row id",
+            "compaction_id": "the call's id, shared by its offloads (offloads.compaction_id); unique",
+            "namespace": "the store's namespace",
+            "tokens_before": "the conversation's tokens when the call began",
+            "tokens_after": "the conversation's tokens when it ended (equal to tokens_before when the call found "
+            "nothing it could offload)",
+            "target_tokens": "the tokens the call was asked to fit within (CompactionHook's target)",
+            "context_window": "the model's context window in tokens; NULL unless the compactor was given "
+            "context_window",
+            "compacted_at": f"when ({_TIMES})",
+        },
+    ),
+    "dedup_summary": Relation(
+        "One row: what dedup and compression saved over the whole store.",
+        {
+            "writes": "rows in writes",
+            "blobs": "rows in blobs",
+            "logical_bytes": "bytes of every write",
+            "unique_bytes": "bytes of each distinct result once",
+            "stored_bytes": "bytes of the zstd frames",
+            "dedup_ratio": "logical_bytes / unique_bytes",
+            "compression_ratio": "unique_bytes / stored_bytes",
+            "total_ratio": "logical_bytes / stored_bytes",
+            "bytes_saved": "logical_bytes - stored_bytes",
+        },
+        view=True,
+    ),
+    "namespace_summary": Relation(
+        "Writes per namespace.",
+        {
+            "namespace": "the namespace",
+            "writes": "its writes",
+            "distinct_results": "distinct digests it wrote",
+            "logical_bytes": "bytes of its writes",
+            "first_write": "its first write",
+            "last_write": "its last write",
+        },
+        view=True,
+    ),
+    "repeated_results": Relation(
+        "Content written more than once: how often the same output came back.",
+        {
+            "digest": "the content's digest",
+            "times_written": "how many writes wrote it",
+            "namespaces": "how many namespaces wrote it",
+            "size": "its bytes",
+            "bytes_deduplicated": "bytes not stored again: size x (times_written - 1)",
+            "first_written": "its first write",
+            "last_written": "its last write",
+            "example_key": "one key it was written under (the least, by text)",
+        },
+        view=True,
+    ),
+    "offload_summary": Relation(
+        "Offloads per namespace and tool.",
+        {
+            "namespace": "the namespace",
+            "tool_name": "the tool",
+            "offloads": "its offloaded results",
+            "compactions": "compactions that offloaded it",
+            "original_tokens": "tokens of those results before",
+            "saved_tokens": "tokens offloading saved",
+            "first_offload": "the first offload",
+            "last_offload": "the last offload",
+        },
+        view=True,
+    ),
+    "blob_locations": Relation(
+        "Each blob, with where it is kept and what a read of it needs (a frame kept in the index is what is read).",
+        {
+            "digest": "the blob's digest",
+            "size": "content bytes",
+            "stored_in": "index or file (object in a shared store)",
+            "frame": "the zstd frame, for a blob kept in the index (NULL otherwise)",
+        },
+        view=True,
+    ),
+    "readable_blobs": Relation(
+        "Each reference a namespace may read, with its blob's location: what read asks in one statement.",
+        {
+            "namespace": "the namespace that may read it",
+            "reference": "the reference",
+            "digest": "its blob's digest",
+            "size": "content bytes",
+            "stored_in": "index or file (object in a shared store)",
+            "frame": "the zstd frame, for a blob kept in the index (NULL otherwise)",
+        },
+        view=True,
+    ),
+    "_sqlite_migrations": Relation(
+        "sqlite-utils' record of the applied schema migrations.",
+        {
+            "id": "row id",
+            "migration_set": "always casstore",
+            "name": "the migration, such as 0005_frame_sizes_for_reads",
+            "applied_at": "when it was applied (UTC, as 2026-11-30 15:59:54.368664+00:00)",
+        },
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    """A question the docs ask of the index, with the query that answers it (SQLite)."""
+
+    name: str
+    title: str
+    sql: str
+
+
+# The docs' questions, in their order; the SQL is exactly what the docs show under each `-- title` line.
+QUESTIONS: tuple[Question, ...] = (
+    Question(
+        "savings",
+        "How much did dedup and compression save?",
+        "SELECT writes, blobs, logical_bytes, stored_bytes, dedup_ratio, compression_ratio, total_ratio FROM "
+        "dedup_summary;",
+    ),
+    Question(
+        "repeated",
+        "Which outputs kept coming back, and how much did storing them once save?",
+        "SELECT times_written, size, bytes_deduplicated, example_key FROM repeated_results\n"
+        "ORDER BY bytes_deduplicated DESC LIMIT 10;",
+    ),
+    Question(
+        "last_day_by_tool",
+        "What did compaction do in the last day, tool by tool?",
+        "SELECT tool_name, count(*) AS offloads, sum(saved_tokens) AS tokens_saved\n"
+        "FROM offloads WHERE offloaded_at >= datetime('now', '-1 day')\n"
+        "GROUP BY tool_name ORDER BY tokens_saved DESC;",
+    ),
+    Question(
+        "each_compaction",
+        "What did each compaction do, in order? (one line per compact call)",
+        "SELECT compaction_id, min(offloaded_at) AS at, count(*) AS results, sum(saved_tokens) AS tokens_saved\n"
+        "FROM offloads GROUP BY compaction_id ORDER BY at;",
+    ),
+    Question(
+        "window",
+        "How close did each compaction bring the conversation to its target and window?",
+        "SELECT compacted_at, namespace, tokens_before, tokens_after, target_tokens, context_window\n"
+        "FROM compactions ORDER BY compacted_at;",
+    ),
+    Question(
+        "every_part",
+        "Every part of every offloaded result, with its size and where it is stored.",
+        "SELECT o.tool_name, o.tool_call_id, part.value AS reference, w.size, b.stored_size, b.stored_in\n"
+        "FROM offloads o, json_each(o.refs) part\n"
+        "JOIN writes w ON w.reference = part.value AND w.namespace = o.namespace\n"
+        "JOIN blobs b ON b.digest = w.digest\n"
+        "GROUP BY o.id, part.key ORDER BY o.id;",
+    ),
+)
