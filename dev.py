@@ -78,8 +78,43 @@ def _type_check_tree() -> Path:
     return tree
 
 
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def _ensure_browser() -> None:
+    """
+    Install Debian's Chromium for the browser tests (tests/browser.py) when it is missing and this runs as root with
+    apt-get; otherwise say how. In CI (CI=true) a browser test that cannot run fails, so a failed install shows there.
+    """
+    if CHROMIUM.exists():
+        return
+    if os.name != "posix" or os.geteuid() != 0 or shutil.which("apt-get") is None:
+        print(
+            f"No {CHROMIUM}: the browser tests will skip (in CI they fail). Install it with "
+            "`sudo apt-get install -y chromium` (Debian, Ubuntu).",
+            flush=True,
+        )
+        return
+    print(
+        f"No {CHROMIUM}: installing Debian's chromium for the browser tests (apt-get install -y chromium) ...",
+        flush=True,
+    )
+    environment = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "chromium"]):
+        completed = subprocess.run(command, capture_output=True, text=True, env=environment, check=False)
+        if completed.returncode != 0:
+            sys.stdout.write(completed.stdout[-2000:])
+            sys.stderr.write(completed.stderr[-2000:])
+            print(
+                f"`{' '.join(command)}` failed (exit {completed.returncode}); the browser tests cannot run.", flush=True
+            )
+            return
+    print(f"Installed {CHROMIUM}.", flush=True)
+
+
 def test(arguments: list[str]) -> None:
     _ensure_venv()
+    _ensure_browser()
     linted = [path for path in LINTED if (ROOT / path).exists()]
     _run(BIN / "ruff", "check", *linted)
     _run(BIN / "ruff", "format", "--check", *linted)

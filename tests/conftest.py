@@ -7,7 +7,8 @@ import pytest
 
 from casstore import ContentAddressedToolResultStore
 
-pytest_plugins = ["tests.servers"]  # real PostgreSQL and SeaweedFS (S3) servers for the shared-store tests
+# Real PostgreSQL and SeaweedFS (S3) servers for the shared-store tests; headless Chromium for the report's.
+pytest_plugins = ["tests.servers", "tests.browser"]
 
 
 @pytest.fixture
