@@ -89,6 +89,14 @@ INDEX_QUESTIONS = {
         "results",
         "tokens_saved",
     ],
+    "-- How close did each compaction bring the conversation to its target and window?": [
+        "compacted_at",
+        "namespace",
+        "tokens_before",
+        "tokens_after",
+        "target_tokens",
+        "context_window",
+    ],
     "-- Every part of every offloaded result, with its size and where it is stored.": [
         "tool_name",
         "tool_call_id",
@@ -133,8 +141,16 @@ def test_the_index_pages_queries_answer_the_questions_they_ask(demo_root: Path) 
     by_compaction = answers[questions[3]][1]
     assert len(by_compaction) == compactions and sum(row[2] for row in by_compaction) == offloads
     assert [row[1] for row in by_compaction] == sorted(row[1] for row in by_compaction)
-    every_part = answers[questions[4]][1]
+    window = answers[questions[4]][1]
+    assert {row[0] for row in by_compaction} <= set(_compaction_ids(demo_root)) and len(window) >= compactions
+    assert all(before >= after and before > target for _, _, before, after, target, _ in window)
+    every_part = answers[questions[5]][1]
     assert len(every_part) == parts and {row[5] for row in every_part} <= {"index", "file"}
+
+
+def _compaction_ids(root: Path) -> list[str]:
+    with contextlib.closing(sqlite3.connect(root / "index.db")) as connection:
+        return [row[0] for row in connection.execute("SELECT compaction_id FROM compactions")]
 
 
 @pytest.mark.parametrize("query", _blocks("sql", INDEX_PAGE), ids=lambda query: query.splitlines()[0][:60])
