@@ -61,18 +61,26 @@ def test_the_demo_command_prints_a_summary_and_sqlite_commands(tmp_path: Path) -
         capture_output=True,
         text=True,
         check=True,
+        cwd=tmp_path,
     )
     assert "casstore demo: 25 agent steps" in completed.stdout
+    # It ends with the run's report, written where `casstore report` writes it, and says where to open it.
+    assert completed.stdout.splitlines()[-1] == (
+        "The run's report, charts and tables: casstore-report.html (open it in a browser)"
+    )
+    report = (tmp_path / "casstore-report.html").read_text(encoding="utf-8")
+    assert report.startswith("<!DOCTYPE html>") and 'data-kind="compaction"' in report
     assert "FileSystemToolResultStore would have used" in completed.stdout
     assert completed.stdout.count(f"sqlite3 {root / 'index.db'}") == 3
     assert "step 20/25" in completed.stderr
     as_json = subprocess.run(
-        [sys.executable, "-m", "casstore", "demo", "--steps", "30", "--root", str(root), "--json"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+        [sys.executable, "-m", "casstore", "demo", "--steps", "30", "--root", str(root), "--json",
+         "--report", str(tmp_path / "second.html")],
+        capture_output=True, text=True, check=True, cwd=tmp_path,
+    )  # fmt: skip
     summary = json.loads(as_json.stdout)
+    assert summary["report"] == str(tmp_path / "second.html")
+    assert f"namespace <code>{summary['namespace']}</code>" in (tmp_path / "second.html").read_text(encoding="utf-8")
     assert summary["steps"] == 30
     assert math.isclose(summary["dedup_ratio"], summary["logical_bytes"] / summary["unique_bytes"])
     assert math.isclose(summary["compression_ratio"], summary["unique_bytes"] / summary["stored_bytes"])
@@ -105,6 +113,7 @@ def test_the_demo_refuses_bad_arguments_in_one_line_and_creates_nothing(tmp_path
     for arguments, complaint in [
         (["--corpus", str(empty_corpus)], "holds no text files"),
         (["--namespace", ""], "namespace"),
+        (["--report", str(tmp_path / "no-folder" / "report.html")], "no folder"),  # said before the run, not after
     ]:
         completed = subprocess.run(
             [sys.executable, "-m", "casstore", "demo", "--steps", "5", "--root", str(root), *arguments],

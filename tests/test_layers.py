@@ -262,7 +262,7 @@ def test_forgetting_by_age_keeps_recent_writes(database: Database) -> None:
 
 
 # The repository's clients: they ask it typed questions and never hold a connection or a blob path.
-_CLIENTS = ["store.py", "maintenance.py", "history.py", "cli.py", "demo.py", "demo_tools.py"]
+_CLIENTS = ["store.py", "maintenance.py", "history.py", "cli.py", "demo.py", "demo_tools.py", "report.py", "copying.py"]
 _LAYERS_BELOW = {
     "casstore.database",
     "casstore.blobs",
@@ -271,6 +271,7 @@ _LAYERS_BELOW = {
     "casstore.frames",
     "casstore.schema",
     "casstore.index_queries",
+    "casstore.report_queries",
 }
 _PRIVATE_LAYER_ATTRIBUTES = {"_database", "_blobs", "_connection", "_files", "_hints"}
 
