@@ -631,10 +631,10 @@ code { font-family: ui-monospace, "SFMono-Regular", Menlo, monospace; font-size:
 .cards div { border: 1px solid #ddd; border-radius: 6px; padding: 8px 12px; min-width: 120px; }
 .cards dt { font-size: 12px; color: #555; } .cards dd { margin: 2px 0 0; font-size: 18px; font-weight: 600; }
 .pair { display: grid; grid-template-columns: minmax(0, 740px) minmax(0, 1fr); gap: 20px; align-items: start; }
-@media (max-width: 1100px) { .pair { grid-template-columns: minmax(0, 1fr); } }
+@media (max-width: 1350px) { .pair { grid-template-columns: minmax(0, 1fr); } }
 figure { margin: 0; } svg.chart { max-width: 100%; height: auto; }
 .table-box { max-height: 420px; overflow: auto; border: 1px solid #eee; }
-table { border-collapse: collapse; font-size: 12px; width: 100%; }
+table { border-collapse: collapse; font-size: 12px; width: 100%; min-width: 560px; }
 th, td { padding: 3px 8px; border-bottom: 1px solid #eee; text-align: left; vertical-align: top; }
 th { position: sticky; top: 0; background: #f6f6f6; } .num { text-align: right; font-variant-numeric: tabular-nums; }
 tr.total td { font-weight: 600; border-top: 1px solid #999; }

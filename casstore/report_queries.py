@@ -8,6 +8,7 @@ cut by a prefix of the timestamps (`YYYY-MM-DD HH:MM:SS.SS`: to the hundredth or
 minute, hour, day, month or year), the finest that keeps the series within the limit.
 """
 
+import heapq
 import math
 import sqlite3
 from dataclasses import dataclass, field
@@ -129,7 +130,6 @@ class ResultRow:
     stored_size: int
     bytes_saved: int
     example_key: str
-    namespaces: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,9 +184,17 @@ def report_figures(
     now = connection.execute(f"SELECT {NOW_SQL}").fetchone()[0]
     compactions, compaction_bucket, timeline = _timeline(connection, scope, series_limit)
     saving_bucket, savings = _savings(connection, scope, series_limit)
-    bytes_bucket, bytes_over_time = _bytes_over_time(connection, scope, series_limit)
+    # One pass over the writes per distinct result answers three questions: the rankings, and unique bytes over time.
+    results = _distinct_results(connection, scope)
+    bytes_bucket, bytes_over_time = _bytes_over_time(connection, scope, series_limit, results)
     namespaces = _namespace_activity(connection, scope)
     known = [row[0] for row in connection.execute("SELECT DISTINCT namespace FROM writes ORDER BY 1 LIMIT 50")]
+    repeated = heapq.nsmallest(
+        rows_limit,
+        (result for result in results if result[2] > 1),
+        key=lambda result: (-(result[2] - 1) * result[3], -result[2], result[0]),
+    )
+    largest = heapq.nsmallest(rows_limit, results, key=lambda result: (-result[3], -result[2], result[0]))
     return ReportFigures(
         scope=scope,
         now=str(now),
@@ -198,8 +206,8 @@ def report_figures(
         tools=_tools(connection, scope),
         bytes_bucket=bytes_bucket,
         bytes_over_time=bytes_over_time,
-        repeated=_results(connection, scope, rows_limit, order="bytes_saved DESC, times_written DESC", repeated=True),
-        largest=_results(connection, scope, rows_limit, order="size DESC, times_written DESC", repeated=False),
+        repeated=[_result_row(result) for result in repeated],
+        largest=[_result_row(result) for result in largest],
         namespaces=namespaces[:rows_limit],
         namespaces_total=len(namespaces),
         known_namespaces=known,
@@ -356,7 +364,30 @@ def _tools(connection: sqlite3.Connection, scope: Scope) -> list[ToolSaving]:
     return [ToolSaving(row[0], int(row[1]), int(row[2]), _int(row[3]), _int(row[4])) for row in rows]
 
 
-def _bytes_over_time(connection: sqlite3.Connection, scope: Scope, limit: int) -> tuple[str | None, list[BytesPoint]]:
+# A distinct result in the scope, as the one pass over the writes gives it: digest, kind, times written, size, an
+# example key, the time of its first write there, and its stored size. Plain tuples: a large store has many.
+_Distinct = tuple[str, str, int, int, str, str, int]
+
+
+def _distinct_results(connection: sqlite3.Connection, scope: Scope) -> list[_Distinct]:
+    where, parameters = scope.where("written_at")
+    stored = dict(connection.execute("SELECT digest, stored_size FROM blobs").fetchall())
+    rows = connection.execute(
+        f"SELECT digest, min(kind), count(*), max(size), min(key), min(written_at) FROM writes {where} GROUP BY digest",
+        parameters,
+    ).fetchall()
+    return [(*row, stored.get(row[0]) or 0) for row in rows]
+
+
+def _result_row(result: _Distinct) -> ResultRow:
+    digest, kind, times, size, key, _, stored_size = result
+    times, size = int(times), int(size)
+    return ResultRow(digest, kind, times, size, int(stored_size), (times - 1) * size, key)
+
+
+def _bytes_over_time(
+    connection: sqlite3.Connection, scope: Scope, limit: int, results: list[_Distinct]
+) -> tuple[str | None, list[BytesPoint]]:
     where, parameters = scope.where("written_at")
     first, last = connection.execute(
         f"SELECT min(written_at), max(written_at) FROM writes {where}", parameters
@@ -377,18 +408,11 @@ def _bytes_over_time(connection: sqlite3.Connection, scope: Scope, limit: int) -
         )
     }
     # Unique and stored bytes: each distinct result counts once, in the bucket of its first write within the scope.
-    unique = {
-        row[0]: (_int(row[1]), _int(row[2]))
-        for row in connection.execute(
-            f"""
-            SELECT substr(f.first_written, 1, {length}), CAST(sum(b.size) AS BIGINT), CAST(sum(b.stored_size) AS BIGINT)
-            FROM (SELECT digest, min(written_at) AS first_written FROM writes {where} GROUP BY digest) AS f
-            JOIN blobs b ON b.digest = f.digest
-            GROUP BY substr(f.first_written, 1, {length})
-            """,
-            parameters,
-        )
-    }
+    unique: dict[str, list[int]] = {}
+    for result in results:
+        sums = unique.setdefault(result[5][:length], [0, 0])
+        sums[0] += result[3]
+        sums[1] += result[6]
     points: list[BytesPoint] = []
     writes = logical_bytes = unique_bytes = stored_bytes = file_system = 0
     for name in sorted(set(logical) | set(unique)):
@@ -398,26 +422,6 @@ def _bytes_over_time(connection: sqlite3.Connection, scope: Scope, limit: int) -
         unique_bytes, stored_bytes = unique_bytes + distinct, stored_bytes + stored
         points.append(BytesPoint(name, writes, logical_bytes, unique_bytes, stored_bytes, file_system))
     return bucket_name(length), points
-
-
-def _results(
-    connection: sqlite3.Connection, scope: Scope, limit: int, *, order: str, repeated: bool
-) -> list[ResultRow]:
-    where, parameters = scope.where("written_at", table="w")
-    having = "HAVING count(*) > 1" if repeated else ""
-    rows = connection.execute(
-        f"""
-        SELECT w.digest, min(w.kind), count(*) AS times_written, max(w.size) AS size, max(b.stored_size),
-               (count(*) - 1) * max(w.size) AS bytes_saved, min(w.key), count(DISTINCT w.namespace)
-        FROM writes w JOIN blobs b ON b.digest = w.digest {where}
-        GROUP BY w.digest {having} ORDER BY {order}, w.digest LIMIT ?
-        """,
-        [*parameters, limit],
-    )
-    return [
-        ResultRow(row[0], row[1], int(row[2]), int(row[3]), _int(row[4]), int(row[5]), row[6], int(row[7]))
-        for row in rows
-    ]
 
 
 def _namespace_activity(connection: sqlite3.Connection, scope: Scope) -> list[NamespaceActivity]:

@@ -348,3 +348,19 @@ def test_a_shared_store_reports_as_a_local_one(tmp_path: Path, postgres_url: str
         local_last.logical_bytes,
         local_last.unique_bytes,
     )
+
+
+def test_the_report_pages_commands_run_as_written(tmp_path: Path) -> None:
+    """The commands of docs/report.md, run as written in an empty folder."""
+    page = (Path(__file__).resolve().parent.parent / "docs" / "report.md").read_text(encoding="utf-8")
+    (commands,) = re.findall(r"```sh\n(.*?)```", page, flags=re.DOTALL)
+    environment = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    completed = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", commands],
+        cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    assert "The run's report, charts and tables: casstore-report.html" in completed.stdout
+    assert "wrote last-week.html" in completed.stdout
+    assert "namespace <code>demo</code>" in (tmp_path / "last-week.html").read_text(encoding="utf-8")
+    assert "all namespaces" in (tmp_path / "casstore-report.html").read_text(encoding="utf-8")
