@@ -255,7 +255,7 @@ class _Page:
         ranges = []
         rows = []
         for mark in figures.timeline:
-            at = _moment(mark.first if bucket is None else mark.first[: len(mark.first)])
+            at = _moment(mark.first)
             if bucket is None:
                 tooltip = (
                     f"{mark.first} UTC, namespace {mark.namespace}: {mark.tokens_before:,.0f} -> "
