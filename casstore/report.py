@@ -57,7 +57,11 @@ def build_report(
     """
     repository = repository_of(source)
     figures = repository.report_figures(
-        namespace=namespace, since=since, series_limit=SERIES_LIMIT, rows_limit=max(RANKING_ROWS, NAMESPACE_ROWS)
+        namespace=namespace,
+        since=since,
+        series_limit=SERIES_LIMIT,
+        rows_limit=RANKING_ROWS,
+        namespace_limit=NAMESPACE_ROWS,
     )
     previews = _previews(repository, figures)
     page = _Page(figures=figures, where=repository.description, previews=previews)
@@ -74,6 +78,11 @@ def write_report(
     """
     Write the report to `path`, whole or not at all (a temporary file beside it, then a rename).
 
+    :param source: The store, or its repository.
+    :param path: The HTML file to write; an existing file is replaced.
+    :param namespace: Only this namespace's history (all namespaces when None).
+    :param since: Only the history of this period before now (all history when None).
+    :returns: Where the report is, its size, and the figures it shows.
     :raises CasStoreError: If `path` cannot be written (its folder is missing, or it is a folder); nothing is left.
     """
     page, figures = build_report(source, namespace=namespace, since=since)
@@ -106,6 +115,7 @@ def _previews(repository: Repository, figures: ReportFigures) -> dict[str, str]:
             except CasStoreError as error:
                 previews[row.digest] = f"(could not be read: {error})"
             else:
+                text = text[: PREVIEW_CHARS * 4]  # enough for the preview, however large the result
                 text = _CONTROL.sub(" ", text.replace("\r\n", "\n")).replace("\n", " \u23ce ")
                 previews[row.digest] = charts.short(text, PREVIEW_CHARS)
     return previews

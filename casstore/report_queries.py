@@ -173,12 +173,13 @@ class ReportFigures:
 
 
 def report_figures(
-    connection: sqlite3.Connection, *, scope: Scope, series_limit: int, rows_limit: int
+    connection: sqlite3.Connection, *, scope: Scope, series_limit: int, rows_limit: int, namespace_limit: int
 ) -> ReportFigures:
     """
     :param scope: The namespace and period.
     :param series_limit: At most this many marks per series; past it, time buckets.
-    :param rows_limit: At most this many rows in each ranking (repeated and largest results, namespaces).
+    :param rows_limit: At most this many rows in each ranking of results (the most repeated, the largest).
+    :param namespace_limit: At most this many namespaces (the busiest; `namespaces_total` counts them all).
     :returns: The report's figures.
     """
     now = connection.execute(f"SELECT {NOW_SQL}").fetchone()[0]
@@ -208,7 +209,7 @@ def report_figures(
         bytes_over_time=bytes_over_time,
         repeated=[_result_row(result) for result in repeated],
         largest=[_result_row(result) for result in largest],
-        namespaces=namespaces[:rows_limit],
+        namespaces=namespaces[:namespace_limit],
         namespaces_total=len(namespaces),
         known_namespaces=known,
     )

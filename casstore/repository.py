@@ -463,19 +463,25 @@ class Repository:
         since: timedelta | None = None,
         series_limit: int = 500,
         rows_limit: int = 20,
+        namespace_limit: int = 200,
     ) -> ReportFigures:
         """
         :param namespace: Only this namespace's history (all namespaces when None).
         :param since: Only the history of this period before now (all history when None).
         :param series_limit: At most this many marks per series (compactions, savings, bytes); past it, time buckets.
-        :param rows_limit: At most this many rows per ranking (repeated and largest results, namespaces).
+        :param rows_limit: At most this many rows per ranking of results (the most repeated, the largest).
+        :param namespace_limit: At most this many namespaces, the busiest first.
         :returns: What `casstore report` draws, read in one consistent state of the index.
         """
         scope = Scope(namespace=namespace, since=since)
         try:
             with self._database.snapshot() as connection:
                 return report_queries.report_figures(
-                    connection, scope=scope, series_limit=series_limit, rows_limit=rows_limit
+                    connection,
+                    scope=scope,
+                    series_limit=series_limit,
+                    rows_limit=rows_limit,
+                    namespace_limit=namespace_limit,
                 )
         except self._database.failures as error:
             if isinstance(error, self._database.damage):

@@ -27,6 +27,7 @@ from casstore.cli import cli
 from casstore.demo import run_demo
 from casstore.report import DEFAULT_REPORT_NAME, SERIES_LIMIT, build_report, write_report
 from casstore.report_queries import bucket_prefix
+from tests.helpers import inline_frame, replace_inline_frame
 from tests.report_helpers import (
     HOSTILE,
     HOSTILE_NAMESPACE,
@@ -364,3 +365,18 @@ def test_the_report_pages_commands_run_as_written(tmp_path: Path) -> None:
     assert "wrote last-week.html" in completed.stdout
     assert "namespace <code>demo</code>" in (tmp_path / "last-week.html").read_text(encoding="utf-8")
     assert "all namespaces" in (tmp_path / "casstore-report.html").read_text(encoding="utf-8")
+
+
+def test_a_damaged_blob_is_said_in_its_preview_and_the_report_goes_on(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    with ContentAddressedToolResultStore(root) as store:
+        for key in ("a.txt", "b.txt"):
+            store.write(key=key, content="a result that came back " * 20)
+    (digest,) = [row[0] for row in _rows(root, "SELECT digest FROM blobs")]
+    frame = inline_frame(root, digest)
+    replace_inline_frame(root, digest, frame[:-4] + bytes(4))  # its checksum no longer matches
+    with ContentAddressedToolResultStore(root) as store:
+        page, figures = build_report(store)
+    assert figures.repeated[0].digest == digest
+    assert "(could not be read: " in page and digest in page  # said, never shown as if it were the content
+    assert "a result that came back" not in page
