@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         fill_seconds = time.perf_counter() - started
         index_bytes = (root / "index.db").stat().st_size
-        result = {"store": held, "index_bytes": index_bytes, "fill_seconds": fill_seconds}
+        result: dict[str, Any] = {"store": held, "index_bytes": index_bytes, "fill_seconds": fill_seconds}
         result["load_before"] = os.getloadavg()[0]
         result |= measure(root, Path(folder), repetitions=arguments.repetitions)
         result["load_after"] = os.getloadavg()[0]

@@ -63,7 +63,7 @@ def _marks(page: str, chart: str, kind: str) -> list[str]:
 
 def _section(page: str, name: str) -> str:
     (section,) = re.findall(rf'<section id="{name}">.*?</section>', page, flags=re.DOTALL)
-    return section
+    return str(section)
 
 
 def test_the_figures_are_the_indexs(demo_root: Path) -> None:
@@ -380,3 +380,12 @@ def test_a_damaged_blob_is_said_in_its_preview_and_the_report_goes_on(tmp_path: 
     assert figures.repeated[0].digest == digest
     assert "(could not be read: " in page and digest in page  # said, never shown as if it were the content
     assert "a result that came back" not in page
+
+
+def test_the_file_system_store_estimate_is_what_that_store_takes(tmp_path: Path) -> None:
+    """The report's estimate for FileSystemToolResultStore against the demo's measurement of it (files written)."""
+    summary = run_demo(root=tmp_path / "store", steps=40, namespace="measured")
+    with ContentAddressedToolResultStore(tmp_path / "store") as store:
+        estimate = store.repository.report_figures(namespace="measured").bytes_over_time[-1].file_system_bytes
+    # The measurement also counts the folder the files are in: a few blocks.
+    assert 0 <= summary.filesystem_store_bytes - estimate <= 4 * 4096, (summary.filesystem_store_bytes, estimate)
