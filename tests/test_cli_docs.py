@@ -5,6 +5,7 @@ They run in an empty folder with a home of their own holding `~/src/myproject` (
 the one path the page writes outside the folder, `/tmp/demo-store`, is moved inside it; nothing else is changed.
 """
 
+import json
 import os
 import re
 import shutil
@@ -33,7 +34,7 @@ def _examples() -> dict[str, str]:
 @pytest.mark.slow
 def test_every_example_on_the_command_page_runs_as_written(tmp_path: Path) -> None:
     examples = _examples()
-    assert set(examples) == {"demo", "stats", "log", "cat", "verify", "gc"}
+    assert set(examples) == {"demo", "report", "datasette", "stats", "log", "cat", "verify", "gc"}
     home = tmp_path / "home"
     shutil.copytree(Path(casstore.__file__).parent, home / "src" / "myproject", ignore=shutil.ignore_patterns("*.pyc"))
     folder = tmp_path / "work"
@@ -62,6 +63,13 @@ def test_every_example_on_the_command_page_runs_as_written(tmp_path: Path) -> No
     assert demo.count("casstore demo:") == 2, demo
     assert (folder / ".casstore" / "index.db").is_file() and (tmp_path / "demo-store" / "index.db").is_file()
     assert "myproject" in demo
+
+    report = run("report").splitlines()
+    assert report == [line for line in report if line.startswith("wrote ")] and len(report) == 2, report
+    assert (folder / "casstore-report.html").is_file() and (folder / "last-week.html").is_file()
+
+    run("datasette")
+    assert json.loads((folder / "metadata.json").read_text())["databases"]["index"]["queries"]
 
     stats = run("stats").splitlines()
     assert stats[0] == "store .casstore" and float(stats[-1]) > 1, stats  # the ratio the --json line printed
