@@ -18,11 +18,18 @@ from pathlib import Path
 from sqlite_utils import Database as SqliteUtilsDatabase
 
 from casstore import forks
+from casstore.disk import disk_usage_of_file
 from casstore.errors import IndexDamagedError, SchemaError, StoreClosedError
 from casstore.schema import MIGRATION_NAMES, MIGRATION_SET, MIGRATIONS
 
 # How long a write waits for another process's write transaction before giving up.
 DEFAULT_BUSY_TIMEOUT_SECONDS = 60.0
+
+# Pages `return_free_space` gives back to the file system per write transaction: 1 MiB of 4 KiB pages, so a writer
+# waits for at most one such step (measured: benchmarks/gc_disk.py, docs/gc.md).
+FREE_SPACE_STEP_PAGES = 256
+# How long the final checkpoint that shrinks the write-ahead log may wait for readers (writers wait meanwhile).
+_CHECKPOINT_WAIT_MS = 200
 
 # The time format of every timestamp column: UTC, sortable as text, and what SQLite's own `datetime()` compares with.
 NOW_SQL = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
@@ -85,6 +92,10 @@ class Database:
         try:
             sqlite_utils_db = SqliteUtilsDatabase(connection, recursive_triggers=False, execute_plugins=False)
             _refuse_unknown_schema(sqlite_utils_db, self.path)
+            if connection.execute("PRAGMA page_count").fetchone()[0] == 0:
+                # A file being created: its first page, which the journal mode below writes, must already say that
+                # freed pages can be given back (`return_free_space`); SQLite fixes that before the first table.
+                connection.execute("PRAGMA auto_vacuum = INCREMENTAL")
             if connection.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 connection.execute("PRAGMA journal_mode=WAL")
             if MIGRATIONS.pending(sqlite_utils_db):
@@ -159,6 +170,80 @@ class Database:
         """
         return _Held(self)
 
+    # Giving space back.
+
+    @property
+    def returns_free_space(self) -> bool:
+        """Whether `index.db` can give freed pages back (`auto_vacuum=INCREMENTAL`), which `rebuild` makes so."""
+        with self._held() as connection:
+            return bool(connection.execute("PRAGMA auto_vacuum").fetchone()[0] == _INCREMENTAL)
+
+    def space_policy(self, *, rebuilt: bool) -> str:
+        """:returns: What a collection's deleted rows become: `rebuilt`, `returned`, or `kept-until-rebuilt`."""
+        if rebuilt:
+            return "rebuilt"
+        return "returned" if self.returns_free_space else "kept-until-rebuilt"
+
+    def estimated_bytes(self, work: "UnitOfWork", *, rebuilt: bool) -> int:
+        """
+        :param work: A transaction that has deleted what a collection would delete (a dry run's).
+        :param rebuilt: As if `rebuild` ran afterwards.
+        :returns: The bytes `index.db` and its shared-memory file would take once the free pages are given back
+            (`return_free_space`, or `rebuild`), with the write-ahead log emptied; an index that cannot give them
+            back keeps its pages.
+        """
+        execute = work.connection.execute
+        pages = int(execute("PRAGMA page_count").fetchone()[0])
+        if rebuilt or execute("PRAGMA auto_vacuum").fetchone()[0] == _INCREMENTAL:
+            pages -= int(execute("PRAGMA freelist_count").fetchone()[0])
+        shared_memory = Path(f"{self.path}-shm")
+        return pages * int(execute("PRAGMA page_size").fetchone()[0]) + disk_usage_of_file(shared_memory)
+
+    def return_free_space(self, *, step_pages: int = FREE_SPACE_STEP_PAGES) -> bool:
+        """
+        Give `index.db`'s free pages back to the file system, `step_pages` per write transaction so that a writer
+        waits for one step at most, then checkpoint the write-ahead log so the file shrinks and the log is emptied.
+
+        :returns: Whether the space was given back: False for an index made before casstore set `auto_vacuum`
+            (see `rebuild`), whose free pages stay inside the file for later writes.
+        """
+        if not self.returns_free_space:
+            return False
+        script = f"BEGIN IMMEDIATE; PRAGMA incremental_vacuum({step_pages}); COMMIT;"
+        with self._held() as connection:
+            free = connection.execute("PRAGMA freelist_count").fetchone()[0]
+        # Bounded by what was free at the start: pages freed later (by another gc) are left for its own run.
+        for _ in range(-(-free // step_pages)):
+            with self._held() as connection:
+                if connection.execute("PRAGMA freelist_count").fetchone()[0] == 0:
+                    break
+                # `executescript` steps the pragma to its end (`execute` would move one page).
+                _run_script(connection, script)
+        self._checkpoint()
+        return True
+
+    def rebuild(self) -> None:
+        """
+        Rebuild `index.db` with a full `VACUUM`, turning on `auto_vacuum=INCREMENTAL` if the file predates it. This
+        holds the write lock for the whole rebuild (writers wait; see docs/gc.md for how long on 1 GB) and needs
+        free disk space of about twice the file while it runs.
+        """
+        with self._held() as connection:
+            connection.execute("PRAGMA auto_vacuum = INCREMENTAL")
+            connection.execute("VACUUM")
+        self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        # A TRUNCATE checkpoint holds writers off while it waits for readers of older pages: it waits briefly, and
+        # if readers are still there the log keeps its size until a later checkpoint (the file is still returned).
+        with self._held() as connection:
+            timeout_ms = connection.execute("PRAGMA busy_timeout").fetchone()[0]
+            connection.execute(f"PRAGMA busy_timeout = {_CHECKPOINT_WAIT_MS}")
+            try:
+                connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            finally:
+                connection.execute(f"PRAGMA busy_timeout = {timeout_ms}")
+
     def close(self) -> None:
         """Close the connection. Later use raises `StoreClosedError`; closing twice is harmless."""
         if self._generation != forks.generation:
@@ -167,6 +252,18 @@ class Database:
             if not self._closed:
                 self._closed = True
                 self._connection.close()
+
+
+_INCREMENTAL = 2  # `PRAGMA auto_vacuum`'s value for INCREMENTAL
+
+
+def _run_script(connection: sqlite3.Connection, script: str) -> None:
+    try:
+        connection.executescript(script)
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
 
 
 class _Held:

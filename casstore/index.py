@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from casstore.database import NOW_SQL, SHIFTED_NOW_SQL, UnitOfWork, ago
+from casstore.index_queries import WritePosition
 from casstore.prepared import PreparedWrite
 
 _INSERT_WRITE_SQL = (
@@ -109,17 +110,38 @@ def record_offloads(work: UnitOfWork, *, namespace: str, compaction_id: str, off
     )
 
 
-def forget(work: UnitOfWork, *, namespace: str | None, older_than: timedelta | None) -> tuple[int, int]:
-    """
-    Delete the writes and offloads of `namespace` (any namespace if None) older than `older_than` (any age if None),
-    and the visibility of every reference no write is left for, inside the caller's transaction.
+@dataclass(frozen=True, slots=True)
+class Forgotten:
+    """What `forget` deleted: counts, and (when asked for) the digests of the blobs the forgotten writes named."""
 
-    :returns: How many writes and how many offloads were deleted. With neither argument, nothing is deleted.
+    writes: int = 0
+    offloads: int = 0
+    digests: frozenset[str] = frozenset()
+
+
+def forget(
+    work: UnitOfWork,
+    *,
+    namespace: str | None,
+    older_than: timedelta | None,
+    through: WritePosition | None = None,
+    with_digests: bool = False,
+) -> Forgotten:
     """
-    if namespace is None and older_than is None:
-        return 0, 0
+    Delete the writes and offloads of `namespace` (any namespace if None) older than `older_than` (any age if None)
+    and, with `through`, at or before that write (offloads recorded no later than it), and the visibility of every
+    reference no write is left for, inside the caller's transaction.
+
+    :param through: The newest write to forget, in the order `(written_at, id)`: retention by size forgets every
+        write up to one (see `index_queries.retention_cut`).
+    :param with_digests: Also return the digests the forgotten writes referenced.
+    :returns: What was deleted. With neither `namespace`, `older_than` nor `through`, nothing is deleted.
+    """
+    if namespace is None and older_than is None and through is None:
+        return Forgotten()
     connection = work.connection
     counts = []
+    digests: set[str] = set()
     for table, column in (("writes", "written_at"), ("offloads", "offloaded_at")):
         clauses: list[str] = []
         parameters: list[object] = []
@@ -129,13 +151,26 @@ def forget(work: UnitOfWork, *, namespace: str | None, older_than: timedelta | N
         if older_than is not None:
             clauses.append(f"{column} < {SHIFTED_NOW_SQL}")
             parameters.append(ago(older_than))
-        counts.append(connection.execute(f"DELETE FROM {table} WHERE {' AND '.join(clauses)}", parameters).rowcount)
+        if through is not None and table == "writes":
+            # Row values order the two columns as one key: ties of `written_at` are broken by the row id.
+            clauses.append("(written_at, id) <= (?, ?)")
+            parameters.extend((through.written_at, through.write_id))
+        elif through is not None:
+            clauses.append("offloaded_at <= ?")
+            parameters.append(through.written_at)
+        statement = f"DELETE FROM {table} WHERE {' AND '.join(clauses)}"
+        if with_digests and table == "writes":
+            rows = connection.execute(f"{statement} RETURNING digest", parameters).fetchall()
+            digests.update(row[0] for row in rows)
+            counts.append(len(rows))
+        else:
+            counts.append(connection.execute(statement, parameters).rowcount)
     if counts[0]:
         connection.execute(
             "DELETE FROM visible_references "
             "WHERE (namespace, reference) NOT IN (SELECT namespace, reference FROM writes)"
         )
-    return counts[0], counts[1]
+    return Forgotten(writes=counts[0], offloads=counts[1], digests=frozenset(digests))
 
 
 def unreferenced_digests(connection: sqlite3.Connection) -> list[str]:
