@@ -10,6 +10,7 @@ transaction starts with `BEGIN IMMEDIATE` and waits (up to `busy_timeout`) for t
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -30,6 +31,11 @@ DEFAULT_BUSY_TIMEOUT_SECONDS = 60.0
 FREE_SPACE_STEP_PAGES = 256
 # How long the final checkpoint that shrinks the write-ahead log may wait for readers (writers wait meanwhile).
 _CHECKPOINT_WAIT_MS = 200
+_CHECKPOINT_TRIES = 5
+_YIELD_MAX_SECONDS = 0.05
+# The most bytes the write-ahead log keeps on disk once it starts over: a bit more than the 1,000 pages after which
+# SQLite checkpoints it, so an ordinary log is never cut and a large one does not stay large.
+_JOURNAL_SIZE_LIMIT = 8 * 2**20
 
 # The time format of every timestamp column: UTC, sortable as text, and what SQLite's own `datetime()` compares with.
 NOW_SQL = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
@@ -84,6 +90,8 @@ class Database:
                 self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
             )
             self._connection.execute(f"PRAGMA synchronous={'FULL' if self._durable else 'NORMAL'}")
+            # A log that grew large (a rebuild writes the whole index into it) is cut down when it starts over.
+            self._connection.execute(f"PRAGMA journal_size_limit = {_JOURNAL_SIZE_LIMIT}")
         except sqlite3.Error as error:
             raise _unusable(self.path, error) from error
 
@@ -217,10 +225,20 @@ class Database:
             with self._held() as connection:
                 if connection.execute("PRAGMA freelist_count").fetchone()[0] == 0:
                     break
+                started = time.perf_counter()
                 # `executescript` steps the pragma to its end (`execute` would move one page).
                 _run_script(connection, script)
+            self.yield_to_writers(time.perf_counter() - started)
         self._checkpoint()
         return True
+
+    def yield_to_writers(self, held: float) -> None:
+        """
+        Pause after a maintenance transaction that held the write lock for `held` seconds, as long again (at most
+        `_YIELD_MAX_SECONDS`): SQLite's lock is not a queue, and a waiting writer, which polls for it between sleeps,
+        would otherwise find it taken by gc's next transaction again and again.
+        """
+        time.sleep(min(held, _YIELD_MAX_SECONDS))
 
     def rebuild(self) -> None:
         """
@@ -234,15 +252,24 @@ class Database:
         self._checkpoint()
 
     def _checkpoint(self) -> None:
-        # A TRUNCATE checkpoint holds writers off while it waits for readers of older pages: it waits briefly, and
-        # if readers are still there the log keeps its size until a later checkpoint (the file is still returned).
+        # A PASSIVE checkpoint copies the log into index.db beside readers and writers (and truncates the file once
+        # all of it is copied). The TRUNCATE one that follows empties the log, but holds writers off while it waits
+        # for readers of older pages: each try waits briefly, a few tries apart, and if readers are still there the
+        # log is cut down to `_JOURNAL_SIZE_LIMIT` when a later write starts it over.
         with self._held() as connection:
-            timeout_ms = connection.execute("PRAGMA busy_timeout").fetchone()[0]
-            connection.execute(f"PRAGMA busy_timeout = {_CHECKPOINT_WAIT_MS}")
-            try:
-                connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-            finally:
-                connection.execute(f"PRAGMA busy_timeout = {timeout_ms}")
+            connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        for attempt in range(_CHECKPOINT_TRIES):
+            if attempt:
+                time.sleep(_CHECKPOINT_WAIT_MS / 1000)
+            with self._held() as connection:
+                timeout_ms = connection.execute("PRAGMA busy_timeout").fetchone()[0]
+                connection.execute(f"PRAGMA busy_timeout = {_CHECKPOINT_WAIT_MS}")
+                try:
+                    busy, log_frames, _ = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                finally:
+                    connection.execute(f"PRAGMA busy_timeout = {timeout_ms}")
+            if not busy and log_frames <= 0:
+                return
 
     def close(self) -> None:
         """Close the connection. Later use raises `StoreClosedError`; closing twice is harmless."""

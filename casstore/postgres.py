@@ -277,6 +277,9 @@ class PostgresDatabase:
         """:returns: False: autovacuum, not gc, makes the space of deleted rows reusable (nothing is given back)."""
         return False
 
+    def yield_to_writers(self, held: float) -> None:
+        """No pause: writers waiting for PostgreSQL's advisory lock queue for it, and get it in turn."""
+
     def rebuild(self) -> None:
         """
         Run `VACUUM (ANALYZE)` on casstore's tables now rather than when autovacuum gets to them: the space of

@@ -64,6 +64,8 @@ INDEX_FILE_NAME = "index.db"
 BLOB_DIRECTORY_NAME = "blobs"
 # Rows deleted per transaction by gc, so writers never wait long for the write lock.
 _BATCH = 500
+# Stored bytes deleted per transaction at most (a blob kept in the index frees its pages inside that transaction).
+_BATCH_BYTES = 4 * 2**20
 # How often a write transaction the engine rolled back to break a deadlock is tried, in all.
 _CONFLICT_ATTEMPTS = 8
 
@@ -137,6 +139,7 @@ class IndexDatabase(Protocol):
 
     # Giving the space of deleted rows back (see each engine).
     def space_policy(self, *, rebuilt: bool) -> str: ...
+    def yield_to_writers(self, held: float) -> None: ...
     def estimated_bytes(self, work: UnitOfWork, *, rebuilt: bool) -> int | None: ...
     def return_free_space(self) -> bool: ...
     def rebuild(self) -> None: ...
@@ -651,19 +654,22 @@ class Repository:
         """
         Delete every blob no reference is visible for and not seen within `grace`.
 
-        Candidates come from one scan without the write lock; each is checked again under the lock, in batches, so a
-        writer waits for at most one batch of deletions, however large the store.
+        Candidates come from one scan without the write lock; each is checked again under the lock, in batches of at
+        most `_BATCH` blobs and `_BATCH_BYTES` stored bytes, with a pause for writers after each, so a writer waits
+        for about one batch of deletions, however large the store.
         """
         deleted = freed = 0
         with self._guard.held():
             with self._index() as connection:
                 candidates = self._blobs.collectable(connection, grace=grace)
-            for start in range(0, len(candidates), _BATCH):
+            for batch in _sized_batches(candidates):
+                started = time.perf_counter()
                 with self._database.transaction(exclusive=True) as work:
-                    for digest, stored_size in candidates[start : start + _BATCH]:
+                    for digest, stored_size in batch:
                         if self._blobs.delete_if_collectable(work, digest, grace=grace):
                             deleted += 1
                             freed += stored_size
+                self._database.yield_to_writers(time.perf_counter() - started)
         return Collection(blobs_deleted=deleted, blob_bytes_freed=freed)
 
     def remove_stray_files(self, *, modified_before: float, dry_run: bool) -> tuple[int, int]:
@@ -796,6 +802,19 @@ def _damaged_index(digest: str, error: Exception) -> CorruptBlobError:
 
 def _total(needed: list[NeededBlob]) -> int:
     return sum(blob.stored_size for blob in needed)
+
+
+def _sized_batches(candidates: list[tuple[str, int]]) -> Iterator[list[tuple[str, int]]]:
+    batch: list[tuple[str, int]] = []
+    size = 0
+    for candidate in candidates:
+        if batch and (len(batch) == _BATCH or size + candidate[1] > _BATCH_BYTES):
+            yield batch
+            batch, size = [], 0
+        batch.append(candidate)
+        size += candidate[1]
+    if batch:
+        yield batch
 
 
 def _batches(items: Iterator[Any], size: int = _BATCH) -> Iterator[list[Any]]:

@@ -12,9 +12,11 @@ from pathlib import Path
 
 from click.testing import CliRunner, Result
 
-from casstore import ContentAddressedToolResultStore
+from casstore import ContentAddressedToolResultStore, SharedToolResultStore
 from casstore.disk import local_footprint
 from casstore.maintenance import collect_garbage
+from tests.servers import S3Location
+from tests.shared_helpers import AGED, query
 
 RESULTS = 120  # about the issue's store: a few hundred KiB of small results, every one kept inside index.db
 
@@ -178,3 +180,26 @@ def test_a_reader_holding_old_pages_delays_the_shrink_and_loses_nothing(tmp_path
         assert all(store.read(reference).startswith("kept ") for reference in kept)  # type: ignore[union-attr]
     _gc_json(root, "--grace", "0s")  # nothing left to delete: the next gc finishes the shrink
     assert _index_file_bytes(root) <= empty + 2 * _pragma(root, "page_size")
+
+
+# --- The shared store: PostgreSQL keeps its tables' size; gc says so -------------------------------------------------
+
+
+def test_the_shared_stores_report_says_what_happens_to_the_space(postgres_url: str, s3_bucket_url: S3Location) -> None:
+    with SharedToolResultStore(index_url=postgres_url, blob_url=s3_bucket_url.url, namespace="big") as store:
+        for number in range(60):
+            store.write(key=f"{number}.txt", content=f"{number} " + os.urandom(1500).hex())
+        query(postgres_url, "UPDATE blobs SET last_seen = %s", (AGED,))
+        report = collect_garbage(store, namespace="big", grace=timedelta(0))
+        assert (report.blobs_deleted, report.index_space) == (60, "reused-after-autovacuum")
+        # Measured right after, as PostgreSQL counts them: the deleted rows' space is still the tables'.
+        assert report.index_bytes_after == store.repository.footprint()[0]
+        text = _invoke("gc", "--index", postgres_url, "--blobs", s3_bucket_url.url, "--grace", "0s")
+        assert "autovacuum makes the deleted rows' space reusable; it is not given back" in text.output
+        dry = collect_garbage(store, grace=timedelta(0), vacuum=True, dry_run=True)
+        assert (dry.index_space, dry.index_bytes_after) == ("vacuumed", dry.index_bytes_before)  # no estimate: kept
+        vacuumed = collect_garbage(store, grace=timedelta(0), vacuum=True)
+        assert vacuumed.index_space == "vacuumed"
+        # VACUUM gives the empty pages at the tables' ends back: the frames' pages, all deleted, go.
+        assert vacuumed.index_bytes_after < report.index_bytes_after
+        store.write(key="after.txt", content="still writable")
