@@ -524,7 +524,7 @@ def gc(
 
 
 _INDEX_SPACE = {
-    "returned": "the space of what was deleted went back to the file system",
+    "returned": "the space of what gc deletes goes back to the file system",
     "rebuilt": "rebuilt with VACUUM",
     "kept-until-rebuilt": "freed pages stay inside index.db for later writes: this store predates auto_vacuum; run "
     "casstore gc --vacuum once to convert it",

@@ -32,6 +32,8 @@ FREE_SPACE_STEP_PAGES = 256
 # How long the final checkpoint that shrinks the write-ahead log may wait for readers (writers wait meanwhile).
 _CHECKPOINT_WAIT_MS = 200
 _CHECKPOINT_TRIES = 5
+# How long gc waits, at most, for another connection's checkpoint to end before it reports the sizes.
+_CHECKPOINT_PATIENCE_SECONDS = 120.0
 _YIELD_MAX_SECONDS = 0.05
 # The most bytes the write-ahead log keeps on disk once it starts over: a bit more than the 1,000 pages after which
 # SQLite checkpoints it, so an ordinary log is never cut and a large one does not stay large.
@@ -255,13 +257,14 @@ class Database:
         # A PASSIVE checkpoint copies the log into index.db beside readers and writers (and truncates the file once
         # all of it is copied). The TRUNCATE one that follows empties the log, but holds writers off while it waits
         # for readers of older pages: each try waits briefly, a few tries apart, and if readers are still there the
-        # log is cut down to `_JOURNAL_SIZE_LIMIT` when a later write starts it over.
-        with self._held() as connection:
-            connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-        for attempt in range(_CHECKPOINT_TRIES):
-            if attempt:
-                time.sleep(_CHECKPOINT_WAIT_MS / 1000)
+        # log is cut down to `_JOURNAL_SIZE_LIMIT` when a later write starts it over. While another connection runs
+        # a checkpoint (a writer's automatic one, after a rebuild that put the whole index in the log), no try can
+        # run: gc waits for it, holding no lock, so that its report says what is on disk once it is done.
+        blocking_tries = 0
+        deadline = time.monotonic() + _CHECKPOINT_PATIENCE_SECONDS
+        while blocking_tries < _CHECKPOINT_TRIES and time.monotonic() < deadline:
             with self._held() as connection:
+                connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
                 timeout_ms = connection.execute("PRAGMA busy_timeout").fetchone()[0]
                 connection.execute(f"PRAGMA busy_timeout = {_CHECKPOINT_WAIT_MS}")
                 try:
@@ -270,6 +273,9 @@ class Database:
                     connection.execute(f"PRAGMA busy_timeout = {timeout_ms}")
             if not busy and log_frames <= 0:
                 return
+            if log_frames >= 0:  # it ran, and readers kept it from finishing
+                blocking_tries += 1
+            time.sleep(_CHECKPOINT_WAIT_MS / 1000)
 
     def close(self) -> None:
         """Close the connection. Later use raises `StoreClosedError`; closing twice is harmless."""

@@ -24,6 +24,14 @@ _INSERT_WRITE_SQL = (
 _MAKE_VISIBLE_SQL = (
     "INSERT INTO visible_references (digest, namespace, reference) VALUES (?, ?, ?) ON CONFLICT DO NOTHING RETURNING 1"
 )
+# The visibility no write is left for. Written with EXCEPT (a sort of each table) because SQLite runs a row-value
+# `NOT IN (subquery)` as a scan of the subquery per row: 66 s instead of 0.4 s on 38,000 writes (benchmarks.gc_disk).
+_FORGET_VISIBILITY_SQL = """
+    DELETE FROM visible_references WHERE (digest, namespace, reference) IN (
+        SELECT digest, namespace, reference FROM visible_references
+        EXCEPT SELECT digest, namespace, reference FROM writes
+    )
+"""
 _IS_VISIBLE_SQL = "SELECT 1 FROM visible_references WHERE digest = ? AND namespace = ? AND reference = ?"
 
 
@@ -166,10 +174,7 @@ def forget(
         else:
             counts.append(connection.execute(statement, parameters).rowcount)
     if counts[0]:
-        connection.execute(
-            "DELETE FROM visible_references "
-            "WHERE (namespace, reference) NOT IN (SELECT namespace, reference FROM writes)"
-        )
+        connection.execute(_FORGET_VISIBILITY_SQL)
     return Forgotten(writes=counts[0], offloads=counts[1], digests=frozenset(digests))
 
 

@@ -10,6 +10,7 @@ from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner, Result
 
 from casstore import ContentAddressedToolResultStore, SharedToolResultStore
@@ -96,7 +97,7 @@ def test_forgetting_the_only_namespace_shrinks_the_index_to_an_empty_stores_size
     assert not (root / "index.db-wal").exists() or (root / "index.db-wal").stat().st_size == 0
     assert report["index_bytes_before"] > 4 * int(report["index_bytes_after"])  # type: ignore[call-overload]
     text = _invoke("gc", "--root", str(root), "--grace", "0s").output
-    assert "went back to the file system" in text and "on disk" in text
+    assert "goes back to the file system" in text and "on disk" in text
 
 
 def test_the_report_says_what_is_on_disk_after_the_space_is_returned(tmp_path: Path) -> None:
@@ -203,3 +204,24 @@ def test_the_shared_stores_report_says_what_happens_to_the_space(postgres_url: s
         # VACUUM gives the empty pages at the tables' ends back: the frames' pages, all deleted, go.
         assert vacuumed.index_bytes_after < report.index_bytes_after
         store.write(key="after.txt", content="still writable")
+
+
+@pytest.mark.slow
+def test_the_gc_disk_benchmark_runs_small(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks.gc_disk import main
+
+    result_path = tmp_path / "gc_disk.json"
+    arguments = ["--size-mb", "4", "--workdir", str(tmp_path / "work"), "--json", str(result_path), "--quiet"]
+    assert main(arguments) == 0
+    result = json.loads(result_path.read_text())
+    assert result["built"]["stored_bytes"] >= 4 * 10**6 and result["built"]["old"] > 0
+    for run in ("gc", "conversion"):
+        writer = result[run]["writer"]
+        assert writer["before gc"]["writes"] > 0 and writer["before gc"]["failed"] == 0
+        assert all(waits["failed"] == 0 for waits in writer.values())
+        assert result[run]["gc_seconds"] > 0
+    index_before, index_after = result["gc"]["index_bytes"]
+    assert index_after < index_before * 0.75  # half the results were forgotten, and their space went back
+    assert result["gc"]["report"]["index_space"] == "returned"
+    assert result["conversion"]["auto_vacuum_after"] == 2 and result["conversion"]["report"]["index_space"] == "rebuilt"
+    assert "| gc | return_free_space |" in capsys.readouterr().out

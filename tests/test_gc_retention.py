@@ -5,6 +5,8 @@ grace period keeps, and what the read tool answers for a reference retention rem
 
 import json
 import os
+import re
+import shlex
 import sqlite3
 import subprocess
 import sys
@@ -299,3 +301,21 @@ def test_collectable_from_is_shown_in_utc_with_how_far_ahead() -> None:
     shown = _when(ahead.isoformat(sep=" ", timespec="milliseconds"))
     assert shown.startswith(f"{ahead:%Y-%m-%d %H:%M:%S} UTC (in ") and shown.endswith(" min)")
     assert shown.split("(in ")[1] in {"29 min)", "30 min)"}
+
+
+def test_the_gc_pages_commands_run_as_written(tmp_path: Path) -> None:
+    page = Path(__file__).resolve().parent.parent / "docs" / "gc.md"
+    commands = [
+        line
+        for block in re.findall(r"```sh\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.DOTALL)
+        for line in block.splitlines()
+        if line.startswith("casstore gc")
+    ]
+    assert len(commands) >= 4  # the --max-size forms, --vacuum
+    root = tmp_path / "store"
+    with ContentAddressedToolResultStore(root, namespace="agent-7") as store:
+        _write_in_order(store, 3)
+    for command in commands:
+        arguments = shlex.split(command)[1:]
+        result = CliRunner(env={"CASSTORE_ROOT": str(root)}).invoke(cli, arguments)
+        assert result.exit_code == 0, (command, result.output, result.stderr)
