@@ -10,7 +10,8 @@ writing a small new result every `--pace-ms` milliseconds into a third namespace
 
 1. `gc` forgets one of the two namespaces (half the store) and gives the space back (`auto_vacuum=INCREMENTAL`): how
    long each phase took and how long the writer waited, before gc (the baseline), in each phase, and at most;
-2. the store's `index.db`, copied and turned into one as casstore made them before it set `auto_vacuum` (unmeasured
+2. `gc --max-size` half of what is left: the oldest writes go (the decision and the forgetting in one transaction);
+3. the store's `index.db`, copied and turned into one as casstore made them before it set `auto_vacuum` (unmeasured
    preparation), is converted with `gc --vacuum` (a full `VACUUM` of the whole file): how long the writer waits.
 
 Prints a markdown table and writes the figures as JSON (`--json`, by default `benchmarks/results/gc_disk-<MB>.json`).
@@ -22,6 +23,7 @@ import json
 import multiprocessing
 import os
 import platform
+import random
 import shutil
 import sqlite3
 import statistics
@@ -62,7 +64,7 @@ def build(root: Path, *, stored_bytes: int, seed: int = 0) -> dict[str, int]:
 
     :returns: How many results each namespace got, and the stored bytes.
     """
-    randomness = __import__("random").Random(seed)
+    randomness = random.Random(seed)
     counts = {"old": 0, "keep": 0}
     total = 0
     stores = {name: ContentAddressedToolResultStore(root, namespace=name) for name in counts}
@@ -85,7 +87,7 @@ def build(root: Path, *, stored_bytes: int, seed: int = 0) -> dict[str, int]:
     return {**counts, "stored_bytes": total}
 
 
-def _writer(root: str, ready: Any, stop: Any, limit_s: float, pace_s: float, out: str) -> None:
+def _writer(*, root: str, ready: Any, stop: Any, limit_s: float, pace_s: float, out: str) -> None:
     """The writer process: small new results into `live`, each write's start time and latency into `out`."""
     deadline = time.monotonic() + limit_s
     samples: list[tuple[float, float, bool]] = []
@@ -132,7 +134,17 @@ def _measure(
     context = multiprocessing.get_context("spawn")
     ready, stop = context.Event(), context.Event()
     samples_path = root.parent / f"{root.name}-writer.json"
-    writer = context.Process(target=_writer, args=(str(root), ready, stop, limit_s, pace_ms / 1000, str(samples_path)))
+    writer = context.Process(
+        target=_writer,
+        kwargs={
+            "root": str(root),
+            "ready": ready,
+            "stop": stop,
+            "limit_s": limit_s,
+            "pace_s": pace_ms / 1000,
+            "out": str(samples_path),
+        },
+    )
     writer.start()
     phases = _Phases()
     try:
@@ -239,6 +251,16 @@ def main(argv: list[str] | None = None) -> int:
             limit_s=arguments.writer_limit_s,
             gc=lambda store, _: collect_garbage(store, namespace="old", grace=timedelta(0)),
         )
+        with ContentAddressedToolResultStore(root) as store:
+            half = store.repository.needed_bytes() // 2
+        _age_blobs(root)
+        say(f"gc --max-size {half}B --grace 0s (half of what is left), beside a writer ...")
+        result["max_size"] = _measure(
+            root,
+            pace_ms=arguments.pace_ms,
+            limit_s=arguments.writer_limit_s,
+            gc=lambda store, _: collect_garbage(store, max_size=half, grace=timedelta(0)),
+        )
         if not arguments.no_conversion:
             say("making the copy an index from before auto_vacuum (a full VACUUM, no writer) ...")
             started = time.perf_counter()
@@ -275,7 +297,7 @@ def _table(result: dict[str, Any]) -> str:
         "| run | phase | seconds | writes | median ms | p99 ms | max ms | failed |",
         "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for run in ("gc", "conversion"):
+    for run in ("gc", "max_size", "conversion"):
         if run not in result:
             continue
         measured = result[run]

@@ -215,7 +215,7 @@ def test_the_gc_disk_benchmark_runs_small(tmp_path: Path, capsys: pytest.Capture
     assert main(arguments) == 0
     result = json.loads(result_path.read_text())
     assert result["built"]["stored_bytes"] >= 4 * 10**6 and result["built"]["old"] > 0
-    for run in ("gc", "conversion"):
+    for run in ("gc", "max_size", "conversion"):
         writer = result[run]["writer"]
         assert writer["before gc"]["writes"] > 0 and writer["before gc"]["failed"] == 0
         assert all(waits["failed"] == 0 for waits in writer.values())
@@ -223,5 +223,7 @@ def test_the_gc_disk_benchmark_runs_small(tmp_path: Path, capsys: pytest.Capture
     index_before, index_after = result["gc"]["index_bytes"]
     assert index_after < index_before * 0.75  # half the results were forgotten, and their space went back
     assert result["gc"]["report"]["index_space"] == "returned"
+    limited = result["max_size"]["report"]
+    assert limited["needed_bytes_after"] <= limited["max_size"] < limited["needed_bytes_before"]
     assert result["conversion"]["auto_vacuum_after"] == 2 and result["conversion"]["report"]["index_space"] == "rebuilt"
     assert "| gc | return_free_space |" in capsys.readouterr().out
