@@ -10,7 +10,8 @@ writing a small new result every `--pace-ms` milliseconds into a third namespace
 
 1. `gc` forgets one of the two namespaces (half the store) and gives the space back (`auto_vacuum=INCREMENTAL`): how
    long each phase took and how long the writer waited, before gc (the baseline), in each phase, and at most;
-2. `gc --max-size` half of what is left: the oldest writes go (the decision and the forgetting in one transaction);
+2. `gc --namespace keep --max-size` half of what `keep` needs: its oldest writes go (measured before gc's lock,
+   forgotten under it);
 3. the store's `index.db`, copied and turned into one as casstore made them before it set `auto_vacuum` (unmeasured
    preparation), is converted with `gc --vacuum` (a full `VACUUM` of the whole file): how long the writer waits.
 
@@ -252,14 +253,14 @@ def main(argv: list[str] | None = None) -> int:
             gc=lambda store, _: collect_garbage(store, namespace="old", grace=timedelta(0)),
         )
         with ContentAddressedToolResultStore(root) as store:
-            half = store.repository.needed_bytes() // 2
+            half = store.repository.needed_bytes(namespace="keep") // 2
         _age_blobs(root)
-        say(f"gc --max-size {half}B --grace 0s (half of what is left), beside a writer ...")
+        say(f"gc --namespace keep --max-size {half}B --grace 0s (half of what is left), beside a writer ...")
         result["max_size"] = _measure(
             root,
             pace_ms=arguments.pace_ms,
             limit_s=arguments.writer_limit_s,
-            gc=lambda store, _: collect_garbage(store, max_size=half, grace=timedelta(0)),
+            gc=lambda store, _: collect_garbage(store, namespace="keep", max_size=half, grace=timedelta(0)),
         )
         if not arguments.no_conversion:
             say("making the copy an index from before auto_vacuum (a full VACUUM, no writer) ...")

@@ -572,18 +572,33 @@ class Repository:
         `max_size`, then also the oldest writes in that scope, until the blobs the rest need take at most `max_size`
         stored bytes (`--namespace` then narrows the scope instead of forgetting the whole namespace).
         """
-        with self._guard.held(), self._database.transaction(exclusive=True) as work:
-            return self._forget(work, namespace=namespace, older_than=older_than, max_size=max_size)
+        measured = None
+        with self._guard.held():
+            if max_size is not None and older_than is None:
+                # What the writes need is measured before gc takes its lock, so writers wait only for the forgetting.
+                # A write landing in between is newer than any write the cut forgets, so it is kept, and counted in
+                # what is still needed afterwards.
+                with self._index() as connection:
+                    measured = index_queries.needed_blobs(connection, namespace=namespace)
+            with self._database.transaction(exclusive=True) as work:
+                return self._forget(
+                    work, namespace=namespace, older_than=older_than, max_size=max_size, measured=measured
+                )
 
     def _forget(
-        self, work: UnitOfWork, *, namespace: str | None, older_than: timedelta | None, max_size: int | None
+        self,
+        work: UnitOfWork,
+        *,
+        namespace: str | None,
+        older_than: timedelta | None,
+        max_size: int | None,
+        measured: list[NeededBlob] | None = None,
     ) -> Collection:
-        # Decided under gc's exclusive lock, so the size is exact: no write lands between measuring and forgetting.
         connection = work.connection
         needed_before: int | None = None
         needed: list[NeededBlob] = []
         if max_size is not None:
-            needed = index_queries.needed_blobs(connection, namespace=namespace)
+            needed = measured if measured is not None else index_queries.needed_blobs(connection, namespace=namespace)
             needed_before = _total(needed)
         forgotten = index.Forgotten()
         if older_than is not None or max_size is None:
