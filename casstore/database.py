@@ -72,6 +72,7 @@ class Database:
             changed in that case.
         """
         self.path = path
+        self._log = Path(f"{path}-wal")
         self.description = str(path)
         self._durable = durable
         self._busy_timeout = busy_timeout
@@ -257,7 +258,8 @@ class Database:
         # A PASSIVE checkpoint copies the log into index.db beside readers and writers (and truncates the file once
         # all of it is copied). The TRUNCATE one that follows empties the log, but holds writers off while it waits
         # for readers of older pages: each try waits briefly, a few tries apart, and if readers are still there the
-        # log is cut down to `_JOURNAL_SIZE_LIMIT` when a later write starts it over. While another connection runs
+        # log is cut down to `_JOURNAL_SIZE_LIMIT` when a later write starts it over (a log already that small gets
+        # one try). While another connection runs
         # a checkpoint (a writer's automatic one, after a rebuild that put the whole index in the log), no try can
         # run: gc waits for it, holding no lock, so that its report says what is on disk once it is done.
         blocking_tries = 0
@@ -265,6 +267,7 @@ class Database:
         while blocking_tries < _CHECKPOINT_TRIES and time.monotonic() < deadline:
             with self._held() as connection:
                 connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                small = disk_usage_of_file(self._log) <= _JOURNAL_SIZE_LIMIT
                 timeout_ms = connection.execute("PRAGMA busy_timeout").fetchone()[0]
                 connection.execute(f"PRAGMA busy_timeout = {_CHECKPOINT_WAIT_MS}")
                 try:
@@ -275,6 +278,8 @@ class Database:
                 return
             if log_frames >= 0:  # it ran, and readers kept it from finishing
                 blocking_tries += 1
+                if small:
+                    return  # one try for a log this small, which is reused as it is
             time.sleep(_CHECKPOINT_WAIT_MS / 1000)
 
     def close(self) -> None:
