@@ -217,7 +217,11 @@ def _checkpoint(root: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark. :returns: The exit status."""
     arguments = _parser().parse_args(argv)
-    say = (lambda _: None) if arguments.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
+
+    def say(text: str) -> None:
+        if not arguments.quiet:
+            print(text, file=sys.stderr, flush=True)
+
     own_workdir = arguments.workdir is None
     workdir = Path(tempfile.mkdtemp(prefix="casstore-gc-disk-")) if own_workdir else arguments.workdir
     workdir.mkdir(parents=True, exist_ok=True)

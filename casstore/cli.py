@@ -106,7 +106,7 @@ def parse_size(text: str) -> int:
     return int(Decimal(match[1]) * SIZE_UNITS[match[2] or "B"])
 
 
-class _SizeType(click.ParamType):
+class _SizeType(click.ParamType[int, Any]):
     name = "SIZE"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:

@@ -143,7 +143,7 @@ def test_gc_says_how_many_blobs_the_grace_period_keeps_and_until_when(backend: B
     # The earliest: the first blob last seen, plus the grace period, plus `last_seen`'s one-second resolution.
     expected = datetime.fromisoformat(first_seen) + timedelta(hours=2, seconds=1)
     assert report.collectable_from == expected.isoformat(sep=" ", timespec="milliseconds")
-    assert report.collectable_from > last_seen  # type: ignore[operator]
+    assert report.collectable_from is not None and report.collectable_from > last_seen
     dry = collect_garbage(store, grace=timedelta(hours=2), dry_run=True)
     assert (dry.blobs_waiting, dry.collectable_from) == (3, report.collectable_from)
     # Times set by hand: one blob long past its grace period, the others seen (as a clock ahead would say) later.
