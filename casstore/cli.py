@@ -106,16 +106,9 @@ def parse_size(text: str) -> int:
     return int(Decimal(match[1]) * SIZE_UNITS[match[2] or "B"])
 
 
-class _SizeType(click.ParamType[int, Any]):
-    name = "SIZE"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        if isinstance(value, int):
-            return value
-        try:
-            return parse_size(str(value))
-        except click.BadParameter as error:
-            self.fail(error.message, param, ctx)
+def _size_option(_context: click.Context, _parameter: click.Parameter, value: str | None) -> int | None:
+    """The callback of `--max-size`: its text as bytes, or a usage error naming the option and the accepted forms."""
+    return None if value is None else parse_size(value)
 
 
 @dataclass(frozen=True)
@@ -474,8 +467,8 @@ def _print_verify_report(report: maintenance.VerifyReport) -> None:
 @click.option("--older-than", help="Forget writes and offloads older than this, such as 30d.")
 @click.option(
     "--max-size",
-    type=_SizeType(),
     metavar="SIZE",
+    callback=_size_option,
     help="Then forget the oldest writes until the blobs the rest need take at most SIZE stored bytes, such as 500MB "
     "(10^6) or 2GiB (2^30).",
 )
