@@ -17,7 +17,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Protocol
 
@@ -49,9 +49,10 @@ _CONFIRM_SQL = f"SELECT stored_in, last_seen < {SHIFTED_NOW_SQL} FROM blobs WHER
 _CONFIRM_AGO = ago(LAST_SEEN_RESOLUTION)
 _RESOLUTION_SECONDS = LAST_SEEN_RESOLUTION.total_seconds()
 # A blob is collectable when no reference to it is visible and it was not seen within the grace period.
-_COLLECTABLE = (
-    f"last_seen <= {SHIFTED_NOW_SQL} AND NOT EXISTS (SELECT 1 FROM visible_references WHERE digest = blobs.digest)"
-)
+_REFERENCED = "SELECT 1 FROM visible_references WHERE digest = blobs.digest"
+_COLLECTABLE = f"last_seen <= {SHIFTED_NOW_SQL} AND NOT EXISTS ({_REFERENCED})"
+# Digests per statement when a question names many (SQLite allows 32,766 parameters; PostgreSQL 65,535).
+_CHUNK = 500
 
 
 class BlobBackend(Protocol):
@@ -71,6 +72,18 @@ class BlobBackend(Protocol):
     def files(self) -> Iterator[BlobFile]: ...
     def remove_stray(self, blob_file: BlobFile) -> None: ...
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingBlobs:
+    """
+    Blobs no reference is visible for that the grace period keeps: how many, their stored bytes, and the earliest
+    time (UTC, as the index writes times) one of them becomes collectable, None when there are none.
+    """
+
+    count: int = 0
+    stored_bytes: int = 0
+    collectable_from: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,6 +352,56 @@ class BlobStore:
         )
         return [(row[0], row[1]) for row in rows]
 
+    def waiting(
+        self, connection: sqlite3.Connection, *, grace: timedelta, among: frozenset[str] | None = None
+    ) -> WaitingBlobs:
+        """
+        :param among: Only these digests (None: every blob).
+        :returns: The blobs no reference is visible for that `grace` keeps (seen within it): how many, their stored
+            bytes, and when the first of them becomes collectable.
+        """
+        where = f"last_seen > {SHIFTED_NOW_SQL} AND NOT EXISTS ({_REFERENCED})"
+        count = stored = 0
+        earliest: str | None = None
+        chunks = [None] if among is None else [sorted(among)[i : i + _CHUNK] for i in range(0, len(among), _CHUNK)]
+        for chunk in chunks:
+            condition, parameters = where, [_grace_parameter(grace)]
+            if chunk is not None:
+                condition += f" AND digest IN ({', '.join('?' * len(chunk))})"
+                parameters.extend(chunk)
+            row = connection.execute(
+                f"SELECT count(*), CAST(coalesce(sum(stored_size), 0) AS BIGINT), min(last_seen) FROM blobs "
+                f"WHERE {condition}",
+                parameters,
+            ).fetchone()
+            count, stored = count + int(row[0]), stored + int(row[1])
+            if row[2] is not None and (earliest is None or row[2] < earliest):
+                earliest = row[2]
+        return WaitingBlobs(
+            count=count,
+            stored_bytes=stored,
+            collectable_from=None if earliest is None else _collectable_from(earliest, grace),
+        )
+
+    def delete_rows(self, work: UnitOfWork, digests: list[str]) -> int:
+        """
+        Delete these blobs' rows and frames, never their files or objects, inside the caller's transaction: for a
+        dry run, which rolls it back, to see what the index would take after a collection.
+
+        :returns: The stored bytes of those kept outside the index (what their files or objects take).
+        """
+        outside = 0
+        for digest in digests:
+            row = work.connection.execute(
+                "DELETE FROM blobs WHERE digest = ? RETURNING id, stored_in, stored_size", (digest,)
+            ).fetchone()
+            if row is None:
+                continue
+            work.connection.execute("DELETE FROM blob_frames WHERE blob_id = ?", (row[0],))
+            if row[1] == self._stored_elsewhere:
+                outside += int(row[2])
+        return outside
+
     def delete_if_collectable(self, work: UnitOfWork, digest: str, *, grace: timedelta) -> bool:
         """
         Delete a blob, inside the caller's exclusive write transaction, if it is still collectable under that lock.
@@ -381,6 +444,12 @@ class BlobStore:
     def remove_stray(self, blob_file: BlobFile) -> None:
         """Remove a file `is_stray` reported, while the caller's transaction still holds the write lock."""
         self._files.remove_stray(blob_file)
+
+
+def _collectable_from(last_seen: str, grace: timedelta) -> str:
+    # What `_COLLECTABLE` asks, turned around: collectable once `last_seen` is `grace` plus the resolution old.
+    when = datetime.fromisoformat(last_seen) + grace + LAST_SEEN_RESOLUTION
+    return when.isoformat(sep=" ", timespec="milliseconds")
 
 
 def _grace_parameter(grace: timedelta) -> str:

@@ -16,7 +16,8 @@ import sqlite3
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -74,6 +75,42 @@ def parse_duration(text: str) -> timedelta:
     raise click.ClickException(
         f"{text!r} is not a duration; use a number and a unit, such as 30d, 12h, 90m or 45s (at most 999999999d)."
     )
+
+
+# Decimal units are powers of 1000, binary ones of 1024, spelled as the issue and `du --si`/`du -h` do.
+SIZE_UNITS = {
+    "B": 1,
+    "KB": 10**3,
+    "MB": 10**6,
+    "GB": 10**9,
+    "TB": 10**12,
+    "KiB": 2**10,
+    "MiB": 2**20,
+    "GiB": 2**30,
+    "TiB": 2**40,
+}
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([A-Za-z]*)", re.ASCII)
+_SIZE_FORMS = (
+    "a number and a unit, such as 500MB, 2GiB, 1.5TB or 4096 (bytes): B, KB, MB, GB, TB (powers of 1000) or KiB, "
+    "MiB, GiB, TiB (powers of 1024), spelled so"
+)
+
+
+def parse_size(text: str) -> int:
+    """
+    :param text: A size such as `500MB` (500 x 10^6 bytes), `2GiB` (2 x 2^30), `1.5 GB` or `4096` (bytes).
+    :returns: The size in bytes (a fraction of a byte is dropped).
+    :raises click.BadParameter: If `text` is not such a size (a usage error: exit status 2).
+    """
+    match = _SIZE.fullmatch(text.strip())
+    if match is None or (match[2] or "B") not in SIZE_UNITS:
+        raise click.BadParameter(f"{text!r} is not a size; use {_SIZE_FORMS}.")
+    return int(Decimal(match[1]) * SIZE_UNITS[match[2] or "B"])
+
+
+def _size_option(_context: click.Context, _parameter: click.Parameter, value: str | None) -> int | None:
+    """The callback of `--max-size`: its text as bytes, or a usage error naming the option and the accepted forms."""
+    return None if value is None else parse_size(value)
 
 
 @dataclass(frozen=True)
@@ -425,26 +462,76 @@ def _print_verify_report(report: maintenance.VerifyReport) -> None:
 
 @cli.command()
 @_location_options
-@click.option("--namespace", help="Forget every write and offload of this namespace.")
+@click.option(
+    "--namespace",
+    help="Forget every write and offload of this namespace (with --older-than or --max-size: only its writes count).",
+)
 @click.option("--older-than", help="Forget writes and offloads older than this, such as 30d.")
+@click.option(
+    "--max-size",
+    metavar="SIZE",
+    callback=_size_option,
+    help="Then forget the oldest writes until the blobs the rest need take at most SIZE stored bytes, such as 500MB "
+    "(10^6) or 2GiB (2^30).",
+)
 @click.option("--grace", default="1h", show_default=True, help="Keep blobs seen, and files modified, this recently.")
-@click.option("--dry-run", is_flag=True, help="Say what would go; change nothing.")
+@click.option(
+    "--vacuum",
+    is_flag=True,
+    help="Rebuild the index afterwards: SQLite's VACUUM, which converts a store made before casstore set auto_vacuum "
+    "so that every later gc returns space (writers wait until it ends); on a shared store VACUUM ANALYZE, beside "
+    "writers.",
+)
+@click.option("--dry-run", is_flag=True, help="Say what would go and estimate the sizes after; change nothing.")
 @_json_option
 def gc(
-    location: StoreLocation, namespace: str | None, older_than: str | None, grace: str, dry_run: bool, as_json: bool
+    location: StoreLocation,
+    namespace: str | None,
+    older_than: str | None,
+    max_size: int | None,
+    grace: str,
+    vacuum: bool,
+    dry_run: bool,
+    as_json: bool,
 ) -> None:
-    """Forget old writes or a namespace, then delete blobs nothing references and stray files."""
+    """
+    Forget old writes or a namespace (or the oldest writes beyond --max-size), then delete blobs nothing references
+    and stray files, and give the space back to the file system.
+    """
     age = parse_duration(older_than) if older_than is not None else None
     grace_period = parse_duration(grace)
     with _open(location) as store:
         _require_namespace(store, namespace)
         report = maintenance.collect_garbage(
-            store, namespace=namespace, older_than=age, grace=grace_period, dry_run=dry_run
+            store,
+            namespace=namespace,
+            older_than=age,
+            grace=grace_period,
+            max_size=max_size,
+            vacuum=vacuum,
+            dry_run=dry_run,
         )
     if as_json:
-        _print_json(dataclasses.asdict(report))
+        totals = {"disk_bytes_before": report.disk_bytes_before, "disk_bytes_after": report.disk_bytes_after}
+        _print_json({**dataclasses.asdict(report), **totals})
         return
+    _print_gc_report(report, grace=grace)
+
+
+_INDEX_SPACE = {
+    "returned": "the space of what gc deletes goes back to the file system",
+    "rebuilt": "rebuilt with VACUUM",
+    "kept-until-rebuilt": "freed pages stay inside index.db for later writes: this store predates auto_vacuum; run "
+    "casstore gc --vacuum once to convert it",
+    "reused-after-autovacuum": "PostgreSQL: autovacuum makes the deleted rows' space reusable; it is not given back",
+    "vacuumed": "PostgreSQL: VACUUM made the deleted rows' space reusable",
+}
+
+
+def _print_gc_report(report: maintenance.GarbageReport, *, grace: str) -> None:
+    dry_run = report.dry_run
     verb = "would" if dry_run else "did"
+    after = "after (estimated)" if dry_run else "after"
     click.echo(
         f"{'dry run: ' if dry_run else ''}gc {verb} forget {report.writes_forgotten} writes "
         f"and {report.offloads_forgotten} offloads"
@@ -452,11 +539,41 @@ def gc(
     click.echo(f"  blobs deleted       {report.blobs_deleted} ({_bytes(report.blob_bytes_freed)})")
     click.echo(f"  stray files removed {report.stray_files_removed} ({_bytes(report.stray_bytes_freed)})")
     click.echo(
-        f"  index               {_bytes(report.index_bytes_before)} before, {_bytes(report.index_bytes_after)} after"
+        f"  index               {_bytes(report.index_bytes_before)} before, {_bytes(report.index_bytes_after)} {after}"
+        f"  ({_INDEX_SPACE[report.index_space]})"
     )
     click.echo(
-        f"  blobs kept outside  {_bytes(report.blob_bytes_before)} before, {_bytes(report.blob_bytes_after)} after"
+        f"  blobs kept outside  {_bytes(report.blob_bytes_before)} before, {_bytes(report.blob_bytes_after)} {after}"
     )
+    click.echo(
+        f"  on disk             {_bytes(report.disk_bytes_before)} before, {_bytes(report.disk_bytes_after)} {after}"
+    )
+    if report.blobs_waiting:
+        click.echo(
+            f"  waiting             {report.blobs_waiting} unreferenced blobs ({_bytes(report.waiting_bytes)}) seen "
+            f"within the grace period ({grace}): collectable from {_when(report.collectable_from)}"
+        )
+    if report.max_size is not None:
+        needed = report.needed_bytes_after or 0
+        line = (
+            f"  max size            {_bytes(report.max_size)}: the blobs still needed take {_bytes(needed)} "
+            f"({_bytes(report.needed_bytes_before or 0)} before)"
+        )
+        if report.over_max_size:
+            line += (
+                f"; {_bytes(report.over_max_size)} over, as forgotten blobs wait out the grace period "
+                f"(run gc again after it, or pass a shorter --grace)"
+            )
+        click.echo(line)
+
+
+def _when(timestamp: str | None) -> str:
+    """An index time (UTC) with how far ahead it is, such as `2026-12-01 12:30:05 UTC (in 59 min)`."""
+    if timestamp is None:
+        return "-"
+    moment = datetime.fromisoformat(timestamp).replace(tzinfo=UTC)
+    minutes = max(0, round((moment - datetime.now(UTC)).total_seconds() / 60))
+    return f"{moment:%Y-%m-%d %H:%M:%S} UTC (in {minutes} min)"
 
 
 @cli.command()

@@ -10,6 +10,7 @@ transaction starts with `BEGIN IMMEDIATE` and waits (up to `busy_timeout`) for t
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -18,11 +19,25 @@ from pathlib import Path
 from sqlite_utils import Database as SqliteUtilsDatabase
 
 from casstore import forks
+from casstore.disk import disk_usage_of_file
 from casstore.errors import IndexDamagedError, SchemaError, StoreClosedError
 from casstore.schema import MIGRATION_NAMES, MIGRATION_SET, MIGRATIONS
 
 # How long a write waits for another process's write transaction before giving up.
 DEFAULT_BUSY_TIMEOUT_SECONDS = 60.0
+
+# Pages `return_free_space` gives back to the file system per write transaction: 1 MiB of 4 KiB pages, so a writer
+# waits for at most one such step (measured: benchmarks/gc_disk.py, docs/gc.md).
+FREE_SPACE_STEP_PAGES = 256
+# How long the final checkpoint that shrinks the write-ahead log may wait for readers (writers wait meanwhile).
+_CHECKPOINT_WAIT_MS = 200
+_CHECKPOINT_TRIES = 5
+# How long gc waits, at most, for another connection's checkpoint to end before it reports the sizes.
+_CHECKPOINT_PATIENCE_SECONDS = 120.0
+_YIELD_MAX_SECONDS = 0.05
+# The most bytes the write-ahead log keeps on disk once it starts over: a bit more than the 1,000 pages after which
+# SQLite checkpoints it, so an ordinary log is never cut and a large one does not stay large.
+_JOURNAL_SIZE_LIMIT = 8 * 2**20
 
 # The time format of every timestamp column: UTC, sortable as text, and what SQLite's own `datetime()` compares with.
 NOW_SQL = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
@@ -57,6 +72,7 @@ class Database:
             changed in that case.
         """
         self.path = path
+        self._log = Path(f"{path}-wal")
         self.description = str(path)
         self._durable = durable
         self._busy_timeout = busy_timeout
@@ -77,6 +93,8 @@ class Database:
                 self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
             )
             self._connection.execute(f"PRAGMA synchronous={'FULL' if self._durable else 'NORMAL'}")
+            # A log that grew large (a rebuild writes the whole index into it) is cut down when it starts over.
+            self._connection.execute(f"PRAGMA journal_size_limit = {_JOURNAL_SIZE_LIMIT}")
         except sqlite3.Error as error:
             raise _unusable(self.path, error) from error
 
@@ -85,6 +103,10 @@ class Database:
         try:
             sqlite_utils_db = SqliteUtilsDatabase(connection, recursive_triggers=False, execute_plugins=False)
             _refuse_unknown_schema(sqlite_utils_db, self.path)
+            if connection.execute("PRAGMA page_count").fetchone()[0] == 0:
+                # A file being created: its first page, which the journal mode below writes, must already say that
+                # freed pages can be given back (`return_free_space`); SQLite fixes that before the first table.
+                connection.execute("PRAGMA auto_vacuum = INCREMENTAL")
             if connection.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 connection.execute("PRAGMA journal_mode=WAL")
             if MIGRATIONS.pending(sqlite_utils_db):
@@ -159,6 +181,107 @@ class Database:
         """
         return _Held(self)
 
+    # Giving space back.
+
+    @property
+    def returns_free_space(self) -> bool:
+        """Whether `index.db` can give freed pages back (`auto_vacuum=INCREMENTAL`), which `rebuild` makes so."""
+        with self._held() as connection:
+            return bool(connection.execute("PRAGMA auto_vacuum").fetchone()[0] == _INCREMENTAL)
+
+    def space_policy(self, *, rebuilt: bool) -> str:
+        """:returns: What a collection's deleted rows become: `rebuilt`, `returned`, or `kept-until-rebuilt`."""
+        if rebuilt:
+            return "rebuilt"
+        return "returned" if self.returns_free_space else "kept-until-rebuilt"
+
+    def estimated_bytes(self, work: "UnitOfWork", *, rebuilt: bool) -> int:
+        """
+        :param work: A transaction that has deleted what a collection would delete (a dry run's).
+        :param rebuilt: As if `rebuild` ran afterwards.
+        :returns: The bytes `index.db` and its shared-memory file would take once the free pages are given back
+            (`return_free_space`, or `rebuild`), with the write-ahead log emptied; an index that cannot give them
+            back keeps its pages.
+        """
+        execute = work.connection.execute
+        pages = int(execute("PRAGMA page_count").fetchone()[0])
+        if rebuilt or execute("PRAGMA auto_vacuum").fetchone()[0] == _INCREMENTAL:
+            pages -= int(execute("PRAGMA freelist_count").fetchone()[0])
+        shared_memory = Path(f"{self.path}-shm")
+        return pages * int(execute("PRAGMA page_size").fetchone()[0]) + disk_usage_of_file(shared_memory)
+
+    def return_free_space(self, *, step_pages: int = FREE_SPACE_STEP_PAGES) -> bool:
+        """
+        Give `index.db`'s free pages back to the file system, `step_pages` per write transaction so that a writer
+        waits for one step at most, then checkpoint the write-ahead log so the file shrinks and the log is emptied.
+
+        :returns: Whether the space was given back: False for an index made before casstore set `auto_vacuum`
+            (see `rebuild`), whose free pages stay inside the file for later writes.
+        """
+        if not self.returns_free_space:
+            return False
+        script = f"BEGIN IMMEDIATE; PRAGMA incremental_vacuum({step_pages}); COMMIT;"
+        with self._held() as connection:
+            free = connection.execute("PRAGMA freelist_count").fetchone()[0]
+        # Bounded by what was free at the start: pages freed later (by another gc) are left for its own run.
+        for _ in range(-(-free // step_pages)):
+            with self._held() as connection:
+                if connection.execute("PRAGMA freelist_count").fetchone()[0] == 0:
+                    break
+                started = time.perf_counter()
+                # `executescript` steps the pragma to its end (`execute` would move one page).
+                _run_script(connection, script)
+            self.yield_to_writers(time.perf_counter() - started)
+        self._checkpoint()
+        return True
+
+    def yield_to_writers(self, held: float) -> None:
+        """
+        Pause after a maintenance transaction that held the write lock for `held` seconds, as long again (at most
+        `_YIELD_MAX_SECONDS`): SQLite's lock is not a queue, and a waiting writer, which polls for it between sleeps,
+        would otherwise find it taken by gc's next transaction again and again.
+        """
+        time.sleep(min(held, _YIELD_MAX_SECONDS))
+
+    def rebuild(self) -> None:
+        """
+        Rebuild `index.db` with a full `VACUUM`, turning on `auto_vacuum=INCREMENTAL` if the file predates it. This
+        holds the write lock for the whole rebuild (writers wait; see docs/gc.md for how long on 1 GB) and needs
+        free disk space of about twice the file while it runs.
+        """
+        with self._held() as connection:
+            connection.execute("PRAGMA auto_vacuum = INCREMENTAL")
+            connection.execute("VACUUM")
+        self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        # A PASSIVE checkpoint copies the log into index.db beside readers and writers (and truncates the file once
+        # all of it is copied). The TRUNCATE one that follows empties the log, but holds writers off while it waits
+        # for readers of older pages: each try waits briefly, a few tries apart, and if readers are still there the
+        # log is cut down to `_JOURNAL_SIZE_LIMIT` when a later write starts it over (a log already that small gets
+        # one try). While another connection runs
+        # a checkpoint (a writer's automatic one, after a rebuild that put the whole index in the log), no try can
+        # run: gc waits for it, holding no lock, so that its report says what is on disk once it is done.
+        blocking_tries = 0
+        deadline = time.monotonic() + _CHECKPOINT_PATIENCE_SECONDS
+        while blocking_tries < _CHECKPOINT_TRIES and time.monotonic() < deadline:
+            with self._held() as connection:
+                connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                small = disk_usage_of_file(self._log) <= _JOURNAL_SIZE_LIMIT
+                timeout_ms = connection.execute("PRAGMA busy_timeout").fetchone()[0]
+                connection.execute(f"PRAGMA busy_timeout = {_CHECKPOINT_WAIT_MS}")
+                try:
+                    busy, log_frames, _ = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                finally:
+                    connection.execute(f"PRAGMA busy_timeout = {timeout_ms}")
+            if not busy and log_frames <= 0:
+                return
+            if log_frames >= 0:  # it ran, and readers kept it from finishing
+                blocking_tries += 1
+                if small:
+                    return  # one try for a log this small, which is reused as it is
+            time.sleep(_CHECKPOINT_WAIT_MS / 1000)
+
     def close(self) -> None:
         """Close the connection. Later use raises `StoreClosedError`; closing twice is harmless."""
         if self._generation != forks.generation:
@@ -167,6 +290,18 @@ class Database:
             if not self._closed:
                 self._closed = True
                 self._connection.close()
+
+
+_INCREMENTAL = 2  # `PRAGMA auto_vacuum`'s value for INCREMENTAL
+
+
+def _run_script(connection: sqlite3.Connection, script: str) -> None:
+    try:
+        connection.executescript(script)
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
 
 
 class _Held:

@@ -186,6 +186,67 @@ def writes_since(connection: sqlite3.Connection, *, namespace: str, mark: Histor
     return [(row[0], row[1]) for row in rows]
 
 
+@dataclass(frozen=True, slots=True, order=True)
+class WritePosition:
+    """Where a write stands in the order of writing: `(written_at, id)`, the row id breaking ties of the time."""
+
+    written_at: str
+    write_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class NeededBlob:
+    """A blob that writes still need, its stored size, and the newest write that needs it."""
+
+    digest: str
+    stored_size: int
+    newest_write: WritePosition
+
+
+# The blobs the writes (of one namespace, or all) still need, each with the newest write that needs it, newest first.
+# This is the one statement that answers "what must be kept for these writes": a blob that others depend on (a
+# dictionary, a delta base) belongs here too, with the newest write of any blob that depends on it.
+_NEEDED_BLOBS_SQL = """
+    SELECT b.digest, b.stored_size, w.written_at, w.id
+    FROM (
+        SELECT digest, written_at, id,
+               row_number() OVER (PARTITION BY digest ORDER BY written_at DESC, id DESC) AS newest
+        FROM writes {where}
+    ) AS w
+    JOIN blobs b ON b.digest = w.digest
+    WHERE w.newest = 1
+    ORDER BY w.written_at DESC, w.id DESC
+"""
+
+
+def needed_blobs(connection: sqlite3.Connection, *, namespace: str | None) -> list[NeededBlob]:
+    """
+    :param namespace: Only the writes of this namespace (None: every write).
+    :returns: Every blob those writes need (anything they depend on included), with its stored size and the newest
+        write that needs it, newest first. A write whose blob row is gone (damage `verify` reports) needs nothing.
+    """
+    where, parameters = _namespace_filter(namespace)
+    rows = connection.execute(_NEEDED_BLOBS_SQL.format(where=where), parameters)
+    return [NeededBlob(row[0], int(row[1]), WritePosition(row[2], int(row[3]))) for row in rows]
+
+
+def retention_cut(needed: list[NeededBlob], *, max_size: int) -> WritePosition | None:
+    """
+    :param needed: What `needed_blobs` returned, newest first.
+    :param max_size: The most bytes the blobs still needed may take.
+    :returns: The newest write to forget so that the blobs the writes after it need take at most `max_size` bytes,
+        forgetting as few writes as possible, oldest first; None when they fit already.
+    """
+    total = 0
+    for blob in needed:
+        total += blob.stored_size
+        if total > max_size:
+            # Keeping this blob would exceed the size: every write up to its newest one goes, and with them every
+            # blob whose newest write is older (those that follow in `needed`).
+            return blob.newest_write
+    return None
+
+
 # A write or an offload as its table holds it, without its row id: what copying a store compares.
 WriteRow = tuple[str, str, str, str, int, str, str]
 OffloadRow = tuple[str, str, str, str | None, str, int, int, str]

@@ -15,6 +15,7 @@ How `collect_garbage` stays safe beside running writers (the README's "Garbage c
   its modification time is older than the grace period, again under the write lock.
 """
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -92,9 +93,21 @@ def verify(source: Repository | HasRepository, *, progress: Callable[[int, int],
 @dataclass
 class GarbageReport:
     """
-    What `collect_garbage` removed (or, with `dry_run`, would remove), and what the store occupied before and after:
-    `index_bytes` (`index.db` on disk; casstore's tables in PostgreSQL, whose freed space autovacuum reuses) and
-    `blob_bytes` (the blob files; the objects under the prefix).
+    What `collect_garbage` removed (or, with `dry_run`, would remove), and what the store occupied before and after.
+
+    - `index_bytes_*`: `index.db` on disk with its write-ahead log and shared-memory file, after the space of what gc
+      deleted went back to the file system; for a shared store, casstore's tables in PostgreSQL, whose deleted rows'
+      space autovacuum makes reusable but does not give back (`index_space` says which happened).
+    - `blob_bytes_*`: the blob files on disk (the objects under the prefix). A dry run's `*_after` are estimates.
+    - `index_space`: `returned` (given back in short steps), `rebuilt` (with `vacuum`: a full rebuild),
+      `kept-until-rebuilt` (an index made before casstore set `auto_vacuum` keeps free pages for later writes until
+      one `gc --vacuum` converts it), `reused-after-autovacuum` (PostgreSQL), `vacuumed` (PostgreSQL, with `vacuum`).
+    - `blobs_waiting`, `waiting_bytes`, `collectable_from`: blobs no reference is visible for that the grace period
+      keeps, their stored bytes, and when (UTC) the first becomes collectable (None when none wait).
+    - With `max_size`: `needed_bytes_before`/`_after`, the stored bytes of the blobs the writes in scope need (their
+      dependencies included), and `over_max_size`, by how much what the scope holds after gc (those blobs, and the
+      forgotten ones the grace period keeps: every waiting blob store-wide, or with `namespace` those its forgotten
+      writes referenced) exceeds `max_size`; 0 when it fits.
     """
 
     dry_run: bool
@@ -108,6 +121,24 @@ class GarbageReport:
     blob_bytes_before: int = 0
     index_bytes_after: int = 0
     blob_bytes_after: int = 0
+    index_space: str = "returned"
+    blobs_waiting: int = 0
+    waiting_bytes: int = 0
+    collectable_from: str | None = None
+    max_size: int | None = None
+    needed_bytes_before: int | None = None
+    needed_bytes_after: int | None = None
+    over_max_size: int = 0
+
+    @property
+    def disk_bytes_before(self) -> int:
+        """:returns: The index's and the blobs' bytes before gc."""
+        return self.index_bytes_before + self.blob_bytes_before
+
+    @property
+    def disk_bytes_after(self) -> int:
+        """:returns: The index's and the blobs' bytes after gc (a dry run's estimate)."""
+        return self.index_bytes_after + self.blob_bytes_after
 
 
 def collect_garbage(
@@ -116,44 +147,75 @@ def collect_garbage(
     namespace: str | None = None,
     older_than: timedelta | None = None,
     grace: timedelta = DEFAULT_GRACE,
+    max_size: int | None = None,
+    vacuum: bool = False,
     dry_run: bool = False,
 ) -> GarbageReport:
     """
-    Forget writes, then delete blobs nothing references and stray files, all outside the grace period.
+    Forget writes, then delete blobs nothing references and stray files, all outside the grace period, and give the
+    space back to the file system.
 
     :param source: The store (or its repository) to clean, any namespace (a store's own namespace is not used).
-    :param namespace: Forget every write and offload of this namespace.
+    :param namespace: Forget every write and offload of this namespace; with `max_size`, only this namespace's
+        writes count towards the size and are forgotten.
     :param older_than: Forget writes and offloads older than this. With `namespace`, only that namespace's.
     :param grace: Blobs seen (written or re-written) and files modified within this period are kept.
-    :param dry_run: Report what would go, and change nothing.
-    :returns: The counts.
-    :raises ValueError: If `grace` or `older_than` is negative.
+    :param max_size: Then forget the least recently written writes, oldest first (with the offloads recorded no later
+        than the last of them), until the blobs the remaining writes need take at most this many stored bytes.
+        Exceeding it afterwards (the grace period keeps forgotten blobs) is reported in `over_max_size`, not raised.
+    :param vacuum: Rebuild the index afterwards (SQLite: a full `VACUUM`, which converts an index made before
+        casstore set `auto_vacuum` and holds writers off while it runs; PostgreSQL: `VACUUM (ANALYZE)`).
+    :param dry_run: Report what would go and estimate the sizes after, and change nothing.
+    :returns: The counts and sizes.
+    :raises ValueError: If `grace`, `older_than` or `max_size` is negative.
     """
     if grace < timedelta(0) or (older_than is not None and older_than < timedelta(0)):
         raise ValueError("`grace` and `older_than` must not be negative.")
+    if max_size is not None and max_size < 0:
+        raise ValueError(f"`max_size` must be a number of bytes, 0 or more; got {max_size}.")
     repository = repository_of(source)
     index_before, blobs_before = repository.footprint()
+    report = GarbageReport(
+        dry_run=dry_run, index_bytes_before=index_before, blob_bytes_before=blobs_before, max_size=max_size
+    )
     if dry_run:
-        # The forgetting and the blob selection run in one transaction that is rolled back; no file is touched.
-        forgotten = repository.preview_collection(namespace=namespace, older_than=older_than, grace=grace)
-        collected = forgotten
+        # The forgetting and the deletions run in one transaction that is rolled back; no file is touched.
+        preview = repository.preview_collection(
+            namespace=namespace, older_than=older_than, grace=grace, max_size=max_size, rebuild=vacuum
+        )
+        collected = preview.collection
+        waiting, released_waiting, needed_after = preview.waiting, preview.released_waiting, preview.needed_bytes_after
+        strays, stray_bytes = repository.remove_stray_files(
+            modified_before=time.time() - grace.total_seconds(), dry_run=True
+        )
+        report.index_bytes_after = index_before if preview.index_bytes_after is None else preview.index_bytes_after
+        report.blob_bytes_after = max(0, blobs_before - preview.outside_bytes_freed - stray_bytes)
+        report.index_space = repository.index_space(rebuild=vacuum)
     else:
-        forgotten = repository.forget(namespace=namespace, older_than=older_than)
-        collected = repository.delete_collectable_blobs(grace=grace)
-    strays, stray_bytes = repository.remove_stray_files(
-        modified_before=time.time() - grace.total_seconds(), dry_run=dry_run
-    )
-    index_after, blobs_after = repository.footprint()
-    return GarbageReport(
-        dry_run=dry_run,
-        index_bytes_before=index_before,
-        blob_bytes_before=blobs_before,
-        index_bytes_after=index_after,
-        blob_bytes_after=blobs_after,
-        writes_forgotten=forgotten.writes_forgotten,
-        offloads_forgotten=forgotten.offloads_forgotten,
-        blobs_deleted=collected.blobs_deleted,
-        blob_bytes_freed=collected.blob_bytes_freed,
-        stray_files_removed=strays,
-        stray_bytes_freed=stray_bytes,
-    )
+        forgotten = repository.forget(namespace=namespace, older_than=older_than, max_size=max_size)
+        deleted = repository.delete_collectable_blobs(grace=grace)
+        collected = dataclasses.replace(
+            forgotten, blobs_deleted=deleted.blobs_deleted, blob_bytes_freed=deleted.blob_bytes_freed
+        )
+        strays, stray_bytes = repository.remove_stray_files(
+            modified_before=time.time() - grace.total_seconds(), dry_run=False
+        )
+        report.index_space = repository.index_space(rebuild=vacuum)
+        if vacuum:
+            repository.rebuild_index()
+        else:
+            repository.return_free_space()
+        waiting = repository.waiting_blobs(grace=grace)
+        released_waiting = repository.waiting_blobs(grace=grace, among=collected.released)
+        needed_after = None if max_size is None else repository.needed_bytes(namespace=namespace)
+        report.index_bytes_after, report.blob_bytes_after = repository.footprint()
+    report.writes_forgotten, report.offloads_forgotten = collected.writes_forgotten, collected.offloads_forgotten
+    report.blobs_deleted, report.blob_bytes_freed = collected.blobs_deleted, collected.blob_bytes_freed
+    report.stray_files_removed, report.stray_bytes_freed = strays, stray_bytes
+    report.blobs_waiting, report.waiting_bytes = waiting.count, waiting.stored_bytes
+    report.collectable_from = waiting.collectable_from
+    if max_size is not None:
+        report.needed_bytes_before, report.needed_bytes_after = collected.needed_bytes_before, needed_after
+        kept_by_grace = waiting.stored_bytes if namespace is None else released_waiting.stored_bytes
+        report.over_max_size = max(0, (needed_after or 0) + kept_by_grace - max_size)
+    return report

@@ -18,6 +18,7 @@ from casstore.database import Database
 from casstore.errors import CorruptBlobError
 from casstore.frames import FrameCodec, content_digest
 from casstore.index import (
+    Forgotten,
     OffloadRecord,
     dangling_writes,
     forget,
@@ -26,6 +27,7 @@ from casstore.index import (
     record_write,
     unreferenced_digests,
 )
+from casstore.index_queries import WritePosition
 from casstore.prepared import PreparedWrite
 from tests.helpers import blake3_hex
 
@@ -232,13 +234,13 @@ def test_the_index_records_writes_and_answers_visibility(database: Database) -> 
         assert dangling_writes(connection) == [("alice", reference), ("alice", reference), ("bob", reference)]
         assert connection.execute("SELECT count(*) FROM visible_references").fetchone()[0] == 2
     with database.transaction() as work:
-        assert forget(work, namespace=None, older_than=None) == (0, 0)  # nothing named, nothing forgotten
-        assert forget(work, namespace="alice", older_than=None) == (2, 1)
+        assert forget(work, namespace=None, older_than=None) == Forgotten(0, 0)  # nothing named, nothing forgotten
+        assert forget(work, namespace="alice", older_than=None) == Forgotten(2, 1)
     with database.reading() as connection:
         assert not is_visible(connection, namespace="alice", digest=digest, reference=reference)
         assert is_visible(connection, namespace="bob", digest=digest, reference=reference)
     with database.transaction() as work:
-        assert forget(work, namespace="bob", older_than=None) == (1, 0)
+        assert forget(work, namespace="bob", older_than=None) == Forgotten(1, 0)
         work.connection.execute(
             "INSERT INTO blobs (digest, size, stored_size, stored_in, first_seen, last_seen) "
             "VALUES (?, 3, 3, 'index', 'now', 'now')",
@@ -256,7 +258,7 @@ def test_forgetting_by_age_keeps_recent_writes(database: Database) -> None:
             record_write(work, "ns", PreparedWrite(reference, key, "b" * 64, True, b"b"))
         work.connection.execute("UPDATE writes SET written_at = '2020-01-01 00:00:00.000' WHERE key = 'old.txt'")
     with database.transaction() as work:
-        assert forget(work, namespace=None, older_than=LAST_SEEN_RESOLUTION * 3600) == (1, 0)
+        assert forget(work, namespace=None, older_than=LAST_SEEN_RESOLUTION * 3600) == Forgotten(1, 0)
     with database.reading() as connection:
         assert is_visible(connection, namespace="ns", digest="b" * 64, reference=reference)  # new.txt still holds it
 
@@ -293,3 +295,24 @@ def test_clients_of_the_repository_never_reach_below_it(module: Path) -> None:
         node.func.attr for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
     }
     assert not calls & {"reading", "transaction", "snapshot", "rolled_back", "execute"}, module.name
+
+
+def test_forgetting_through_a_write_breaks_ties_of_time_by_row_id(database: Database) -> None:
+    with database.transaction() as work:
+        for number in range(4):
+            digest = f"{number}" * 64
+            record_write(work, "ns", PreparedWrite(f"blake3/{digest[:2]}/{digest[2:]}.txt", "k", digest, True, b"x"))
+        work.connection.execute("UPDATE writes SET written_at = '2020-01-01 00:00:00.000'")  # one time for all
+        second = work.connection.execute("SELECT id FROM writes ORDER BY id LIMIT 1 OFFSET 1").fetchone()[0]
+    with database.transaction() as work:
+        forgotten = forget(
+            work,
+            namespace="ns",
+            older_than=None,
+            through=WritePosition("2020-01-01 00:00:00.000", second),
+            with_digests=True,
+        )
+    assert forgotten == Forgotten(2, 0, frozenset({"0" * 64, "1" * 64}))
+    with database.reading() as connection:
+        assert [row[0] for row in connection.execute("SELECT digest FROM writes ORDER BY id")] == ["2" * 64, "3" * 64]
+        assert connection.execute("SELECT count(*) FROM visible_references").fetchone()[0] == 2
