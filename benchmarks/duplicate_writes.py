@@ -8,9 +8,10 @@
 One run opens a fresh store, writes `--contents` distinct results once, warms up, then times `--writes` duplicate
 writes (each content again under a new key) and `--reads` reads, one call at a time. Only the store's public API
 (`ContentAddressedToolResultStore(root)`, `write`, `read`) is used and nothing else of casstore, so the same file
-measures any commit: `--compare` runs it as a script in child processes with `PYTHONPATH` set to each tree in turn,
-the trees alternating (ABBA...) so drift on a shared machine falls on both, and reports the minimum and median of
-the per-run medians.
+measures any commit. `--compare` runs it as a script in one child process per tree (`PYTHONPATH` set to that tree),
+all open at once, and has them take turns in chunks of `--chunk` calls (ABBA...), so a change of load on a shared
+machine falls on every tree alike; each round is a run with fresh children, and it reports the minimum and median
+of the per-run medians.
 
 `--instructions` also runs each tree once under `valgrind --tool=callgrind` and reports the instructions per write and
 per read spent in the timed loops (timing calls included, the same in every tree): instructions do not move with the
@@ -57,53 +58,139 @@ def _percentile(values: list[int], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] / 1e3
 
 
-def run_once(*, writes: int, reads: int, contents: int, size: int, warmup: int, still_clock: bool) -> dict[str, Any]:
-    """
-    Time duplicate writes and reads on a fresh store in a temporary folder.
+class _Bench:
+    """A fresh store in a temporary folder, its contents written once and warmed up, timing calls on demand."""
 
-    :param still_clock: Stop `time.monotonic` (what the store's hints are timed by) once the store is open. Under
-        callgrind a run is some fifty times slower, so the hints' one-second window would run out mid-run and every
-        write would take the look-up path a native run never takes; stopped, the paths are those of a native run.
-    :returns: `write_p50_us`, `write_p90_us`, `read_p50_us`, `read_p90_us` (None for a loop of zero calls).
-    """
-    from casstore import ContentAddressedToolResultStore
+    def __init__(self, *, contents: int, size: int, warmup: int, still_clock: bool) -> None:
+        """
+        :param still_clock: Stop `time.monotonic` (what the store's hints are timed by) once the store is open. Under
+            callgrind a run is some fifty times slower, so the hints' one-second window would run out mid-run and
+            writes would take the look-up path a native run rarely takes; stopped, the paths are those of a native run.
+        """
+        from casstore import ContentAddressedToolResultStore
 
-    texts = _contents(contents, size)
-    clock = time.perf_counter_ns
-    with tempfile.TemporaryDirectory(prefix="casstore-dup-") as folder:
-        store = ContentAddressedToolResultStore(Path(folder) / "store", namespace="bench")
+        self._folder = tempfile.TemporaryDirectory(prefix="casstore-dup-")
+        self._store = ContentAddressedToolResultStore(Path(self._folder.name) / "store", namespace="bench")
         if still_clock:
             time.monotonic = itertools.repeat(time.monotonic()).__next__
-        try:
-            references = [store.write(key=f"first_{index}.txt", content=text) for index, text in enumerate(texts)]
-            for index in range(warmup):
-                store.write(key=f"warm_{index}.txt", content=texts[index % contents])
-                store.read(references[index % contents])
-            gc.collect()
-            _mark_phase()
-            write_times = []
-            for index in range(writes):
-                text = texts[index % contents]
-                key = f"{index}_tool_call.txt"
-                started = clock()
-                store.write(key=key, content=text)
-                write_times.append(clock() - started)
-            _mark_phase()
-            read_times = []
-            for index in range(reads):
-                reference = references[index % contents]
-                started = clock()
-                store.read(reference)
-                read_times.append(clock() - started)
-            _mark_phase()
-        finally:
-            store.close()
+        self._texts = _contents(contents, size)
+        write = self._store.write
+        self._references = [write(key=f"first_{index}.txt", content=text) for index, text in enumerate(self._texts)]
+        self._writes = 0
+        for index in range(warmup):
+            write(key=f"warm_{index}.txt", content=self._texts[index % contents])
+            self._store.read(self._references[index % contents])
+        gc.collect()
+
+    def writes(self, count: int) -> list[int]:
+        """:returns: The nanoseconds of each of `count` duplicate writes, the contents in turn, each under a new key."""
+        clock, write, texts = time.perf_counter_ns, self._store.write, self._texts
+        times = []
+        for index in range(self._writes, self._writes + count):
+            text = texts[index % len(texts)]
+            key = f"{index}_tool_call.txt"
+            started = clock()
+            write(key=key, content=text)
+            times.append(clock() - started)
+        self._writes += count
+        return times
+
+    def reads(self, count: int) -> list[int]:
+        """:returns: The nanoseconds of each of `count` reads, the references in turn."""
+        clock, read, references = time.perf_counter_ns, self._store.read, self._references
+        times = []
+        for index in range(count):
+            reference = references[index % len(references)]
+            started = clock()
+            read(reference)
+            times.append(clock() - started)
+        return times
+
+    def close(self) -> None:
+        """Close the store and remove its folder."""
+        self._store.close()
+        self._folder.cleanup()
+
+
+def _figures(write_times: list[int], read_times: list[int]) -> dict[str, Any]:
     return {
         "write_p50_us": _percentile(write_times, 0.5) if write_times else None,
         "write_p90_us": _percentile(write_times, 0.9) if write_times else None,
         "read_p50_us": _percentile(read_times, 0.5) if read_times else None,
         "read_p90_us": _percentile(read_times, 0.9) if read_times else None,
     }
+
+
+def run_once(*, writes: int, reads: int, contents: int, size: int, warmup: int, still_clock: bool) -> dict[str, Any]:
+    """
+    Time `writes` duplicate writes, then `reads` reads, on a fresh store (see `_Bench`).
+
+    :returns: `write_p50_us`, `write_p90_us`, `read_p50_us`, `read_p90_us` (None for a loop of zero calls).
+    """
+    bench = _Bench(contents=contents, size=size, warmup=warmup, still_clock=still_clock)
+    try:
+        _mark_phase()
+        write_times = bench.writes(writes)
+        _mark_phase()
+        read_times = bench.reads(reads)
+        _mark_phase()
+    finally:
+        bench.close()
+    return _figures(write_times, read_times)
+
+
+def serve(*, contents: int, size: int, warmup: int) -> None:
+    """
+    Open a bench and answer commands on stdin, one a line: `writes N` or `reads N` (one JSON list of nanoseconds on
+    stdout), `quit`. `--compare` drives one such child per tree, so their calls alternate in chunks.
+    """
+    bench = _Bench(contents=contents, size=size, warmup=warmup, still_clock=False)
+    try:
+        print("ready", flush=True)
+        for line in sys.stdin:
+            command, _, count = line.strip().partition(" ")
+            if command == "quit":
+                break
+            times = bench.writes(int(count)) if command == "writes" else bench.reads(int(count))
+            print(json.dumps(times), flush=True)
+    finally:
+        bench.close()
+
+
+class _Server:
+    """A `serve` child of one tree."""
+
+    def __init__(self, tree: Path, arguments: list[str]) -> None:
+        environment = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
+        self._process = subprocess.Popen(
+            [sys.executable, str(_HERE), "--serve", *arguments],
+            env=environment,
+            cwd=tree,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        if self._answer() != "ready":
+            raise RuntimeError(f"the benchmark child of {tree} did not start")
+
+    def _answer(self) -> str:
+        assert self._process.stdout is not None
+        return self._process.stdout.readline().strip()
+
+    def ask(self, command: str, count: int) -> list[int]:
+        """:returns: The nanoseconds of each call the child timed."""
+        assert self._process.stdin is not None
+        self._process.stdin.write(f"{command} {count}\n")
+        self._process.stdin.flush()
+        times: list[int] = json.loads(self._answer())
+        return times
+
+    def close(self) -> None:
+        """Tell the child to quit and wait for it (bounded)."""
+        assert self._process.stdin is not None
+        self._process.stdin.write("quit\n")
+        self._process.stdin.close()
+        self._process.wait(timeout=60)
 
 
 def _child(tree: Path, arguments: list[str], *, prefix: list[str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -158,17 +245,27 @@ def compare(options: argparse.Namespace) -> dict[str, Any]:
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
     arguments = _run_args(options, writes=options.writes, reads=options.reads)
     for round_number in range(options.rounds):
-        # ABBA...: each tree goes first and last as often, so a trend in the machine's load falls on all alike.
-        order = list(trees) if round_number % 2 == 0 else list(reversed(trees))
-        for name in order:
-            runs[name].append(json.loads(_child(trees[name], arguments).stdout))
+        # One child per tree, all open at once; their calls alternate in chunks of `--chunk`, in ABBA order, so a
+        # change of the machine's load (other processes, a core taken) falls on every tree alike.
+        servers = {name: _Server(tree, arguments) for name, tree in trees.items()}
+        try:
+            times: dict[str, dict[str, list[int]]] = {name: {"writes": [], "reads": []} for name in trees}
+            for command, total in (("writes", options.writes), ("reads", options.reads)):
+                for chunk_number, start in enumerate(range(0, total, options.chunk)):
+                    order = list(trees) if (round_number + chunk_number) % 2 == 0 else list(reversed(trees))
+                    for name in order:
+                        times[name][command] += servers[name].ask(command, min(options.chunk, total - start))
+        finally:
+            for server in servers.values():
+                server.close()
+        for name in trees:
+            runs[name].append(_figures(times[name]["writes"], times[name]["reads"]))
         if not options.quiet:
-            latest = {name: runs[name][-1] for name in trees}
             print(
                 f"round {round_number + 1}/{options.rounds}: "
                 + "; ".join(
-                    f"{name} write {figures['write_p50_us']:.1f} read {figures['read_p50_us']:.1f}"
-                    for name, figures in latest.items()
+                    f"{name} write {runs[name][-1]['write_p50_us']:.1f} read {runs[name][-1]['read_p50_us']:.1f}"
+                    for name in trees
                 ),
                 file=sys.stderr,
             )
@@ -199,6 +296,8 @@ def _parser() -> argparse.ArgumentParser:
         "--compare", type=Path, nargs="+", default=None, help="other trees (checkouts) to alternate with this one"
     )
     parser.add_argument("--rounds", type=int, default=10, help="runs of each tree with --compare (default: 10)")
+    parser.add_argument("--chunk", type=int, default=100, help="calls per turn with --compare (default: 100)")
+    parser.add_argument("--serve", action="store_true", help="answer commands on stdin (what --compare runs)")
     parser.add_argument("--instructions", action="store_true", help="with --compare: also count instructions")
     parser.add_argument("--still-clock", action="store_true", help="stop the hints' clock (for callgrind runs)")
     parser.add_argument("--json", action="store_true", help="print only the JSON result")
@@ -209,8 +308,14 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run as the command line says; :returns: the figures printed."""
     options = _parser().parse_args(argv)
-    if options.contents < 1 or min(options.writes, options.reads, options.warmup, options.rounds) < 0:
-        raise SystemExit("--contents must be at least 1; --writes, --reads, --warmup and --rounds at least 0.")
+    if (
+        min(options.contents, options.chunk) < 1
+        or min(options.writes, options.reads, options.warmup, options.rounds) < 0
+    ):
+        raise SystemExit("--contents and --chunk must be at least 1; --writes, --reads, --warmup, --rounds at least 0.")
+    if options.serve:
+        serve(contents=options.contents, size=options.size, warmup=options.warmup)
+        return {}
     if options.compare is not None:
         result = compare(options)
     else:
