@@ -11,7 +11,7 @@ writes (each content again under a new key) and `--reads` reads, one call at a t
 measures any commit. `--compare` runs it as a script in one child process per tree (`PYTHONPATH` set to that tree),
 all open at once, and has them take turns in chunks of `--chunk` calls (ABBA...), so a change of load on a shared
 machine falls on every tree alike; each round is a run with fresh children, and it reports the minimum and median
-of the per-run medians.
+of the per-run medians, and the median of this tree's per-round difference from each other tree.
 
 `--instructions` also runs each tree once under `valgrind --tool=callgrind` and reports the instructions per write and
 per read spent in the timed loops (timing calls included, the same in every tree): instructions do not move with the
@@ -275,6 +275,12 @@ def compare(options: argparse.Namespace) -> dict[str, Any]:
             values = [run[figure] for run in runs[name]]
             result[f"{name}_{figure}_min"] = min(values)
             result[f"{name}_{figure}_median"] = statistics.median(values)
+            if name != "this":
+                # Paired by round: both trees ran side by side, so the difference cancels what the round's load added.
+                differences = [
+                    mine[figure] - theirs[figure] for mine, theirs in zip(runs["this"], runs[name], strict=True)
+                ]
+                result[f"this_minus_{name}_{figure}_median"] = statistics.median(differences)
     if options.instructions:
         for name, tree in trees.items():
             per_write, per_read = _instructions(tree, options)

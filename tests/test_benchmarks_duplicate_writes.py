@@ -47,6 +47,8 @@ def test_compare_alternates_child_processes_of_each_tree(capsys: pytest.CaptureF
         for operation in ("write", "read"):
             low, middle = result[f"{name}_{operation}_p50_us_min"], result[f"{name}_{operation}_p50_us_median"]
             assert math.isfinite(low) and 0 < low <= middle
+    for operation in ("write", "read"):
+        assert math.isfinite(result[f"this_minus_{ROOT.name}_{operation}_p50_us_median"])
 
 
 def test_bad_counts_are_refused() -> None:
