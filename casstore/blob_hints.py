@@ -50,4 +50,5 @@ class BlobHints:
             index. A blob file could have been removed since, and only a confirmation notices.
         """
         known = self._known.get(digest)
-        return known is None or not known[1] or known[0] <= self.now() - _RESOLUTION_SECONDS
+        # `time.monotonic()` as `now()` reads it, called here directly: this is on every duplicate write's path.
+        return known is None or not known[1] or known[0] <= time.monotonic() - _RESOLUTION_SECONDS

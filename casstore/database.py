@@ -11,10 +11,11 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
+from typing import Any, Protocol
 
 from sqlite_utils import Database as SqliteUtilsDatabase
 
@@ -95,6 +96,10 @@ class Database:
             self._connection.execute(f"PRAGMA synchronous={'FULL' if self._durable else 'NORMAL'}")
             # A log that grew large (a rebuild writes the whole index into it) is cut down when it starts over.
             self._connection.execute(f"PRAGMA journal_size_limit = {_JOURNAL_SIZE_LIMIT}")
+            # One cursor for the statements a write transaction runs and reads no rows from (BEGIN, COMMIT,
+            # `UnitOfWork.change`): `Connection.execute` makes a new cursor per statement, which costs a duplicate
+            # write more than a statement of its own. Used only under `_lock`, and its rows are never read.
+            self._statements = self._connection.cursor()
         except sqlite3.Error as error:
             raise _unusable(self.path, error) from error
 
@@ -153,7 +158,7 @@ class Database:
         with self._held() as connection:
             connection.execute("BEGIN IMMEDIATE")
             try:
-                yield UnitOfWork(connection)
+                yield UnitOfWork(connection, self._statements)
             finally:
                 if connection.in_transaction:
                     connection.execute("ROLLBACK")
@@ -326,6 +331,12 @@ class _Held:
         self._database._lock.release()
 
 
+class _Statements(Protocol):
+    """What runs a statement: a connection or a cursor, of either engine."""
+
+    def execute(self, sql: str, parameters: Sequence[object], /) -> Any: ...
+
+
 class UnitOfWork:
     """
     One write transaction: its connection, and what the layers learned in it, published only if it commits.
@@ -334,11 +345,25 @@ class UnitOfWork:
     stored) registers it with `on_commit`; a transaction that rolls back publishes nothing, so no caller has to.
     """
 
-    __slots__ = ("_committed", "connection")
+    __slots__ = ("_committed", "_statements", "connection")
 
-    def __init__(self, connection: sqlite3.Connection) -> None:
+    def __init__(self, connection: sqlite3.Connection, statements: _Statements | None = None) -> None:
+        """
+        :param connection: The transaction's connection.
+        :param statements: What runs `change`'s statements (a cursor kept for them); by default the connection.
+        """
         self.connection = connection
+        self._statements = connection if statements is None else statements
         self._committed: list[Callable[[], None]] = []
+
+    def change(self, sql: str, parameters: Sequence[object]) -> int:
+        """
+        Run a statement that returns no rows (an INSERT, UPDATE or DELETE without RETURNING).
+
+        :returns: How many rows the statement itself changed: SQLite's `changes()` or PostgreSQL's command tag, which
+            count no trigger's rows. An `INSERT ... ON CONFLICT DO NOTHING` that met its conflict changed 0.
+        """
+        return self._statements.execute(sql, parameters).rowcount
 
     def on_commit(self, publish: Callable[[], None]) -> None:
         """:param publish: Called once, after this transaction has committed; never if it rolls back."""
@@ -356,20 +381,22 @@ class _Transaction(_Held):
 
     def __enter__(self) -> UnitOfWork:  # type: ignore[override]
         connection = _Held.__enter__(self)
+        statements = self._database._statements
         try:
-            connection.execute("BEGIN IMMEDIATE")
+            statements.execute("BEGIN IMMEDIATE")
         except BaseException:
             self._database._lock.release()
             raise
-        self._work = UnitOfWork(connection)
+        self._work = UnitOfWork(connection, statements)
         return self._work
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: object, traceback: object) -> None:
-        connection = self._database._connection
+        database = self._database
+        connection = database._connection
         try:
             if exc_type is None:
                 try:
-                    connection.execute("COMMIT")
+                    database._statements.execute("COMMIT")
                 except BaseException:
                     if connection.in_transaction:
                         connection.execute("ROLLBACK")
@@ -377,8 +404,8 @@ class _Transaction(_Held):
             elif connection.in_transaction:
                 connection.execute("ROLLBACK")
         finally:
-            self._database._lock.release()
-        if exc_type is None:
+            database._lock.release()
+        if exc_type is None and self._work._committed:
             self._work._publish()
 
 

@@ -329,7 +329,11 @@ class Repository:
     def _stage_unknown(self, writes: Sequence[PreparedWrite]) -> dict[str, StagedBlob]:
         # Which parts are new is asked without the lock, and not at all for content this repository stored or found
         # lately; the transaction settles it either way.
-        unknown = [write for write in writes if not self._blobs.known(write.digest)]
+        known = self._blobs.known
+        unknown = []
+        for write in writes:  # a loop, not a comprehension (a call of its own): this is every write's path
+            if not known(write.digest):
+                unknown.append(write)
         if not unknown:
             return {}
         with self._database.reading() as connection:
@@ -347,8 +351,9 @@ class Repository:
     ) -> None:
         # A part whose reference was visible already needs no look-up of its blob (see `index.record_write`), unless
         # its `last_seen` is due for a refresh or it lives in a file whose presence only a look-up checks.
-        for digest in sorted(staged):
-            self._blobs.put(work, staged[digest], stored_under_lock=stored_under_lock)
+        if staged:
+            for digest in sorted(staged):
+                self._blobs.put(work, staged[digest], stored_under_lock=stored_under_lock)
         to_confirm = []
         needs_confirmation = self._blobs.needs_confirmation
         for write in writes:

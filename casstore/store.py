@@ -103,7 +103,10 @@ class RepositoryToolResultStore(ToolResultStore):
         :raises InvalidContentError: If `content` is a `str` that cannot be encoded as UTF-8.
         :raises InvalidKeyError: If `key` is empty, too long, or contains NUL or a lone surrogate.
         """
-        return self.write_prepared_many((self.prepare_write(key=key, content=content),))[0]
+        # `write_prepared_many` for one part, without building a list of one reference: this is every write's path.
+        prepared = self.prepare_write(key=key, content=content)
+        self._repository.store(namespace=self.namespace, writes=(prepared,))
+        return prepared.reference
 
     def read(self, reference: str) -> str | bytes:
         """

@@ -1,0 +1,82 @@
+"""
+The index's answer to "was this reference visible already?", on both engines: what lets a duplicate write skip the
+look-up of its blob, so it must never say yes wrongly, whatever else the schema holds (a trigger of the user's own).
+"""
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from casstore.database import Database
+from casstore.index import forget, record_write
+from casstore.prepared import PreparedWrite
+from casstore.repository import IndexDatabase
+
+_DIGEST = "c" * 64
+_WRITES = [("alice", "a.txt"), ("alice", "b.txt"), ("bob", "a.txt"), ("bob", "b.txt")]
+_REFERENCE = f"blake3/cc/{'c' * 62}.txt"
+
+# An audit table with triggers on both tables a write inserts into: each trigger's row is a change of the
+# connection's, not of the statement that fired it.
+_SQLITE_TRIGGERS = [
+    "CREATE TABLE audit (what TEXT)",
+    "CREATE TRIGGER audit_writes AFTER INSERT ON writes BEGIN INSERT INTO audit VALUES ('write'); END",
+    "CREATE TRIGGER audit_visible AFTER INSERT ON visible_references BEGIN INSERT INTO audit VALUES ('visible'); END",
+]
+_POSTGRES_TRIGGERS = [
+    "CREATE TABLE audit (what TEXT)",
+    "CREATE FUNCTION audit_row() RETURNS trigger LANGUAGE plpgsql AS "
+    "$$ BEGIN INSERT INTO audit VALUES (TG_TABLE_NAME); INSERT INTO audit VALUES (TG_TABLE_NAME); RETURN NEW; END $$",
+    "CREATE TRIGGER audit_writes AFTER INSERT ON writes FOR EACH ROW EXECUTE FUNCTION audit_row()",
+    "CREATE TRIGGER audit_visible AFTER INSERT ON visible_references FOR EACH ROW EXECUTE FUNCTION audit_row()",
+]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def index_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[IndexDatabase]:
+    database: IndexDatabase
+    if request.param == "sqlite":
+        database = Database(tmp_path / "index.db", durable=False)
+    else:
+        from casstore.postgres import PostgresDatabase
+
+        database = PostgresDatabase(request.getfixturevalue("postgres_url"))
+    yield database
+    database.close()
+
+
+def _write(key: str) -> PreparedWrite:
+    return PreparedWrite(reference=_REFERENCE, key=key, digest=_DIGEST, is_text=True, data=b"abc")
+
+
+def _add_triggers(database: IndexDatabase) -> None:
+    with database.transaction() as work:
+        for statement in _SQLITE_TRIGGERS if isinstance(database, Database) else _POSTGRES_TRIGGERS:
+            work.connection.execute(statement)
+
+
+@pytest.mark.parametrize("triggers", [False, True], ids=["plain", "with-triggers"])
+def test_a_write_says_whether_its_reference_was_visible_already(index_database: IndexDatabase, triggers: bool) -> None:
+    if triggers:
+        _add_triggers(index_database)
+    with index_database.transaction() as work:
+        answers = [record_write(work, namespace, _write(key)) for namespace, key in _WRITES]
+    assert answers == [False, True, False, True]
+    with index_database.transaction() as work:
+        assert forget(work, namespace="alice", older_than=None) == (2, 0)
+    # Forgotten, the reference is not visible to alice any more: her next write must not skip the blob's look-up.
+    with index_database.transaction() as work:
+        assert [record_write(work, "alice", _write("again.txt")) for _ in range(2)] == [False, True]
+        assert record_write(work, "bob", _write("again.txt"))
+
+
+def test_a_change_counts_only_the_rows_of_its_own_statement(index_database: IndexDatabase) -> None:
+    _add_triggers(index_database)
+    with index_database.transaction() as work:
+        insert = "INSERT INTO visible_references (digest, namespace, reference) VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
+        assert work.change(insert, (_DIGEST, "alice", _REFERENCE)) == 1
+        assert work.change(insert, (_DIGEST, "alice", _REFERENCE)) == 0
+        assert work.change(insert, (_DIGEST, "bob", _REFERENCE)) == 1
+        assert work.change("DELETE FROM visible_references WHERE digest = ?", (_DIGEST,)) == 2
+        assert work.change("DELETE FROM visible_references WHERE digest = ?", (_DIGEST,)) == 0
