@@ -25,6 +25,7 @@ import click
 from casstore import history, maintenance
 from casstore.copying import copy_store
 from casstore.errors import CasStoreError
+from casstore.figures import format_bytes, format_ratio
 from casstore.references import parse_reference
 from casstore.shared_store import BLOB_URL_VARIABLE, INDEX_URL_VARIABLE, SharedToolResultStore
 from casstore.store import INDEX_FILE_NAME, ContentAddressedToolResultStore, RepositoryToolResultStore
@@ -165,10 +166,11 @@ def _open(location: StoreLocation, namespace: str = "default") -> RepositoryTool
             return SharedToolResultStore(index_url=index_url, blob_url=blob_url, namespace=namespace)
         root = location.root
         assert root is not None
-        if not (root / INDEX_FILE_NAME).is_file():
+        if not (root / INDEX_FILE_NAME).is_file():  # checked first: a store opened on nothing would read as empty
             raise click.ClickException(
-                f"no casstore store at {root} (no {INDEX_FILE_NAME}); pass --root, or set CASSTORE_ROOT (or "
-                f"{INDEX_URL_VARIABLE} and {BLOB_URL_VARIABLE} for a shared store)."
+                f"no casstore store at {root} (no {INDEX_FILE_NAME}): pass --root with a store's folder, or set "
+                f"CASSTORE_ROOT (or {INDEX_URL_VARIABLE} and {BLOB_URL_VARIABLE} for a shared store); a store is "
+                f"created by its first write, such as casstore demo."
             )
         return ContentAddressedToolResultStore(root, namespace=namespace)
     except ValueError as error:  # a namespace or a setting the store refuses
@@ -193,29 +195,17 @@ def _table(rows: list[dict[str, Any]], columns: list[str]) -> None:
     if not rows:
         click.echo("  (none)")
         return
-    cells = [[_cell(row.get(column)) for column in columns] for row in rows]
+    cells = [[_cell(row.get(column), column) for column in columns] for row in rows]
     widths = [max(len(column), *(len(line[i]) for line in cells)) for i, column in enumerate(columns)]
     click.echo("  " + "  ".join(column.ljust(width) for column, width in zip(columns, widths, strict=True)))
     for line in cells:
         click.echo("  " + "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)))
 
 
-def _cell(value: Any) -> str:
-    return "-" if value is None else str(value)
-
-
-def _ratio(value: float | None) -> str:
-    """A ratio as `2.45x`, or `-` when there is nothing to divide by (nothing stored yet)."""
-    return "-" if value is None else f"{value:.2f}x"
-
-
-def _bytes(count: int) -> str:
-    size = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    raise AssertionError("unreachable")
+def _cell(value: Any, column: str) -> str:
+    if value is None:
+        return "-"
+    return format_bytes(value) if column.endswith("_bytes") else str(value)
 
 
 @click.group(cls=_OneLineErrors)
@@ -226,10 +216,15 @@ def cli() -> None:
 
 @cli.command()
 @_location_options
-@click.option("--namespace", help="Only this namespace's rows in the per-namespace and per-tool tables.")
+@click.option(
+    "--namespace", help="Only this namespace: its writes, the blobs they reference, its ratios, and its rows."
+)
 @_json_option
 def stats(location: StoreLocation, namespace: str | None, as_json: bool) -> None:
-    """Size, dedup and compression, and writes and offloads per namespace and tool."""
+    """
+    Size, dedup and compression, and writes and offloads per namespace and tool: of the whole store, or with
+    --namespace of that namespace alone (bytes on disk are the whole store's, shared by its namespaces).
+    """
     with _open(location) as store:
         _require_namespace(store, namespace)
         figures = history.stats(store, namespace=namespace)
@@ -237,23 +232,35 @@ def stats(location: StoreLocation, namespace: str | None, as_json: bool) -> None
     if as_json:
         _print_json(dataclasses.asdict(figures))
         return
-    click.echo(f"store {where}")
+    if namespace is None:
+        click.echo(f"store {where}: the whole store")
+    else:
+        click.echo(f"namespace {namespace} in store {where}: its writes and the blobs they reference")
+    whose = "everything written" if namespace is None else "everything it wrote"
     click.echo(f"  blobs            {figures.blobs}")
     click.echo(f"  writes           {figures.writes}")
-    click.echo(f"  logical bytes    {_bytes(figures.logical_bytes)}  (everything written)")
-    click.echo(f"  unique bytes     {_bytes(figures.unique_bytes)}  (each distinct result once)")
-    click.echo(f"  stored bytes     {_bytes(figures.stored_bytes)}  (compressed)")
+    click.echo(f"  logical bytes    {format_bytes(figures.logical_bytes)}  ({whose})")
+    click.echo(f"  unique bytes     {format_bytes(figures.unique_bytes)}  (each distinct result once)")
+    click.echo(f"  stored bytes     {format_bytes(figures.stored_bytes)}  (compressed)")
+    shared_by_all = "-  (the whole store's, shared by its namespaces: casstore stats without --namespace)"
     if location.shared is None:
-        click.echo(f"  bytes on disk    {_bytes(figures.disk_bytes)}  (index and blob files, as du counts)")
+        on_disk = "(index and blob files, as du counts)"
+        click.echo(f"  bytes on disk    {_optional_bytes(figures.disk_bytes, on_disk, shared_by_all)}")
     else:
-        click.echo(f"  index bytes      {_bytes(figures.index_bytes)}  (casstore's tables in PostgreSQL)")
-        click.echo(f"  object bytes     {_bytes(figures.blob_bytes)}  (the objects under the prefix)")
-    click.echo(f"  dedup ratio      {_ratio(figures.dedup_ratio)}")
-    click.echo(f"  compression      {_ratio(figures.compression_ratio)}")
+        in_tables = "(casstore's tables in PostgreSQL)"
+        in_objects = "(the objects under the prefix)"
+        click.echo(f"  index bytes      {_optional_bytes(figures.index_bytes, in_tables, shared_by_all)}")
+        click.echo(f"  object bytes     {_optional_bytes(figures.blob_bytes, in_objects, shared_by_all)}")
+    click.echo(f"  dedup ratio      {format_ratio(figures.dedup_ratio)}  (logical / unique bytes)")
+    click.echo(f"  compression      {format_ratio(figures.compression_ratio)}  (unique / stored bytes)")
     click.echo("namespaces")
     _table(figures.namespaces, ["namespace", "writes", "distinct_results", "logical_bytes", "offloads", "saved_tokens"])
     click.echo("offloads per tool")
     _table(figures.tools, ["namespace", "tool_name", "offloads", "original_tokens", "saved_tokens"])
+
+
+def _optional_bytes(count: int | None, meaning: str, absent: str) -> str:
+    return absent if count is None else f"{format_bytes(count)}  {meaning}"
 
 
 @cli.command()
@@ -407,7 +414,8 @@ def _print_verify_report(report: maintenance.VerifyReport) -> None:
         click.echo(f"no blob  {reference}  (written in namespace {namespace!r})")
     if report.stray_files:
         click.echo(
-            f"orphan   {report.stray_files} blob or temporary files ({_bytes(report.stray_bytes)}) no row points at"
+            f"orphan   {report.stray_files} blob or temporary files ({format_bytes(report.stray_bytes)}) "
+            "no row points at"
         )
     if report.stale_rows:
         click.echo(f"orphan   {report.stale_rows} rows of unreferenced blobs whose file is gone")
@@ -447,20 +455,22 @@ def gc(
         f"{'dry run: ' if dry_run else ''}gc {verb} forget {report.writes_forgotten} writes "
         f"and {report.offloads_forgotten} offloads"
     )
-    click.echo(f"  blobs deleted       {report.blobs_deleted} ({_bytes(report.blob_bytes_freed)})")
-    click.echo(f"  stray files removed {report.stray_files_removed} ({_bytes(report.stray_bytes_freed)})")
+    click.echo(f"  blobs deleted       {report.blobs_deleted} ({format_bytes(report.blob_bytes_freed)})")
+    click.echo(f"  stray files removed {report.stray_files_removed} ({format_bytes(report.stray_bytes_freed)})")
     click.echo(
-        f"  index               {_bytes(report.index_bytes_before)} before, {_bytes(report.index_bytes_after)} after"
+        f"  index               {format_bytes(report.index_bytes_before)} before, "
+        f"{format_bytes(report.index_bytes_after)} after"
     )
     click.echo(
-        f"  blobs kept outside  {_bytes(report.blob_bytes_before)} before, {_bytes(report.blob_bytes_after)} after"
+        f"  blobs kept outside  {format_bytes(report.blob_bytes_before)} before, "
+        f"{format_bytes(report.blob_bytes_after)} after"
     )
 
 
 @cli.command()
 @click.option(
     "--root",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    type=click.Path(file_okay=False, path_type=Path),
     required=True,
     help="The local store to copy from.",
 )
@@ -484,7 +494,8 @@ def copy(root: Path, to_index: str, to_blobs: str, as_json: bool) -> None:
         _print_json({**dataclasses.asdict(report), "complete": report.complete})
     else:
         click.echo(
-            f"copied {report.blobs_copied} blobs ({_bytes(report.blob_bytes_copied)}), {report.writes_copied} writes "
+            f"copied {report.blobs_copied} blobs ({format_bytes(report.blob_bytes_copied)}), "
+            f"{report.writes_copied} writes "
             f"and {report.offloads_copied} offloads from {root} to {target.repository.description}"
         )
         for digest in report.unreadable_blobs:

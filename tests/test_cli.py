@@ -14,7 +14,15 @@ from click.testing import CliRunner, Result
 
 from casstore import ContentAddressedToolResultStore, OffloadRecord, maintenance
 from casstore.cli import cli, parse_duration
-from tests.helpers import blake3_hex, blob_files, count_rows, inline_frame, replace_inline_frame, tree_fingerprint
+from tests.helpers import (
+    blake3_hex,
+    blob_files,
+    count_rows,
+    create_store,
+    inline_frame,
+    replace_inline_frame,
+    tree_fingerprint,
+)
 
 SOURCE = Path(__file__).read_text()
 LARGE = "x = 1\n" * 20_000
@@ -370,7 +378,7 @@ def test_cat_past_the_last_line_names_the_line_count(store_root: Path) -> None:
 
 
 def test_ratios_of_an_empty_store_print_a_dash(store_root: Path) -> None:
-    ContentAddressedToolResultStore(store_root).close()
+    create_store(store_root)
     lines = _invoke("stats", "--root", str(store_root)).stdout.splitlines()
     ratios = {
         line.split()[0]: line.split()[-1] for line in lines if line.startswith(("  dedup ratio", "  compression"))
