@@ -1,9 +1,18 @@
 """
 The `casstore` command: a thin layer over `casstore.history`, `casstore.maintenance` and `casstore.demo`.
 
-Every subcommand takes `--root DIR` (default `$CASSTORE_ROOT`, else `./.casstore`). Bad input (a missing root, a
-malformed reference, an unknown namespace, a bad duration) ends with one line on stderr and exit status 1 (2 for a
-usage error), never a traceback.
+Every subcommand takes `--root DIR` (default `$CASSTORE_ROOT`, else `./.casstore`). Every error is one line on stderr,
+never a traceback, and the exit status says whose it is, the same for every command:
+
+- 0: done (`verify`: nothing damaged, no orphans);
+- 2: a usage error, found in the command line alone before any store is opened (click's own, and the values casstore
+  parses as click types): an unknown command or option, a missing argument, a value that is not of its form (a
+  duration such as `soon`, `--lines 5:3`, a malformed reference, an invalid namespace, `--limit 0`), options that
+  contradict each other;
+- 1: anything else that stops a command: well-formed input the store refutes (no store at the root, an unknown
+  namespace, a reference not in it, `--lines` past the end), a store or server that fails, damage found by
+  `verify`, a `copy` that could not copy everything;
+- 3: `verify` found orphans and nothing damaged.
 """
 
 import dataclasses
@@ -24,8 +33,9 @@ import click
 
 from casstore import history, maintenance
 from casstore.copying import copy_store
-from casstore.errors import CasStoreError
+from casstore.errors import CasStoreError, InvalidReferenceError
 from casstore.figures import format_bytes, format_ratio
+from casstore.namespaces import check_namespace
 from casstore.references import parse_reference
 from casstore.shared_store import BLOB_URL_VARIABLE, INDEX_URL_VARIABLE, SharedToolResultStore
 from casstore.store import INDEX_FILE_NAME, ContentAddressedToolResultStore, RepositoryToolResultStore
@@ -33,8 +43,10 @@ from casstore.store import INDEX_FILE_NAME, ContentAddressedToolResultStore, Rep
 DEFAULT_ROOT = ".casstore"
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d|w)", re.ASCII)
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-# `verify`'s exit status when nothing is damaged but orphans were found (1 means damaged; click uses 2 for usage).
-_ORPHANS_ONLY = 3
+# Exit statuses (see the module docstring): failures and refuted input, usage errors (click's), `verify`'s orphans.
+EXIT_FAILURE = 1
+EXIT_USAGE = click.UsageError.exit_code
+EXIT_ORPHANS_ONLY = 3
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -52,17 +64,17 @@ class _OneLineErrors(click.Group):
             sys.exit(error.exit_code)
         except (CasStoreError, sqlite3.Error, OSError) as error:
             click.echo(f"casstore: error: {error}", err=True)
-            sys.exit(1)
+            sys.exit(EXIT_FAILURE)
         except click.exceptions.Abort:
             click.echo("casstore: aborted", err=True)
-            sys.exit(1)
+            sys.exit(EXIT_FAILURE)
 
 
 def parse_duration(text: str) -> timedelta:
     """
     :param text: A duration such as `30d`, `12h`, `90m`, `45s` or `2w`.
     :returns: The duration.
-    :raises click.ClickException: If `text` is not such a duration.
+    :raises click.BadParameter: If `text` is not such a duration (a usage error: exit status 2).
     """
     match = _DURATION.fullmatch(text.strip())
     try:
@@ -70,9 +82,68 @@ def parse_duration(text: str) -> timedelta:
             return timedelta(**{_UNITS[match[2]]: float(match[1])})
     except OverflowError:
         pass
-    raise click.ClickException(
+    raise click.BadParameter(
         f"{text!r} is not a duration; use a number and a unit, such as 30d, 12h, 90m or 45s (at most 999999999d)."
     )
+
+
+class _Duration(click.ParamType):
+    """A duration option (`parse_duration`), checked as the command line is parsed."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> timedelta:
+        if isinstance(value, timedelta):
+            return value
+        try:
+            return parse_duration(str(value))
+        except click.BadParameter as error:
+            self.fail(error.message, param, ctx)
+
+
+class _LineRange(click.ParamType):
+    """`A:B`, `A:` or `:B`, 1-based and inclusive, as `(first, last or None)`."""
+
+    name = "A:B"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> tuple[int, int | None]:
+        if isinstance(value, tuple):
+            return value
+        match = re.fullmatch(r"(\d*):(\d*)", str(value).strip())
+        first = int(match[1]) if match is not None and match[1] else 1
+        last = int(match[2]) if match is not None and match[2] else None
+        if match is None or first < 1 or (last is not None and last < first):
+            self.fail(f"takes A:B with 1-based line numbers and A <= B, such as 10:20; got {value!r}.", param, ctx)
+        return first, last
+
+
+class _Reference(click.ParamType):
+    """A reference as `write` returns it, checked for its form (not for being stored) as the line is parsed."""
+
+    name = "reference"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        try:
+            parse_reference(value)
+        except InvalidReferenceError as error:
+            self.fail(str(error), param, ctx)
+        return str(value)
+
+
+class _Namespace(click.ParamType):
+    """A namespace name a store accepts (whether the store has it is asked later)."""
+
+    name = "namespace"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        try:
+            check_namespace(value)
+        except (TypeError, ValueError) as error:
+            self.fail(str(error), param, ctx)
+        return str(value)
+
+
+DURATION, LINE_RANGE, REFERENCE, NAMESPACE = _Duration(), _LineRange(), _Reference(), _Namespace()
 
 
 @dataclass(frozen=True)
@@ -217,7 +288,9 @@ def cli() -> None:
 @cli.command()
 @_location_options
 @click.option(
-    "--namespace", help="Only this namespace: its writes, the blobs they reference, its ratios, and its rows."
+    "--namespace",
+    type=NAMESPACE,
+    help="Only this namespace: its writes, the blobs they reference, its ratios, and its rows.",
 )
 @_json_option
 def stats(location: StoreLocation, namespace: str | None, as_json: bool) -> None:
@@ -265,16 +338,21 @@ def _optional_bytes(count: int | None, meaning: str, absent: str) -> str:
 
 @cli.command()
 @_location_options
-@click.option("--namespace", help="Only this namespace.")
+@click.option("--namespace", type=NAMESPACE, help="Only this namespace.")
 @click.option("--tool", help="Only this tool.")
-@click.option("--since", help="Only offloads within this period, such as 2h or 7d.")
+@click.option("--since", type=DURATION, help="Only offloads within this period, such as 2h or 7d.")
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="At most this many lines.")
 @_json_option
 def log(
-    location: StoreLocation, namespace: str | None, tool: str | None, since: str | None, limit: int, as_json: bool
+    location: StoreLocation,
+    namespace: str | None,
+    tool: str | None,
+    since: timedelta | None,
+    limit: int,
+    as_json: bool,
 ) -> None:
     """The offload history, newest first: one line per offloaded tool result."""
-    period = parse_duration(since) if since is not None else None
+    period = since
     with _open(location) as store:
         _require_namespace(store, namespace)
         entries = history.offload_log(store, namespace=namespace, tool=tool, since=period, limit=limit)
@@ -298,20 +376,25 @@ def log(
 
 
 @cli.command()
-@click.argument("reference")
+@click.argument("reference", type=REFERENCE)
 @_location_options
 @click.option(
     "--namespace",
+    type=NAMESPACE,
     help="The namespace the reference was written in (default: the first namespace, by name, that holds it).",
 )
-@click.option("--lines", "line_range", help="Only lines A to B (1-based, inclusive), such as 10:20, 10: or :20.")
+@click.option(
+    "--lines", "lines", type=LINE_RANGE, help="Only lines A to B (1-based, inclusive), such as 10:20, 10: or :20."
+)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the content to a file.")
 def cat(
-    reference: str, location: StoreLocation, namespace: str | None, line_range: str | None, output: Path | None
+    reference: str,
+    location: StoreLocation,
+    namespace: str | None,
+    lines: tuple[int, int | None] | None,
+    output: Path | None,
 ) -> None:
     """Print the content behind REFERENCE (binary only with -o or when stdout is not a terminal)."""
-    parse_reference(reference)
-    lines = _parse_line_range(line_range) if line_range is not None else None
     if namespace is None:
         with _open(location) as probe:
             holding = history.namespaces_holding(probe, reference)
@@ -336,17 +419,6 @@ def cat(
     sys.stdout.flush()
     sys.stdout.buffer.write(data)
     sys.stdout.buffer.flush()
-
-
-def _parse_line_range(line_range: str) -> tuple[int, int | None]:
-    match = re.fullmatch(r"(\d*):(\d*)", line_range.strip())
-    first = int(match[1]) if match is not None and match[1] else 1
-    last = int(match[2]) if match is not None and match[2] else None
-    if match is None or first < 1 or (last is not None and last < first):
-        raise click.ClickException(
-            f"--lines takes A:B with 1-based line numbers and A <= B, such as 10:20; got {line_range!r}."
-        )
-    return first, last
 
 
 def _line_window(text: str, first: int, last: int | None, *, reference: str) -> str:
@@ -379,9 +451,9 @@ def verify(location: StoreLocation, as_json: bool) -> None:
     else:
         _print_verify_report(report)
     if not report.ok:
-        sys.exit(1)
+        sys.exit(EXIT_FAILURE)
     if not report.clean:
-        sys.exit(_ORPHANS_ONLY)
+        sys.exit(EXIT_ORPHANS_ONLY)
 
 
 class _ProgressBar:
@@ -431,17 +503,27 @@ def _print_verify_report(report: maintenance.VerifyReport) -> None:
 
 @cli.command()
 @_location_options
-@click.option("--namespace", help="Forget every write and offload of this namespace.")
-@click.option("--older-than", help="Forget writes and offloads older than this, such as 30d.")
-@click.option("--grace", default="1h", show_default=True, help="Keep blobs seen, and files modified, this recently.")
+@click.option("--namespace", type=NAMESPACE, help="Forget every write and offload of this namespace.")
+@click.option("--older-than", type=DURATION, help="Forget writes and offloads older than this, such as 30d.")
+@click.option(
+    "--grace",
+    type=DURATION,
+    default="1h",
+    show_default=True,
+    help="Keep blobs seen, and files modified, this recently.",
+)
 @click.option("--dry-run", is_flag=True, help="Say what would go; change nothing.")
 @_json_option
 def gc(
-    location: StoreLocation, namespace: str | None, older_than: str | None, grace: str, dry_run: bool, as_json: bool
+    location: StoreLocation,
+    namespace: str | None,
+    older_than: timedelta | None,
+    grace: timedelta,
+    dry_run: bool,
+    as_json: bool,
 ) -> None:
     """Forget old writes or a namespace, then delete blobs nothing references and stray files."""
-    age = parse_duration(older_than) if older_than is not None else None
-    grace_period = parse_duration(grace)
+    age, grace_period = older_than, grace
     with _open(location) as store:
         _require_namespace(store, namespace)
         report = maintenance.collect_garbage(
@@ -503,7 +585,7 @@ def copy(root: Path, to_index: str, to_blobs: str, as_json: bool) -> None:
         if report.writes_skipped:
             click.echo(f"not copied  {report.writes_skipped} writes of those blobs")
     if not report.complete:
-        sys.exit(1)
+        sys.exit(EXIT_FAILURE)
 
 
 @cli.command()
@@ -514,7 +596,11 @@ def copy(root: Path, to_index: str, to_blobs: str, as_json: bool) -> None:
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="Folder the agent explores (default: the installed casstore package's source).",
 )
-@click.option("--namespace", help="The run's namespace (default: demo- and the UTC time, so each run is its own).")
+@click.option(
+    "--namespace",
+    type=NAMESPACE,
+    help="The run's namespace (default: demo- and the UTC time, so each run is its own).",
+)
 @_json_option
 def demo(location: StoreLocation, steps: int | None, corpus: Path | None, namespace: str | None, as_json: bool) -> None:
     """Run a scripted coding agent over a real folder with the store and compactor, then summarize."""

@@ -102,9 +102,9 @@ def test_the_demo_refuses_bad_arguments_in_one_line_and_creates_nothing(tmp_path
     (empty_corpus / "images").mkdir(parents=True)
     (empty_corpus / "images" / "plot.png").write_bytes(b"\x89PNG\r\n\x1a\n")
     root = tmp_path / "store"
-    for arguments, complaint in [
-        (["--corpus", str(empty_corpus)], "holds no text files"),
-        (["--namespace", ""], "namespace"),
+    for arguments, complaint, status in [
+        (["--corpus", str(empty_corpus)], "holds no text files", 1),  # well-formed, refuted by the corpus
+        (["--namespace", ""], "namespace", 2),  # a usage error
     ]:
         completed = subprocess.run(
             [sys.executable, "-m", "casstore", "demo", "--steps", "5", "--root", str(root), *arguments],
@@ -112,7 +112,7 @@ def test_the_demo_refuses_bad_arguments_in_one_line_and_creates_nothing(tmp_path
             text=True,
             check=False,
         )
-        assert completed.returncode == 1
+        assert completed.returncode == status
         assert completed.stderr.count("\n") == 1 and complaint in completed.stderr, completed.stderr
         assert not root.exists()
 
