@@ -1,17 +1,18 @@
 """The demo: a real agent run whose summary figures agree with the index it leaves behind."""
 
 import json
-import math
 import sqlite3
 import subprocess
 import sys
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from casstore import ContentAddressedToolResultStore
 from casstore.demo import CONTEXT_WINDOW, DemoArgumentError, run_demo
+from casstore.figures import ratio
 from casstore.history import disk_usage
 from casstore.maintenance import verify
 
@@ -36,7 +37,8 @@ def test_the_demo_summary_matches_the_index(tmp_path: Path) -> None:
     assert (summary.results_offloaded, summary.compactions, summary.tokens_saved) == (offloads, compactions, saved)
     assert offloads > 10 and compactions >= 3 and saved > 0
     assert (summary.logical_bytes, summary.unique_bytes) == (logical, unique)
-    assert summary.dedup_ratio > 1.2 and summary.compression_ratio > 1.5
+    assert summary.dedup_ratio is not None and summary.dedup_ratio > 1.2
+    assert summary.compression_ratio is not None and summary.compression_ratio > 1.5
     assert summary.read_backs > 0
     assert summary.peak_context_tokens <= CONTEXT_WINDOW
     assert summary.filesystem_store_files == writes
@@ -73,18 +75,28 @@ def test_the_demo_command_prints_a_summary_and_sqlite_commands(tmp_path: Path) -
         check=True,
     )
     summary = json.loads(as_json.stdout)
-    assert summary["steps"] == 30
-    assert math.isclose(summary["dedup_ratio"], summary["logical_bytes"] / summary["unique_bytes"])
-    assert math.isclose(summary["compression_ratio"], summary["unique_bytes"] / summary["stored_bytes"])
-    stats = json.loads(
-        subprocess.run(
-            [sys.executable, "-m", "casstore", "stats", "--root", str(root), "--json"],
+    assert summary["steps"] == 30 and summary["scope"] == "run"
+    assert summary["dedup_ratio"] == ratio(summary["logical_bytes"], summary["unique_bytes"])
+    assert summary["compression_ratio"] == ratio(summary["unique_bytes"], summary["stored_bytes"])
+    assert summary["total_ratio"] == ratio(summary["logical_bytes"], summary["stored_bytes"])
+
+    def stats(*arguments: str) -> dict[str, Any]:
+        completed = subprocess.run(
+            [sys.executable, "-m", "casstore", "stats", "--root", str(root), "--json", *arguments],
             capture_output=True,
             text=True,
             check=True,
-        ).stdout
-    )
-    assert len(stats["namespaces"]) == 2
+        )
+        return dict(json.loads(completed.stdout))
+
+    whole = stats()
+    assert whole["scope"] == "store" and len(whole["namespaces"]) == 2
+    # The run was its namespace's only one: the namespace's figures are the run's, the same quotients.
+    run = stats("--namespace", summary["namespace"])
+    assert run["scope"] == "namespace"
+    figures = ("logical_bytes", "unique_bytes", "stored_bytes", "dedup_ratio", "compression_ratio", "total_ratio")
+    assert {name: run[name] for name in figures} == {name: summary[name] for name in figures}
+    assert whole["writes"] > run["writes"]  # two runs in the store: its ratios count both, and say so (scope)
 
 
 def test_run_demo_refuses_bad_arguments_before_creating_anything(tmp_path: Path) -> None:

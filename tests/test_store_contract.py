@@ -617,7 +617,7 @@ def test_stats_and_offload_log(open_store: StoreFactory) -> None:
     assert figures.unique_bytes == len(log) + 1004
     assert figures.stored_bytes < figures.unique_bytes
     assert figures.dedup_ratio == round(figures.logical_bytes / figures.unique_bytes, 2)
-    assert figures.disk_bytes > 0
+    assert figures.disk_bytes is not None and figures.disk_bytes > 0
     by_namespace = {row["namespace"]: row for row in figures.namespaces}
     assert {name: (row["writes"], row["distinct_results"], row["offloads"]) for name, row in by_namespace.items()} == {
         "alice": (3, 1, 1),
