@@ -2,16 +2,14 @@
 The `casstore` command: a thin layer over `casstore.history`, `casstore.maintenance` and `casstore.demo`.
 
 Every subcommand takes `--root DIR` (default `$CASSTORE_ROOT`, else `./.casstore`). Every error is one line on stderr,
-never a traceback, and the exit status says whose it is, the same for every command:
+never a traceback, and the exit status says which kind it is, the same for every command (docs/cli.md):
 
 - 0: done (`verify`: nothing damaged, no orphans);
-- 2: a usage error, found in the command line alone before any store is opened (click's own, and the values casstore
-  parses as click types): an unknown command or option, a missing argument, a value that is not of its form (a
-  duration such as `soon`, `--lines 5:3`, a malformed reference, an invalid namespace, `--limit 0`), options that
-  contradict each other;
-- 1: anything else that stops a command: well-formed input the store refutes (no store at the root, an unknown
-  namespace, a reference not in it, `--lines` past the end), a store or server that fails, damage found by
-  `verify`, a `copy` that could not copy everything;
+- 1: bad input casstore checks itself (a malformed reference, duration, line range or namespace, checked as the
+  command line is parsed; no store at the root, an unknown namespace, a reference not in it, `--lines` past the
+  end), and failures (a store or server that fails, damage found by `verify`, a `copy` that could not copy all);
+- 2: usage errors, as click reports them: an unknown command or option, a missing argument, a value outside its
+  range (`--limit 0`), `--root` together with `--index`/`--blobs`;
 - 3: `verify` found orphans and nothing damaged.
 """
 
@@ -27,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, TypeVar
 
 import click
 
@@ -43,7 +41,7 @@ from casstore.store import INDEX_FILE_NAME, ContentAddressedToolResultStore, Rep
 DEFAULT_ROOT = ".casstore"
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d|w)", re.ASCII)
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-# Exit statuses (see the module docstring): failures and refuted input, usage errors (click's), `verify`'s orphans.
+# Exit statuses (see the module docstring): bad input and failures, usage errors (click's), `verify`'s orphans.
 EXIT_FAILURE = 1
 EXIT_USAGE = click.UsageError.exit_code
 EXIT_ORPHANS_ONLY = 3
@@ -74,7 +72,7 @@ def parse_duration(text: str) -> timedelta:
     """
     :param text: A duration such as `30d`, `12h`, `90m`, `45s` or `2w`.
     :returns: The duration.
-    :raises click.BadParameter: If `text` is not such a duration (a usage error: exit status 2).
+    :raises click.BadParameter: If `text` is not such a duration (the command reports it as bad input, status 1).
     """
     match = _DURATION.fullmatch(text.strip())
     try:
@@ -87,6 +85,15 @@ def parse_duration(text: str) -> timedelta:
     )
 
 
+class _BadValue(click.ClickException):
+    """A value casstore checks itself, refused as the command line is parsed: bad input (exit status 1)."""
+
+
+def _refuse(message: str, param: click.Parameter | None, ctx: click.Context | None) -> NoReturn:
+    hint = param.get_error_hint(ctx) if param is not None and ctx is not None else "a value"
+    raise _BadValue(f"Invalid value for {hint}: {message}")
+
+
 # click's ParamType is generic in the click the project checks with, which its floor need not be: it is subscripted
 # for the type checker only, never at run time.
 if TYPE_CHECKING:
@@ -96,7 +103,7 @@ else:
 
 
 class _Duration(_ParamType):
-    """A duration option (`parse_duration`), checked as the command line is parsed."""
+    """A duration option (`parse_duration`), checked as the command line is parsed; bad input, status 1."""
 
     name = "duration"
 
@@ -106,7 +113,7 @@ class _Duration(_ParamType):
         try:
             return parse_duration(str(value))
         except click.BadParameter as error:
-            self.fail(error.message, param, ctx)
+            _refuse(error.message, param, ctx)
 
 
 class _LineRange(_ParamType):
@@ -121,7 +128,7 @@ class _LineRange(_ParamType):
         first = int(match[1]) if match is not None and match[1] else 1
         last = int(match[2]) if match is not None and match[2] else None
         if match is None or first < 1 or (last is not None and last < first):
-            self.fail(f"takes A:B with 1-based line numbers and A <= B, such as 10:20; got {value!r}.", param, ctx)
+            _refuse(f"takes A:B with 1-based line numbers and A <= B, such as 10:20; got {value!r}.", param, ctx)
         return first, last
 
 
@@ -134,7 +141,7 @@ class _Reference(_ParamType):
         try:
             parse_reference(value)
         except InvalidReferenceError as error:
-            self.fail(str(error), param, ctx)
+            _refuse(str(error), param, ctx)
         return str(value)
 
 
@@ -147,7 +154,7 @@ class _Namespace(_ParamType):
         try:
             check_namespace(value)
         except (TypeError, ValueError) as error:
-            self.fail(str(error), param, ctx)
+            _refuse(str(error), param, ctx)
         return str(value)
 
 

@@ -1,7 +1,7 @@
 """
-The exit statuses of every command, one convention (`casstore.cli`, and the command's documentation): 0 done, 2 a
-usage error found in the command line alone, 1 anything else that stops a command (input the store refutes, a
-failure), 3 `verify` with orphans only. Each row runs the real command group; errors are one line on stderr.
+The exit statuses of every command, one convention (`casstore.cli`, and docs/cli.md): 0 done, 1 bad input casstore
+checks itself and failures, 2 usage errors as click reports them, 3 `verify` with orphans only. Each row runs the
+real command group; every error is one line on stderr.
 """
 
 import os
@@ -61,14 +61,14 @@ STATUSES = [
     (["stats", "--root", "{healthy}", "--namespace", "alice", "--json"], OK, None),
     (["stats", "--root", "{missing}"], EXIT_FAILURE, "no casstore store at"),
     (["stats", "--root", "{healthy}", "--namespace", "nobody"], EXIT_FAILURE, "unknown namespace 'nobody'"),
-    (["stats", "--root", "{healthy}", "--namespace", ""], EXIT_USAGE, "Invalid value for '--namespace'"),
+    (["stats", "--root", "{healthy}", "--namespace", ""], EXIT_FAILURE, "Invalid value for '--namespace'"),
     (["stats", "--root", "{healthy}", "--index", "postgresql://x/y"], EXIT_USAGE, "give one of them"),
     (["stats", "--no-such-option"], EXIT_USAGE, "No such option"),
     # log
     (["log", "--root", "{healthy}"], OK, None),
     (["log", "--root", "{missing}"], EXIT_FAILURE, "no casstore store at"),
     (["log", "--root", "{healthy}", "--namespace", "nobody"], EXIT_FAILURE, "unknown namespace"),
-    (["log", "--root", "{healthy}", "--since", "soon"], EXIT_USAGE, "is not a duration"),
+    (["log", "--root", "{healthy}", "--since", "soon"], EXIT_FAILURE, "is not a duration"),
     (["log", "--root", "{healthy}", "--limit", "0"], EXIT_USAGE, "Invalid value for '--limit'"),
     # cat
     (["cat", "{log}", "--root", "{healthy}", "--lines", "2:3"], OK, None),
@@ -79,8 +79,8 @@ STATUSES = [
     (["cat", "{log}", "--root", "{healthy}", "--lines", "50:60"], EXIT_FAILURE, "has 40 lines"),
     (["cat", "{bin}", "--root", "{healthy}", "--lines", "1:2"], EXIT_FAILURE, "holds binary content"),
     (["cat", "{log}", "--root", "{damaged}"], EXIT_FAILURE, "does not decompress"),
-    (["cat", "../etc/passwd", "--root", "{healthy}"], EXIT_USAGE, "is not a casstore reference"),
-    (["cat", "{log}", "--root", "{healthy}", "--lines", "5:3"], EXIT_USAGE, "A <= B"),
+    (["cat", "../etc/passwd", "--root", "{healthy}"], EXIT_FAILURE, "is not a casstore reference"),
+    (["cat", "{log}", "--root", "{healthy}", "--lines", "5:3"], EXIT_FAILURE, "A <= B"),
     (["cat", "--root", "{healthy}"], EXIT_USAGE, "Missing argument 'REFERENCE'"),
     # verify
     (["verify", "--root", "{healthy}"], OK, None),
@@ -93,8 +93,9 @@ STATUSES = [
     (["gc", "--root", "{orphaned}", "--grace", "0s"], OK, None),
     (["gc", "--root", "{missing}"], EXIT_FAILURE, "no casstore store at"),
     (["gc", "--root", "{healthy}", "--namespace", "nobody"], EXIT_FAILURE, "unknown namespace"),
-    (["gc", "--root", "{healthy}", "--grace", "soon"], EXIT_USAGE, "is not a duration"),
-    (["gc", "--root", "{healthy}", "--older-than", "30x"], EXIT_USAGE, "is not a duration"),
+    (["gc", "--root", "{healthy}", "--grace", "soon"], EXIT_FAILURE, "is not a duration"),
+    (["gc", "--root", "{healthy}", "--older-than", "30x"], EXIT_FAILURE, "is not a duration"),
+    (["gc", "--root", "{healthy}", "--grace"], EXIT_USAGE, "Option '--grace' requires an argument"),
     # copy (a successful copy needs the shared store's servers: see the last test)
     (["copy", "--root", "{missing}", "--to-index", "pg", "--to-blobs", "s3://b/p"], EXIT_FAILURE, "no casstore store"),
     (["copy", "--root", "{healthy}", "--to-index", "pg"], EXIT_USAGE, "Missing option '--to-blobs'"),
@@ -107,7 +108,7 @@ STATUSES = [
     (["demo", "--root", "{demo_root}", "--steps", "2", "--corpus", "{corpus}", "--json"], OK, None),
     (["demo", "--root", "{demo_root}", "--corpus", "{empty_corpus}"], EXIT_FAILURE, "holds no text files"),
     (["demo", "--root", "{demo_root}", "--steps", "0"], EXIT_USAGE, "Invalid value for '--steps'"),
-    (["demo", "--root", "{demo_root}", "--namespace", "a\x00b"], EXIT_USAGE, "Invalid value for '--namespace'"),
+    (["demo", "--root", "{demo_root}", "--namespace", "a\x00b"], EXIT_FAILURE, "Invalid value for '--namespace'"),
     (["demo", "--root", "{demo_root}", "--corpus", "{missing}"], EXIT_USAGE, "does not exist"),
     # the group
     (["no-such-command"], EXIT_USAGE, "No such command"),
@@ -140,7 +141,8 @@ def test_the_console_script_exits_with_the_same_statuses(places: dict[str, str])
     script = Path(sys.executable).parent / "casstore"
     for arguments, status in (
         (["verify", "--root", places["orphaned"]], EXIT_ORPHANS_ONLY),
-        (["log", "--root", places["healthy"], "--since", "soon"], EXIT_USAGE),
+        (["log", "--root", places["healthy"], "--since", "soon"], EXIT_FAILURE),
+        (["log", "--root", places["healthy"], "--limit", "0"], EXIT_USAGE),
         (["stats", "--root", places["missing"]], EXIT_FAILURE),
         (["verify", "--root", places["healthy"]], OK),
     ):
