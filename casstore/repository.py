@@ -219,8 +219,10 @@ class Repository:
         """
         try:
             with self._guard.held():
-                if self._create_index is not None:
-                    self._create_index()
+                create_index = self._create_index
+                if create_index is not None:
+                    create_index()
+                    self._create_index = None  # an index, once there, stays: no later write needs to ask
                 self._store(namespace, writes)
         except CasStoreError:
             raise
