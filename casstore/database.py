@@ -77,10 +77,17 @@ class Database:
         # stand-in, and `_generation` is never this process's, so that every use takes the slow way (`_catch_up`).
         self._pending = lazy and not path.exists()
         if self._pending:
-            self._generation = _PENDING
-            self._connection = _empty_index()
+            self._use(_empty_index(), pending=True)
             return
         self._open_file()
+
+    def _use(self, connection: sqlite3.Connection, *, pending: bool) -> None:
+        """
+        The one place the connection is set: the index file's (this process's generation), or the empty stand-in
+        (`pending`: every use then takes the slow way, `_catch_up`). Anything kept per connection belongs here.
+        """
+        self._connection = connection
+        self._generation = _PENDING if pending else forks.generation
 
     def _open_file(self, *, create: bool = True) -> None:
         """Open `path` and bring its schema up to date; with `create`, a missing file is made, with its folder."""
@@ -102,8 +109,7 @@ class Database:
             connection.execute(f"PRAGMA synchronous={'FULL' if self._durable else 'NORMAL'}")
         except sqlite3.Error as error:
             raise _unusable(self.path, error) from error
-        self._connection = connection
-        self._generation = forks.generation
+        self._use(connection, pending=False)
 
     def _prepare(self) -> None:
         connection = self._connection
@@ -145,8 +151,7 @@ class Database:
             self._open_file(create=create)
         except BaseException:
             self._pending = True
-            self._connection = stand_in
-            self._generation = _PENDING
+            self._use(stand_in, pending=True)
             raise
         stand_in.close()
 
@@ -164,7 +169,7 @@ class Database:
                 self._owner = forks.generation
                 self._lock = threading.RLock()
                 if self._pending:
-                    self._connection = _empty_index()
+                    self._use(_empty_index(), pending=True)
                 elif not self._closed:
                     self._connect()
         if self._pending:
