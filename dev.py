@@ -10,9 +10,11 @@ Needs only `python3` (3.11+) with `pip` and `venv`. Extra arguments are passed o
 
 import hashlib
 import os
+import shlex
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -24,9 +26,29 @@ LINTED = ["casstore", "compactor", "migrations", "tests", "benchmarks", "dev.py"
 MYPY_PACKAGES = ["casstore", "benchmarks", "tests"]
 
 
-def _run(*command: str | Path, quiet: bool = False, cwd: Path = ROOT) -> None:
-    """Run a command (from the repository root); exit with its status if it fails (showing its output if `quiet`)."""
-    completed = subprocess.run([str(part) for part in command], cwd=cwd, check=False, capture_output=quiet, text=True)
+def _run(
+    *command: str | Path,
+    quiet: bool = False,
+    cwd: Path = ROOT,
+    to_stderr: bool = False,
+    env: dict[str, str] | None = None,
+) -> None:
+    """
+    Run a command (from the repository root, unless `cwd`); exit with its status if it fails.
+
+    :param quiet: Capture its output, and show it only if it fails.
+    :param to_stderr: Send its standard output to ours on stderr (an installer's progress, which must not mix with
+        what the command after it prints on stdout, such as `demo --json`).
+    """
+    completed = subprocess.run(
+        [str(part) for part in command],
+        cwd=cwd,
+        check=False,
+        capture_output=quiet,
+        stdout=sys.stderr if to_stderr and not quiet else None,
+        text=True,
+        env=env,
+    )
     if completed.returncode != 0:
         if quiet:
             sys.stdout.write(completed.stdout)
@@ -34,26 +56,66 @@ def _run(*command: str | Path, quiet: bool = False, cwd: Path = ROOT) -> None:
         sys.exit(completed.returncode)
 
 
+def _step(message: str) -> None:
+    """A progress line of dev.py's own, on stderr."""
+    print(f"dev.py: {message}", file=sys.stderr, flush=True)
+
+
 def _ensure_venv() -> None:
-    """Create `.venv` and install the project (editable, with test tools and `shared`) when pyproject.toml changed."""
+    """
+    Create `.venv` and install the project (editable, with test tools and `shared`) when pyproject.toml changed.
+
+    Each step says what it does, and pip's own output (what it collects, downloads and installs) follows on stderr,
+    so the first run, which takes about a minute, is never silent.
+    """
     if sys.version_info < (3, 11):  # noqa: UP036 - dev.py runs under whatever python3 the machine has
         sys.exit(f"casstore needs Python 3.11 or newer; this is {sys.version.split()[0]}.")
     stamp = VENV / ".casstore-installed"
     wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
     if stamp.exists() and stamp.read_text() == wanted and PYTHON.exists():
         return
+    started = time.monotonic()
+    steps = 2 if PYTHON.exists() else 3
+    step = 0
     if not PYTHON.exists():
-        print(f"Creating {VENV} ...", flush=True)
-        _run(sys.executable, "-m", "venv", VENV)
-    print("Installing casstore and its test tools into the virtualenv ...", flush=True)
-    _run(PYTHON, "-m", "pip", "install", "--quiet", "--upgrade", "pip", quiet=True)
-    _run(PYTHON, "-m", "pip", "install", "--quiet", "--editable", f"{ROOT}[test,shared]", quiet=True)
+        step += 1
+        _step(f"[{step}/{steps}] creating the virtualenv {VENV} ...")
+        _run(sys.executable, "-m", "venv", VENV, to_stderr=True)
+    elif stamp.exists():
+        _step(f"{VENV} was set up for another pyproject.toml: updating it")
+    else:
+        _step(f"{VENV} exists but casstore was never installed in it by dev.py: installing")
+    step += 1
+    _step(f"[{step}/{steps}] updating pip in it ...")
+    _run(PYTHON, "-m", "pip", "install", "--upgrade", "pip", to_stderr=True)
+    step += 1
+    _step(
+        f"[{step}/{steps}] installing casstore (editable) with its test tools and the shared store's packages; "
+        "the first time takes about a minute, pip's output follows ..."
+    )
+    _run(PYTHON, "-m", "pip", "install", "--editable", f"{ROOT}[test,shared]", to_stderr=True)
     stamp.write_text(wanted)
+    _step(f"{VENV} is ready ({time.monotonic() - started:.0f} s)")
+
+
+def _command_for_the_shell(script: Path, cwd: Path) -> str:
+    """:returns: How a shell in `cwd` runs `script`: relative (`.venv/bin/casstore`) when it is below `cwd`."""
+    try:
+        relative = script.relative_to(cwd)
+    except ValueError:
+        return shlex.quote(str(script))
+    return shlex.quote(str(relative) if relative.parent != Path() else f"./{relative}")  # never a bare name
 
 
 def demo(arguments: list[str]) -> None:
+    """
+    Run `casstore demo` in the caller's folder (where relative `--root` and `--corpus` are meant), telling it how
+    the caller's shell reaches this `casstore`, which is in the virtualenv and not on PATH.
+    """
     _ensure_venv()
-    _run(BIN / "casstore", "demo", *arguments)
+    cwd = Path.cwd()
+    command = _command_for_the_shell(BIN / "casstore", cwd)
+    _run(BIN / "casstore", "demo", *arguments, cwd=cwd, env={**os.environ, "CASSTORE_COMMAND": command})
 
 
 def _type_check_tree() -> Path:

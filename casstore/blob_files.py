@@ -11,6 +11,7 @@ import errno
 import os
 import secrets
 import stat
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,38 +54,60 @@ class BlobDirectory:
     # that finds the row still checks the file; see `BlobStore.confirm`.
     rows_imply_presence = False
 
-    def __init__(self, path: Path, *, durable: bool) -> None:
+    def __init__(self, path: Path, *, durable: bool, lazy: bool = False) -> None:
         """
         Open (creating if needed) the blob directory.
 
         :param path: The `blobs` folder.
         :param durable: Fsync each blob file and its folder before the write is reported done.
+        :param lazy: If the folder does not exist, create it (and its parents) only when the first blob file is
+            written; until then every blob reads as missing and there are no files to list.
         :raises CasStoreError: If `path` is a symlink or not a folder.
         """
         self.path = path
         self.durable = durable
-        if not path.is_dir():
-            path.mkdir(parents=True, exist_ok=True)
-            if durable:
-                _fsync_directory(path.parent)
+        self._fd: int | None = None
+        self._closed = False
+        self._opening = threading.Lock()
+        if lazy and not os.path.lexists(path):
+            return
         try:
-            self._fd: int | None = os.open(path, _DIRECTORY_FLAGS)
+            self._open(create=True)
         except OSError as error:
             raise CasStoreError(
                 f"Cannot open the blob folder {path} ({error.strerror}). It must be a real folder, not a symlink."
             ) from error
 
+    def _open(self, *, create: bool) -> int:
+        """
+        :returns: The folder's descriptor, opened now if need be (the folder created first if `create`).
+        :raises FileNotFoundError: If the folder does not exist and not `create`: no blob file was written yet.
+        :raises UnsafeBlobPathError: If it is a symlink or not a folder.
+        """
+        with self._opening:
+            if self._closed:
+                raise StoreClosedError("This casstore store is closed; open a new ContentAddressedToolResultStore.")
+            if self._fd is not None:
+                return self._fd
+            if create and not os.path.lexists(self.path):
+                self.path.mkdir(parents=True, exist_ok=True)
+                if self.durable:
+                    _fsync_directory(self.path.parent)
+            self._fd = _open_no_follow(str(self.path), _DIRECTORY_FLAGS, dir_fd=None)
+            return self._fd
+
     @property
     def _root(self) -> int:
-        if self._fd is None:
-            raise StoreClosedError("This casstore store is closed; open a new ContentAddressedToolResultStore.")
-        return self._fd
+        fd = self._fd
+        return fd if fd is not None else self._open(create=False)
 
     def close(self) -> None:
         """Close the directory descriptor."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        with self._opening:
+            self._closed = True
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
 
     def read(self, digest: str) -> bytes:
         """
@@ -180,11 +203,15 @@ class BlobDirectory:
 
     def files(self) -> Iterator[BlobFile]:
         """Yield every blob file and leftover temporary file; anything else in the folder is left alone."""
-        for fanout in sorted(os.listdir(self._root)):
+        try:
+            root = self._root
+        except FileNotFoundError:
+            return  # no blob file was ever written
+        for fanout in sorted(os.listdir(root)):
             if len(fanout) != 2 or not _is_hex(fanout):
                 continue
             try:
-                fanout_fd = _open_no_follow(fanout, _DIRECTORY_FLAGS, dir_fd=self._root)
+                fanout_fd = _open_no_follow(fanout, _DIRECTORY_FLAGS, dir_fd=root)
             except OSError:
                 continue
             try:
@@ -194,16 +221,17 @@ class BlobDirectory:
 
     def _open_fanout(self, digest: str, *, create: bool) -> int:
         fanout = digest[:2]
+        root = self._fd if self._fd is not None else self._open(create=create)
         try:
-            return _open_no_follow(fanout, _DIRECTORY_FLAGS, dir_fd=self._root)
+            return _open_no_follow(fanout, _DIRECTORY_FLAGS, dir_fd=root)
         except FileNotFoundError:
             if not create:
                 raise
         with contextlib.suppress(FileExistsError):  # another writer made it first
-            os.mkdir(fanout, mode=0o755, dir_fd=self._root)
+            os.mkdir(fanout, mode=0o755, dir_fd=root)
             if self.durable:  # the new folder's entry must survive power loss as much as the file in it
-                os.fsync(self._root)
-        return _open_no_follow(fanout, _DIRECTORY_FLAGS, dir_fd=self._root)
+                os.fsync(root)
+        return _open_no_follow(fanout, _DIRECTORY_FLAGS, dir_fd=root)
 
 
 def _files_in(fanout: str, fanout_fd: int) -> Iterator[BlobFile]:
@@ -243,7 +271,7 @@ def _is_hex(text: str) -> bool:
     return all(character in "0123456789abcdef" for character in text)
 
 
-def _open_no_follow(name: str, flags: int, *, dir_fd: int) -> int:
+def _open_no_follow(name: str, flags: int, *, dir_fd: int | None) -> int:
     try:
         return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
     except OSError as error:

@@ -1,9 +1,16 @@
 """
 The `casstore` command: a thin layer over `casstore.history`, `casstore.maintenance` and `casstore.demo`.
 
-Every subcommand takes `--root DIR` (default `$CASSTORE_ROOT`, else `./.casstore`). Bad input (a missing root, a
-malformed reference, an unknown namespace, a bad duration) ends with one line on stderr and exit status 1 (2 for a
-usage error), never a traceback.
+Every subcommand takes `--root DIR` (default `$CASSTORE_ROOT`, else `./.casstore`). Every error is one line on stderr,
+never a traceback, and the exit status says which kind it is, the same for every command (docs/cli.md):
+
+- 0: done (`verify`: nothing damaged, no orphans);
+- 1: bad input casstore checks itself (a malformed reference, duration, line range or namespace, checked as the
+  command line is parsed; no store at the root, an unknown namespace, a reference not in it, `--lines` past the
+  end), and failures (a store or server that fails, damage found by `verify`, a `copy` that could not copy all);
+- 2: usage errors, as click reports them: an unknown command or option, a missing argument, a value outside its
+  range (`--limit 0`), `--root` together with `--index`/`--blobs`;
+- 3: `verify` found orphans and nothing damaged.
 """
 
 import dataclasses
@@ -19,14 +26,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, TypeVar
 
 import click
 
 from casstore import history, maintenance
 from casstore.copying import copy_store
 from casstore.datasette import metadata
-from casstore.errors import CasStoreError
+from casstore.errors import CasStoreError, InvalidReferenceError
+from casstore.figures import format_bytes, format_ratio
+from casstore.namespaces import check_namespace
 from casstore.references import parse_reference
 from casstore.report import DEFAULT_REPORT_NAME, write_report
 from casstore.shared_store import BLOB_URL_VARIABLE, INDEX_URL_VARIABLE, SharedToolResultStore
@@ -35,8 +44,10 @@ from casstore.store import INDEX_FILE_NAME, ContentAddressedToolResultStore, Rep
 DEFAULT_ROOT = ".casstore"
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d|w)", re.ASCII)
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-# `verify`'s exit status when nothing is damaged but orphans were found (1 means damaged; click uses 2 for usage).
-_ORPHANS_ONLY = 3
+# Exit statuses (see the module docstring): bad input and failures, usage errors (click's), `verify`'s orphans.
+EXIT_FAILURE = 1
+EXIT_USAGE = click.UsageError.exit_code
+EXIT_ORPHANS_ONLY = 3
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -54,17 +65,17 @@ class _OneLineErrors(click.Group):
             sys.exit(error.exit_code)
         except (CasStoreError, sqlite3.Error, OSError) as error:
             click.echo(f"casstore: error: {error}", err=True)
-            sys.exit(1)
+            sys.exit(EXIT_FAILURE)
         except click.exceptions.Abort:
             click.echo("casstore: aborted", err=True)
-            sys.exit(1)
+            sys.exit(EXIT_FAILURE)
 
 
 def parse_duration(text: str) -> timedelta:
     """
     :param text: A duration such as `30d`, `12h`, `90m`, `45s` or `2w`.
     :returns: The duration.
-    :raises click.ClickException: If `text` is not such a duration.
+    :raises click.BadParameter: If `text` is not such a duration (the command reports it as bad input, status 1).
     """
     match = _DURATION.fullmatch(text.strip())
     try:
@@ -72,7 +83,7 @@ def parse_duration(text: str) -> timedelta:
             return timedelta(**{_UNITS[match[2]]: float(match[1])})
     except OverflowError:
         pass
-    raise click.ClickException(
+    raise click.BadParameter(
         f"{text!r} is not a duration; use a number and a unit, such as 30d, 12h, 90m or 45s (at most 999999999d)."
     )
 
@@ -100,7 +111,7 @@ def parse_size(text: str) -> int:
     """
     :param text: A size such as `500MB` (500 x 10^6 bytes), `2GiB` (2 x 2^30), `1.5 GB` or `4096` (bytes).
     :returns: The size in bytes (a fraction of a byte is dropped).
-    :raises click.BadParameter: If `text` is not such a size (a usage error: exit status 2).
+    :raises click.BadParameter: If `text` is not such a size.
     """
     match = _SIZE.fullmatch(text.strip())
     if match is None or (match[2] or "B") not in SIZE_UNITS:
@@ -108,9 +119,94 @@ def parse_size(text: str) -> int:
     return int(Decimal(match[1]) * SIZE_UNITS[match[2] or "B"])
 
 
-def _size_option(_context: click.Context, _parameter: click.Parameter, value: str | None) -> int | None:
-    """The callback of `--max-size`: its text as bytes, or a usage error naming the option and the accepted forms."""
-    return None if value is None else parse_size(value)
+class _BadValue(click.ClickException):
+    """A value casstore checks itself, refused as the command line is parsed: bad input (exit status 1)."""
+
+
+def _refuse(message: str, param: click.Parameter | None, ctx: click.Context | None) -> NoReturn:
+    hint = param.get_error_hint(ctx) if param is not None and ctx is not None else "a value"
+    raise _BadValue(f"Invalid value for {hint}: {message}")
+
+
+# click's ParamType is generic in the click the project checks with, which its floor need not be: it is subscripted
+# for the type checker only, never at run time.
+if TYPE_CHECKING:
+    _ParamType: TypeAlias = click.ParamType[Any, Any]
+else:
+    _ParamType = click.ParamType
+
+
+class _Duration(_ParamType):
+    """A duration option (`parse_duration`), checked as the command line is parsed; bad input, status 1."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> timedelta:
+        if isinstance(value, timedelta):
+            return value
+        try:
+            return parse_duration(str(value))
+        except click.BadParameter as error:
+            _refuse(error.message, param, ctx)
+
+
+class _LineRange(_ParamType):
+    """`A:B`, `A:` or `:B`, 1-based and inclusive, as `(first, last or None)`."""
+
+    name = "A:B"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> tuple[int, int | None]:
+        if isinstance(value, tuple):
+            return value
+        match = re.fullmatch(r"(\d*):(\d*)", str(value).strip())
+        first = int(match[1]) if match is not None and match[1] else 1
+        last = int(match[2]) if match is not None and match[2] else None
+        if match is None or first < 1 or (last is not None and last < first):
+            _refuse(f"takes A:B with 1-based line numbers and A <= B, such as 10:20; got {value!r}.", param, ctx)
+        return first, last
+
+
+class _Reference(_ParamType):
+    """A reference as `write` returns it, checked for its form (not for being stored) as the line is parsed."""
+
+    name = "reference"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        try:
+            parse_reference(value)
+        except InvalidReferenceError as error:
+            _refuse(str(error), param, ctx)
+        return str(value)
+
+
+class _Namespace(_ParamType):
+    """A namespace name a store accepts (whether the store has it is asked later)."""
+
+    name = "namespace"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        try:
+            check_namespace(value)
+        except (TypeError, ValueError) as error:
+            _refuse(str(error), param, ctx)
+        return str(value)
+
+
+class _Size(_ParamType):
+    """A size (`parse_size`), such as 500MB or 2GiB, checked as the command line is parsed; bad input, status 1."""
+
+    name = "size"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_size(str(value))
+        except click.BadParameter as error:
+            _refuse(error.message, param, ctx)
+
+
+DURATION, LINE_RANGE, REFERENCE, NAMESPACE, SIZE = _Duration(), _LineRange(), _Reference(), _Namespace(), _Size()
 
 
 @dataclass(frozen=True)
@@ -204,10 +300,11 @@ def _open(location: StoreLocation, namespace: str = "default") -> RepositoryTool
             return SharedToolResultStore(index_url=index_url, blob_url=blob_url, namespace=namespace)
         root = location.root
         assert root is not None
-        if not (root / INDEX_FILE_NAME).is_file():
+        if not (root / INDEX_FILE_NAME).is_file():  # checked first: a store opened on nothing would read as empty
             raise click.ClickException(
-                f"no casstore store at {root} (no {INDEX_FILE_NAME}); pass --root, or set CASSTORE_ROOT (or "
-                f"{INDEX_URL_VARIABLE} and {BLOB_URL_VARIABLE} for a shared store)."
+                f"no casstore store at {root} (no {INDEX_FILE_NAME}): pass --root with a store's folder, or set "
+                f"CASSTORE_ROOT (or {INDEX_URL_VARIABLE} and {BLOB_URL_VARIABLE} for a shared store); a store is "
+                f"created by its first write, such as casstore demo."
             )
         return ContentAddressedToolResultStore(root, namespace=namespace)
     except ValueError as error:  # a namespace or a setting the store refuses
@@ -232,29 +329,17 @@ def _table(rows: list[dict[str, Any]], columns: list[str]) -> None:
     if not rows:
         click.echo("  (none)")
         return
-    cells = [[_cell(row.get(column)) for column in columns] for row in rows]
+    cells = [[_cell(row.get(column), column) for column in columns] for row in rows]
     widths = [max(len(column), *(len(line[i]) for line in cells)) for i, column in enumerate(columns)]
     click.echo("  " + "  ".join(column.ljust(width) for column, width in zip(columns, widths, strict=True)))
     for line in cells:
         click.echo("  " + "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)))
 
 
-def _cell(value: Any) -> str:
-    return "-" if value is None else str(value)
-
-
-def _ratio(value: float | None) -> str:
-    """A ratio as `2.45x`, or `-` when there is nothing to divide by (nothing stored yet)."""
-    return "-" if value is None else f"{value:.2f}x"
-
-
-def _bytes(count: int) -> str:
-    size = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    raise AssertionError("unreachable")
+def _cell(value: Any, column: str) -> str:
+    if value is None:
+        return "-"
+    return format_bytes(value) if column.endswith("_bytes") else str(value)
 
 
 @click.group(cls=_OneLineErrors)
@@ -265,10 +350,17 @@ def cli() -> None:
 
 @cli.command()
 @_location_options
-@click.option("--namespace", help="Only this namespace's rows in the per-namespace and per-tool tables.")
+@click.option(
+    "--namespace",
+    type=NAMESPACE,
+    help="Only this namespace: its writes, the blobs they reference, its ratios, and its rows.",
+)
 @_json_option
 def stats(location: StoreLocation, namespace: str | None, as_json: bool) -> None:
-    """Size, dedup and compression, and writes and offloads per namespace and tool."""
+    """
+    Size, dedup and compression, and writes and offloads per namespace and tool: of the whole store, or with
+    --namespace of that namespace alone (bytes on disk are the whole store's, shared by its namespaces).
+    """
     with _open(location) as store:
         _require_namespace(store, namespace)
         figures = history.stats(store, namespace=namespace)
@@ -276,37 +368,54 @@ def stats(location: StoreLocation, namespace: str | None, as_json: bool) -> None
     if as_json:
         _print_json(dataclasses.asdict(figures))
         return
-    click.echo(f"store {where}")
+    if namespace is None:
+        click.echo(f"store {where}: the whole store")
+    else:
+        click.echo(f"namespace {namespace} in store {where}: its writes and the blobs they reference")
+    whose = "everything written" if namespace is None else "everything it wrote"
     click.echo(f"  blobs            {figures.blobs}")
     click.echo(f"  writes           {figures.writes}")
-    click.echo(f"  logical bytes    {_bytes(figures.logical_bytes)}  (everything written)")
-    click.echo(f"  unique bytes     {_bytes(figures.unique_bytes)}  (each distinct result once)")
-    click.echo(f"  stored bytes     {_bytes(figures.stored_bytes)}  (compressed)")
+    click.echo(f"  logical bytes    {format_bytes(figures.logical_bytes)}  ({whose})")
+    click.echo(f"  unique bytes     {format_bytes(figures.unique_bytes)}  (each distinct result once)")
+    click.echo(f"  stored bytes     {format_bytes(figures.stored_bytes)}  (compressed)")
+    shared_by_all = "-  (the whole store's, shared by its namespaces: casstore stats without --namespace)"
     if location.shared is None:
-        click.echo(f"  bytes on disk    {_bytes(figures.disk_bytes)}  (index and blob files, as du counts)")
+        on_disk = "(index and blob files, as du counts)"
+        click.echo(f"  bytes on disk    {_optional_bytes(figures.disk_bytes, on_disk, shared_by_all)}")
     else:
-        click.echo(f"  index bytes      {_bytes(figures.index_bytes)}  (casstore's tables in PostgreSQL)")
-        click.echo(f"  object bytes     {_bytes(figures.blob_bytes)}  (the objects under the prefix)")
-    click.echo(f"  dedup ratio      {_ratio(figures.dedup_ratio)}")
-    click.echo(f"  compression      {_ratio(figures.compression_ratio)}")
+        in_tables = "(casstore's tables in PostgreSQL)"
+        in_objects = "(the objects under the prefix)"
+        click.echo(f"  index bytes      {_optional_bytes(figures.index_bytes, in_tables, shared_by_all)}")
+        click.echo(f"  object bytes     {_optional_bytes(figures.blob_bytes, in_objects, shared_by_all)}")
+    click.echo(f"  dedup ratio      {format_ratio(figures.dedup_ratio)}  (logical / unique bytes)")
+    click.echo(f"  compression      {format_ratio(figures.compression_ratio)}  (unique / stored bytes)")
     click.echo("namespaces")
     _table(figures.namespaces, ["namespace", "writes", "distinct_results", "logical_bytes", "offloads", "saved_tokens"])
     click.echo("offloads per tool")
     _table(figures.tools, ["namespace", "tool_name", "offloads", "original_tokens", "saved_tokens"])
 
 
+def _optional_bytes(count: int | None, meaning: str, absent: str) -> str:
+    return absent if count is None else f"{format_bytes(count)}  {meaning}"
+
+
 @cli.command()
 @_location_options
-@click.option("--namespace", help="Only this namespace.")
+@click.option("--namespace", type=NAMESPACE, help="Only this namespace.")
 @click.option("--tool", help="Only this tool.")
-@click.option("--since", help="Only offloads within this period, such as 2h or 7d.")
+@click.option("--since", type=DURATION, help="Only offloads within this period, such as 2h or 7d.")
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="At most this many lines.")
 @_json_option
 def log(
-    location: StoreLocation, namespace: str | None, tool: str | None, since: str | None, limit: int, as_json: bool
+    location: StoreLocation,
+    namespace: str | None,
+    tool: str | None,
+    since: timedelta | None,
+    limit: int,
+    as_json: bool,
 ) -> None:
     """The offload history, newest first: one line per offloaded tool result."""
-    period = parse_duration(since) if since is not None else None
+    period = since
     with _open(location) as store:
         _require_namespace(store, namespace)
         entries = history.offload_log(store, namespace=namespace, tool=tool, since=period, limit=limit)
@@ -330,20 +439,25 @@ def log(
 
 
 @cli.command()
-@click.argument("reference")
+@click.argument("reference", type=REFERENCE)
 @_location_options
 @click.option(
     "--namespace",
+    type=NAMESPACE,
     help="The namespace the reference was written in (default: the first namespace, by name, that holds it).",
 )
-@click.option("--lines", "line_range", help="Only lines A to B (1-based, inclusive), such as 10:20, 10: or :20.")
+@click.option(
+    "--lines", "lines", type=LINE_RANGE, help="Only lines A to B (1-based, inclusive), such as 10:20, 10: or :20."
+)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the content to a file.")
 def cat(
-    reference: str, location: StoreLocation, namespace: str | None, line_range: str | None, output: Path | None
+    reference: str,
+    location: StoreLocation,
+    namespace: str | None,
+    lines: tuple[int, int | None] | None,
+    output: Path | None,
 ) -> None:
     """Print the content behind REFERENCE (binary only with -o or when stdout is not a terminal)."""
-    parse_reference(reference)
-    lines = _parse_line_range(line_range) if line_range is not None else None
     if namespace is None:
         with _open(location) as probe:
             holding = history.namespaces_holding(probe, reference)
@@ -368,17 +482,6 @@ def cat(
     sys.stdout.flush()
     sys.stdout.buffer.write(data)
     sys.stdout.buffer.flush()
-
-
-def _parse_line_range(line_range: str) -> tuple[int, int | None]:
-    match = re.fullmatch(r"(\d*):(\d*)", line_range.strip())
-    first = int(match[1]) if match is not None and match[1] else 1
-    last = int(match[2]) if match is not None and match[2] else None
-    if match is None or first < 1 or (last is not None and last < first):
-        raise click.ClickException(
-            f"--lines takes A:B with 1-based line numbers and A <= B, such as 10:20; got {line_range!r}."
-        )
-    return first, last
 
 
 def _line_window(text: str, first: int, last: int | None, *, reference: str) -> str:
@@ -411,9 +514,9 @@ def verify(location: StoreLocation, as_json: bool) -> None:
     else:
         _print_verify_report(report)
     if not report.ok:
-        sys.exit(1)
+        sys.exit(EXIT_FAILURE)
     if not report.clean:
-        sys.exit(_ORPHANS_ONLY)
+        sys.exit(EXIT_ORPHANS_ONLY)
 
 
 class _ProgressBar:
@@ -446,7 +549,8 @@ def _print_verify_report(report: maintenance.VerifyReport) -> None:
         click.echo(f"no blob  {reference}  (written in namespace {namespace!r})")
     if report.stray_files:
         click.echo(
-            f"orphan   {report.stray_files} blob or temporary files ({_bytes(report.stray_bytes)}) no row points at"
+            f"orphan   {report.stray_files} blob or temporary files ({format_bytes(report.stray_bytes)}) "
+            "no row points at"
         )
     if report.stale_rows:
         click.echo(f"orphan   {report.stale_rows} rows of unreferenced blobs whose file is gone")
@@ -464,17 +568,24 @@ def _print_verify_report(report: maintenance.VerifyReport) -> None:
 @_location_options
 @click.option(
     "--namespace",
+    type=NAMESPACE,
     help="Forget every write and offload of this namespace (with --older-than or --max-size: only its writes count).",
 )
-@click.option("--older-than", help="Forget writes and offloads older than this, such as 30d.")
+@click.option("--older-than", type=DURATION, help="Forget writes and offloads older than this, such as 30d.")
 @click.option(
     "--max-size",
+    type=SIZE,
     metavar="SIZE",
-    callback=_size_option,
     help="Then forget the oldest writes until the blobs the rest need take at most SIZE stored bytes, such as 500MB "
     "(10^6) or 2GiB (2^30).",
 )
-@click.option("--grace", default="1h", show_default=True, help="Keep blobs seen, and files modified, this recently.")
+@click.option(
+    "--grace",
+    type=DURATION,
+    default="1h",
+    show_default=True,
+    help="Keep blobs seen, and files modified, this recently.",
+)
 @click.option(
     "--vacuum",
     is_flag=True,
@@ -487,9 +598,9 @@ def _print_verify_report(report: maintenance.VerifyReport) -> None:
 def gc(
     location: StoreLocation,
     namespace: str | None,
-    older_than: str | None,
+    older_than: timedelta | None,
     max_size: int | None,
-    grace: str,
+    grace: timedelta,
     vacuum: bool,
     dry_run: bool,
     as_json: bool,
@@ -498,8 +609,7 @@ def gc(
     Forget old writes or a namespace (or the oldest writes beyond --max-size), then delete blobs nothing references
     and stray files, and give the space back to the file system.
     """
-    age = parse_duration(older_than) if older_than is not None else None
-    grace_period = parse_duration(grace)
+    age, grace_period = older_than, grace
     with _open(location) as store:
         _require_namespace(store, namespace)
         report = maintenance.collect_garbage(
@@ -515,7 +625,7 @@ def gc(
         totals = {"disk_bytes_before": report.disk_bytes_before, "disk_bytes_after": report.disk_bytes_after}
         _print_json({**dataclasses.asdict(report), **totals})
         return
-    _print_gc_report(report, grace=grace)
+    _print_gc_report(report, grace=_duration_text(grace))
 
 
 _INDEX_SPACE = {
@@ -536,35 +646,45 @@ def _print_gc_report(report: maintenance.GarbageReport, *, grace: str) -> None:
         f"{'dry run: ' if dry_run else ''}gc {verb} forget {report.writes_forgotten} writes "
         f"and {report.offloads_forgotten} offloads"
     )
-    click.echo(f"  blobs deleted       {report.blobs_deleted} ({_bytes(report.blob_bytes_freed)})")
-    click.echo(f"  stray files removed {report.stray_files_removed} ({_bytes(report.stray_bytes_freed)})")
+    click.echo(f"  blobs deleted       {report.blobs_deleted} ({format_bytes(report.blob_bytes_freed)})")
+    click.echo(f"  stray files removed {report.stray_files_removed} ({format_bytes(report.stray_bytes_freed)})")
     click.echo(
-        f"  index               {_bytes(report.index_bytes_before)} before, {_bytes(report.index_bytes_after)} {after}"
-        f"  ({_INDEX_SPACE[report.index_space]})"
+        f"  index               {format_bytes(report.index_bytes_before)} before, "
+        f"{format_bytes(report.index_bytes_after)} {after}  ({_INDEX_SPACE[report.index_space]})"
     )
     click.echo(
-        f"  blobs kept outside  {_bytes(report.blob_bytes_before)} before, {_bytes(report.blob_bytes_after)} {after}"
+        f"  blobs kept outside  {format_bytes(report.blob_bytes_before)} before, "
+        f"{format_bytes(report.blob_bytes_after)} {after}"
     )
     click.echo(
-        f"  on disk             {_bytes(report.disk_bytes_before)} before, {_bytes(report.disk_bytes_after)} {after}"
+        f"  on disk             {format_bytes(report.disk_bytes_before)} before, {format_bytes(report.disk_bytes_after)} {after}"
     )
     if report.blobs_waiting:
         click.echo(
-            f"  waiting             {report.blobs_waiting} unreferenced blobs ({_bytes(report.waiting_bytes)}) seen "
+            f"  waiting             {report.blobs_waiting} unreferenced blobs ({format_bytes(report.waiting_bytes)}) seen "
             f"within the grace period ({grace}): collectable from {_when(report.collectable_from)}"
         )
     if report.max_size is not None:
         needed = report.needed_bytes_after or 0
         line = (
-            f"  max size            {_bytes(report.max_size)}: the blobs still needed take {_bytes(needed)} "
-            f"({_bytes(report.needed_bytes_before or 0)} before)"
+            f"  max size            {format_bytes(report.max_size)}: the blobs still needed take {format_bytes(needed)} "
+            f"({format_bytes(report.needed_bytes_before or 0)} before)"
         )
         if report.over_max_size:
             line += (
-                f"; {_bytes(report.over_max_size)} over, as forgotten blobs wait out the grace period "
+                f"; {format_bytes(report.over_max_size)} over, as forgotten blobs wait out the grace period "
                 f"(run gc again after it, or pass a shorter --grace)"
             )
         click.echo(line)
+
+
+def _duration_text(duration: timedelta) -> str:
+    """A duration as the options spell it, in its largest whole unit: `1h`, `90m`, `0s`."""
+    seconds = int(duration.total_seconds())
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds and seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
 
 
 def _when(timestamp: str | None) -> str:
@@ -579,7 +699,7 @@ def _when(timestamp: str | None) -> str:
 @cli.command()
 @click.option(
     "--root",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    type=click.Path(file_okay=False, path_type=Path),
     required=True,
     help="The local store to copy from.",
 )
@@ -603,22 +723,26 @@ def copy(root: Path, to_index: str, to_blobs: str, as_json: bool) -> None:
         _print_json({**dataclasses.asdict(report), "complete": report.complete})
     else:
         click.echo(
-            f"copied {report.blobs_copied} blobs ({_bytes(report.blob_bytes_copied)}), {report.writes_copied} writes, "
-            f"{report.offloads_copied} offloads and {report.compactions_copied} compactions from {root} to "
-            f"{target.repository.description}"
+            f"copied {report.blobs_copied} blobs ({format_bytes(report.blob_bytes_copied)}), "
+            f"{report.writes_copied} writes, {report.offloads_copied} offloads and {report.compactions_copied} "
+            f"compactions from {root} to {target.repository.description}"
         )
         for digest in report.unreadable_blobs:
             click.echo(f"not copied  blob {digest}: it does not verify in the source (see casstore verify)")
         if report.writes_skipped:
             click.echo(f"not copied  {report.writes_skipped} writes of those blobs")
     if not report.complete:
-        sys.exit(1)
+        sys.exit(EXIT_FAILURE)
 
 
 @cli.command()
 @_location_options
-@click.option("--namespace", help="Only this namespace's history (default: all namespaces).")
-@click.option("--since", help="Only the history of this period before now, such as 7d or 12h (default: all history).")
+@click.option("--namespace", type=NAMESPACE, help="Only this namespace's history (default: all namespaces).")
+@click.option(
+    "--since",
+    type=DURATION,
+    help="Only the history of this period before now, such as 7d or 12h (default: all history).",
+)
 @click.option(
     "-o",
     "--output",
@@ -627,15 +751,15 @@ def copy(root: Path, to_index: str, to_blobs: str, as_json: bool) -> None:
     show_default=True,
     help="The HTML file to write (replaced whole if it exists).",
 )
-def report(location: StoreLocation, namespace: str | None, since: str | None, output: Path) -> None:
+def report(location: StoreLocation, namespace: str | None, since: timedelta | None, output: Path) -> None:
     """Write the history as one self-contained HTML page of charts and tables, and print its path."""
-    period = parse_duration(since) if since is not None else None
+    period = since
     _check_report_path(output)
     with _open(location) as store:
         written = write_report(store, path=output, namespace=namespace, since=period)
     if written.figures.empty:
         click.echo("nothing matches: the page says so", err=True)
-    click.echo(f"wrote {output} ({_bytes(written.size)}): open it in a browser")
+    click.echo(f"wrote {output} ({format_bytes(written.size)}): open it in a browser")
 
 
 def _check_report_path(path: Path) -> None:
@@ -664,7 +788,11 @@ def datasette_metadata() -> None:
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="Folder the agent explores (default: the installed casstore package's source).",
 )
-@click.option("--namespace", help="The run's namespace (default: demo- and the UTC time, so each run is its own).")
+@click.option(
+    "--namespace",
+    type=NAMESPACE,
+    help="The run's namespace (default: demo- and the UTC time, so each run is its own).",
+)
 @click.option(
     "--report",
     "report_path",
@@ -700,8 +828,7 @@ def demo(
     with _open(location) as store:
         written = write_report(store, path=report_path, namespace=summary.namespace)
     if as_json:
-        ratios = {"dedup_ratio": summary.dedup_ratio, "compression_ratio": summary.compression_ratio}
-        _print_json({**dataclasses.asdict(summary), **ratios, "report": str(written.path)})
+        _print_json({**summary.to_json(), "report": str(written.path)})
     else:
         print_summary(summary)
         click.echo(f"The run's report, charts and tables: {written.path} (open it in a browser)")

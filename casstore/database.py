@@ -5,6 +5,11 @@ One `Database` holds one connection, shared by every thread that uses the store 
 processes may open the same `index.db`: SQLite's WAL mode lets readers run beside one writer, and every write
 transaction starts with `BEGIN IMMEDIATE` and waits (up to `busy_timeout`) for the write lock instead of failing with
 `database is locked`.
+
+A lazy `Database` (the local store's) creates nothing until its first write transaction: no folder, no `index.db`,
+no write-ahead log. Until then it answers every read from an empty stand-in (the schema in memory, no rows), and
+opens `index.db` as soon as another process has created it. This module is the one place an index file is created
+and its schema first applied (`Database._prepare`): a setting a new file must get before its first table belongs there.
 """
 
 import os
@@ -62,15 +67,20 @@ class Database:
     conflicts: tuple[type[Exception], ...] = ()
     kind = "SQLite index"
 
-    def __init__(self, path: Path, *, durable: bool, busy_timeout: float = DEFAULT_BUSY_TIMEOUT_SECONDS) -> None:
+    def __init__(
+        self, path: Path, *, durable: bool, busy_timeout: float = DEFAULT_BUSY_TIMEOUT_SECONDS, lazy: bool = False
+    ) -> None:
         """
-        Open (creating if needed) the index at `path` and apply pending schema migrations.
+        Open the index at `path` and apply pending schema migrations; create it now, or (`lazy`) at the first write.
 
         :param path: The `index.db` file.
         :param durable: Use `synchronous=FULL`, so a committed write survives power loss, not only a process crash.
         :param busy_timeout: Seconds to wait for another process's write transaction.
-        :raises SchemaError: If the index was written by a newer casstore or is not a casstore index. Nothing is
-            changed in that case.
+        :param lazy: If `path` does not exist, create nothing now: its folder and the file are made by the first
+            write transaction (`transaction()`), and until then reads see an empty index. An existing file is
+            opened and checked now either way.
+        :raises SchemaError: If the index was written by a newer casstore or is not a casstore index
+            (`IndexDamagedError` if SQLite finds it damaged or not a database at all). Nothing is changed then.
         """
         self.path = path
         self._log = Path(f"{path}-wal")
@@ -78,30 +88,51 @@ class Database:
         self._durable = durable
         self._busy_timeout = busy_timeout
         self._closed = False
-        self._open_here()
+        self._owner = forks.generation
+        self._lock = threading.RLock()
+        # While `_pending`, no index file is open (none existed when last looked at), `_connection` is the empty
+        # stand-in, and `_generation` is never this process's, so that every use takes the slow way (`_catch_up`).
+        self._pending = lazy and not path.exists()
+        if self._pending:
+            self._use(_empty_index(), pending=True)
+            return
+        self._open_file()
+
+    def _use(self, connection: sqlite3.Connection, *, pending: bool) -> None:
+        """
+        The one place the connection is set: the index file's (this process's generation), or the empty stand-in
+        (`pending`: every use then takes the slow way, `_catch_up`). Anything kept per connection belongs here.
+        """
+        self._connection = connection
+        # One cursor for the statements a write transaction runs and reads no rows from (BEGIN, COMMIT,
+        # `UnitOfWork.change`): `Connection.execute` makes a new cursor per statement, which costs a duplicate
+        # write more than a statement of its own. Used only under `_lock`, and its rows are never read.
+        self._statements = connection.cursor()
+        self._generation = _PENDING if pending else forks.generation
+
+    def _open_file(self, *, create: bool = True) -> None:
+        """Open `path` and bring its schema up to date; with `create`, a missing file is made, with its folder."""
+        if create:  # the folder first; SQLite creates the file as it connects, and `_prepare` gives it its schema
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._connect()
         try:
             self._prepare()
         except BaseException:
-            self.close()
+            self._connection.close()
             raise
 
-    def _open_here(self) -> None:
-        """Open a connection, and a lock for it, owned by this process."""
-        self._generation = forks.generation
-        self._lock = threading.RLock()
+    def _connect(self) -> None:
+        """Open a connection to `path`, owned by this process."""
         try:
-            self._connection = sqlite3.connect(
+            connection = sqlite3.connect(
                 self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
             )
-            self._connection.execute(f"PRAGMA synchronous={'FULL' if self._durable else 'NORMAL'}")
+            connection.execute(f"PRAGMA synchronous={'FULL' if self._durable else 'NORMAL'}")
             # A log that grew large (a rebuild writes the whole index into it) is cut down when it starts over.
-            self._connection.execute(f"PRAGMA journal_size_limit = {_JOURNAL_SIZE_LIMIT}")
-            # One cursor for the statements a write transaction runs and reads no rows from (BEGIN, COMMIT,
-            # `UnitOfWork.change`): `Connection.execute` makes a new cursor per statement, which costs a duplicate
-            # write more than a statement of its own. Used only under `_lock`, and its rows are never read.
-            self._statements = self._connection.cursor()
+            connection.execute(f"PRAGMA journal_size_limit = {_JOURNAL_SIZE_LIMIT}")
         except sqlite3.Error as error:
             raise _unusable(self.path, error) from error
+        self._use(connection, pending=False)
 
     def _prepare(self) -> None:
         connection = self._connection
@@ -115,7 +146,8 @@ class Database:
             if connection.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 connection.execute("PRAGMA journal_mode=WAL")
             if MIGRATIONS.pending(sqlite_utils_db):
-                # The write lock keeps processes opening a new root at once from applying a migration twice.
+                # The write lock keeps processes opening a new root at once from applying a migration twice. A new
+                # index file gets its schema here, and only here.
                 with self.transaction():
                     _refuse_unknown_schema(sqlite_utils_db, self.path)
                     MIGRATIONS.apply(sqlite_utils_db)
@@ -123,29 +155,74 @@ class Database:
         except sqlite3.DatabaseError as error:
             raise _unusable(self.path, error) from error
 
+    def create(self) -> None:
+        """
+        Create the index now if it is lazy and does not exist yet: its folder, `index.db` and the schema. Processes
+        creating the same index at once create it once (SQLite creates the file; the schema is applied under the
+        write lock). Nothing happens if the index is open already.
+
+        :raises SchemaError: If another process created a file there meanwhile that is not a usable casstore index.
+        """
+        if self._generation != forks.generation:
+            self._catch_up()
+        if self._pending:
+            with self._lock:
+                if self._pending and not self._closed:
+                    self._leave_pending(create=True)
+
+    def _leave_pending(self, *, create: bool) -> None:
+        """Under `_lock`: open the index file (creating it if `create`), in place of the empty stand-in."""
+        stand_in = self._connection
+        self._pending = False
+        try:
+            self._open_file(create=create)
+        except BaseException:
+            self._pending = True
+            self._use(stand_in, pending=True)
+            raise
+        stand_in.close()
+
+    def _catch_up(self) -> None:
+        """
+        The slow way in: in a forked child, a connection of its own (the inherited one is kept, never used); in a
+        lazy index not yet created, the file another process may have created meanwhile.
+        """
+        with _FORK_LOCK:
+            if self._owner != forks.generation:
+                # SQLite forbids using a connection across fork(), and the lock may have been held by a thread that
+                # does not exist in the child. The inherited connection is kept, never used or closed: closing it
+                # could disturb the parent's locks on index.db.
+                _INHERITED_CONNECTIONS.append(self._connection)
+                self._owner = forks.generation
+                self._lock = threading.RLock()
+                if self._pending:
+                    self._use(_empty_index(), pending=True)
+                elif not self._closed:
+                    self._connect()
+        if self._pending:
+            with self._lock:
+                if self._pending and not self._closed and self.path.exists():
+                    self._leave_pending(create=False)
+
     def _held(self) -> "_Held":
         """:returns: A context manager holding the connection for this thread (reopened first in a forked child)."""
         return _Held(self)
 
-    def _reopen_after_fork(self) -> None:
-        # SQLite forbids using a connection across fork(), and the lock may have been held by a thread that does not
-        # exist in the child. The inherited connection is kept, never used or closed: closing it could disturb the
-        # parent's locks on index.db.
-        with _FORK_LOCK:
-            if self._generation != forks.generation:
-                _INHERITED_CONNECTIONS.append(self._connection)
-                self._open_here()
-
-    def transaction(self, *, exclusive: bool = False) -> "_Transaction":  # noqa: ARG002 - see the docstring
+    def transaction(self, *, exclusive: bool = False) -> "_Transaction":
         """
         Run a write transaction: the thread lock, `BEGIN IMMEDIATE`, then `COMMIT`, or `ROLLBACK` on any error.
 
         :param exclusive: Asked by gc for a transaction no other write transaction runs beside; every SQLite write
             transaction is one already (`BEGIN IMMEDIATE` takes the database's one write lock).
 
+        A lazy index that does not exist yet is created by a write transaction, but not by gc's (`exclusive`): those
+        only delete, and there is nothing to delete then, so they run on the empty stand-in.
+
         :returns: A context manager yielding the transaction's `UnitOfWork`, whose `on_commit` callbacks run after
             the commit.
         """
+        if self._pending and not exclusive:
+            self.create()
         return _Transaction(self)
 
     @contextmanager
@@ -289,8 +366,8 @@ class Database:
 
     def close(self) -> None:
         """Close the connection. Later use raises `StoreClosedError`; closing twice is harmless."""
-        if self._generation != forks.generation:
-            self._reopen_after_fork()
+        if self._owner != forks.generation:
+            self._catch_up()
         with self._lock:
             if not self._closed:
                 self._closed = True
@@ -320,7 +397,7 @@ class _Held:
     def __enter__(self) -> sqlite3.Connection:
         database = self._database
         if database._generation != forks.generation:
-            database._reopen_after_fork()
+            database._catch_up()
         database._lock.acquire()
         if database._closed:
             database._lock.release()
@@ -409,14 +486,40 @@ class _Transaction(_Held):
             self._work._publish()
 
 
+# `Database._generation` while a lazy index waits for its first write: no process's generation.
+_PENDING = -1
+
+
+# The empty schema in memory, made once per process and copied for each stand-in (a copy takes about 30 µs; applying
+# the migrations, milliseconds, which a server making a store per request should not pay for each).
+_EMPTY_TEMPLATE: list[sqlite3.Connection] = []
+_EMPTY_TEMPLATE_LOCK = threading.Lock()
+
+
+def _empty_index() -> sqlite3.Connection:
+    """:returns: An index in memory with the whole schema and no rows: what a store never written to holds."""
+    with _EMPTY_TEMPLATE_LOCK:
+        if not _EMPTY_TEMPLATE:
+            template = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            MIGRATIONS.apply(SqliteUtilsDatabase(template, recursive_triggers=False, execute_plugins=False))
+            _EMPTY_TEMPLATE.append(template)
+        connection = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        _EMPTY_TEMPLATE[0].backup(connection)
+    return connection
+
+
 # Connections inherited across fork(): kept alive so that they are never closed in the child.
 _INHERITED_CONNECTIONS: list[sqlite3.Connection] = []
 _FORK_LOCK = threading.Lock()
 
 
 def _reset_fork_lock() -> None:
-    global _FORK_LOCK  # noqa: PLW0603 - a lock held at fork time must not stay held in the child
+    global _FORK_LOCK, _EMPTY_TEMPLATE_LOCK  # noqa: PLW0603 - a lock held at fork time must not stay held in the child
     _FORK_LOCK = threading.Lock()
+    _EMPTY_TEMPLATE_LOCK = threading.Lock()
+    # Like any connection, the template is not used across fork(); the child makes its own (and never closes this).
+    _INHERITED_CONNECTIONS.extend(_EMPTY_TEMPLATE)
+    _EMPTY_TEMPLATE.clear()
 
 
 os.register_at_fork(after_in_child=_reset_fork_lock)

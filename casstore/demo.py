@@ -8,14 +8,18 @@ conversation under a small context window. At the end the summary compares the r
 `FileSystemToolResultStore` would have written for the same results (measured by writing them there).
 """
 
+import os
 import random
 import re
+import shlex
+import shutil
 import socket
 import sys
 import tempfile
 import time
 import warnings
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -31,6 +35,7 @@ from haystack.utils.experimental import ExperimentalWarning
 
 from casstore.demo_tools import TEXT_SUFFIXES, make_file_tools
 from casstore.disk import disk_usage
+from casstore.figures import format_bytes, format_ratio, ratio
 from casstore.namespaces import check_namespace
 from casstore.shared_store import SharedToolResultStore
 from casstore.store import ContentAddressedToolResultStore, RepositoryToolResultStore
@@ -74,15 +79,34 @@ class DemoSummary:
     seconds: float
     shared: bool = False
 
-    @property
-    def dedup_ratio(self) -> float:
-        """:returns: Logical bytes over unique bytes."""
-        return self.logical_bytes / self.unique_bytes if self.unique_bytes else 1.0
+    # What the run's figures count: the run's own writes (in its namespace, after the run began) and the distinct
+    # blobs they reference, whoever stored them first. `store_disk_bytes` alone is the whole store's.
+    scope = "run"
 
     @property
-    def compression_ratio(self) -> float:
-        """:returns: Unique bytes over stored (compressed) bytes."""
-        return self.unique_bytes / self.stored_bytes if self.stored_bytes else 1.0
+    def dedup_ratio(self) -> float | None:
+        """:returns: The run's logical bytes over its unique bytes (`casstore.figures`); None if it stored nothing."""
+        return ratio(self.logical_bytes, self.unique_bytes)
+
+    @property
+    def compression_ratio(self) -> float | None:
+        """:returns: The run's unique bytes over their stored (compressed) bytes; None if it stored nothing."""
+        return ratio(self.unique_bytes, self.stored_bytes)
+
+    @property
+    def total_ratio(self) -> float | None:
+        """:returns: The run's logical bytes over the stored bytes of what it references; None if nothing."""
+        return ratio(self.logical_bytes, self.stored_bytes)
+
+    def to_json(self) -> dict[str, Any]:
+        """:returns: Every figure, with `scope` ("run") and the three ratios, as `casstore demo --json` prints it."""
+        return {
+            "scope": self.scope,
+            **asdict(self),
+            "dedup_ratio": self.dedup_ratio,
+            "compression_ratio": self.compression_ratio,
+            "total_ratio": self.total_ratio,
+        }
 
 
 class DemoArgumentError(ValueError):
@@ -310,35 +334,83 @@ def print_progress(agent: ScriptedCodingAgent, messages: list[ChatMessage]) -> N
     sys.stderr.flush()
 
 
-def print_summary(summary: DemoSummary) -> None:
-    """Print the run's summary and three `sqlite3` commands to explore its history."""
-    kib = 1024
+# Set by `python3 dev.py demo` to how the user's shell reaches this casstore (`.venv/bin/casstore`), which is not on
+# their PATH; without it the demo works it out (`command_name`).
+COMMAND_VARIABLE = "CASSTORE_COMMAND"
+
+
+def command_name(environ: Mapping[str, str] | None = None) -> str:
+    """
+    :returns: How to run this installation's `casstore` from the user's shell: `$CASSTORE_COMMAND` if set (dev.py
+        sets it), else `casstore` if that is what `PATH` finds, else the console script's own path beside the running
+        Python (absolute), else `python -m casstore` with this interpreter.
+    """
+    environ = os.environ if environ is None else environ
+    if environ.get(COMMAND_VARIABLE):
+        return environ[COMMAND_VARIABLE]
+    script = Path(sys.executable).parent / "casstore"
+    on_path = shutil.which("casstore", path=environ.get("PATH"))
+    if on_path is not None and script.exists() and Path(on_path).resolve() == script.resolve():
+        return "casstore"
+    if script.exists():
+        return shlex.quote(str(script.absolute()))
+    return f"{shlex.quote(sys.executable)} -m casstore"
+
+
+def _shell_word(text: str) -> str:
+    """:returns: `text` as one shell word: in double quotes when that is safe (SQL reads better), else quoted."""
+    return f'"{text}"' if not set(text) & set('"$`\\!') else shlex.quote(text)
+
+
+def print_summary(summary: DemoSummary, *, command: str | None = None) -> None:
+    """
+    Print the run's summary, then commands to explore the store that work in the user's shell.
+
+    :param command: How the user's shell runs `casstore` (default: `command_name()`).
+    """
+    command = command_name() if command is None else command
     index = Path(summary.root) / "index.db"
     lines = [
         f"casstore demo: {summary.steps} agent steps over {summary.corpus} in {summary.seconds:.1f} s",
+        f"this run, in namespace {summary.namespace} (its own writes and the blobs they reference):",
         f"  tool results           {summary.tool_results} ({summary.read_backs} read back from the store)",
         f"  results offloaded      {summary.results_offloaded} in {summary.compactions} compactions",
         f"  tokens saved           {summary.tokens_saved}",
         f"  context peak           {summary.peak_context_tokens} of a {summary.context_window}-token window"
         + ("" if summary.peak_context_tokens <= summary.context_window else _OVER_WINDOW),
-        f"  logical bytes          {summary.logical_bytes / kib:.1f} KiB offloaded",
-        f"  unique bytes           {summary.unique_bytes / kib:.1f} KiB (dedup {summary.dedup_ratio:.2f}x)",
-        f"  stored bytes           {summary.stored_bytes / kib:.1f} KiB (compression {summary.compression_ratio:.2f}x)",
-        f"  on disk, this run      {summary.disk_bytes_added / kib:.1f} KiB "
-        f"(store total {summary.store_disk_bytes / kib:.1f} KiB)",
-        f"  FileSystemToolResultStore would have used {summary.filesystem_store_bytes / kib:.1f} KiB in "
+        f"  logical bytes          {format_bytes(summary.logical_bytes)} offloaded",
+        f"  unique bytes           {format_bytes(summary.unique_bytes)} (each distinct result once)",
+        f"  stored bytes           {format_bytes(summary.stored_bytes)} (compressed)",
+        f"  dedup ratio            {format_ratio(summary.dedup_ratio)} (logical / unique bytes)",
+        f"  compression            {format_ratio(summary.compression_ratio)} (unique / stored bytes)",
+        f"  on disk, added         {format_bytes(summary.disk_bytes_added)}",
+        f"  FileSystemToolResultStore would have used {format_bytes(summary.filesystem_store_bytes)} in "
         f"{summary.filesystem_store_files} files",
         "",
     ]
-    if summary.shared:
+    if not summary.shared and not index.exists():
         lines.append(
-            f"The shared store {summary.root} keeps the run: try `casstore stats` and `casstore log --namespace "
-            f"{summary.namespace}` with the same CASSTORE_INDEX_URL and CASSTORE_BLOB_URL, or ask its tables in psql."
+            f"Nothing was offloaded, so no store was created in {summary.root} (a store is created by its first "
+            f"write): run more steps, such as --steps {DEFAULT_STEPS}, for the compactor to have work."
+        )
+    elif summary.shared:
+        lines.append(
+            f"The shared store {summary.root} keeps the run: try `{command} stats` and `{command} log --namespace "
+            f"{shlex.quote(summary.namespace)}` with the same CASSTORE_INDEX_URL and CASSTORE_BLOB_URL, or ask its "
+            f"tables in psql."
         )
     else:
+        root = shlex.quote(summary.root)
         lines += [
-            f"The store stays in {summary.root}: try `casstore stats --root {summary.root}` and `casstore log --root "
-            f"{summary.root} --namespace {summary.namespace}`. Explore its history with sqlite3:",
-            *(f'  sqlite3 {index} "{query.format(namespace=summary.namespace)}"' for query in EXPLORE_QUERIES),
+            f"The store stays in {summary.root}: {format_bytes(summary.store_disk_bytes)} on disk, every run's (its "
+            f"stats count them all; --namespace counts this run's namespace). Explore it with these commands:",
+            f"  {command} stats --root {root}",
+            f"  {command} stats --root {root} --namespace {shlex.quote(summary.namespace)}",
+            f"  {command} log --root {root} --namespace {shlex.quote(summary.namespace)} --limit 5",
+            "and its history with sqlite3:",
+            *(
+                f"  sqlite3 {shlex.quote(str(index))} {_shell_word(query.format(namespace=summary.namespace))}"
+                for query in EXPLORE_QUERIES
+            ),
         ]
     print("\n".join(lines))

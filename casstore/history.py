@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from casstore.disk import disk_usage
+from casstore.figures import ratio
 from casstore.repository import HasRepository, OffloadEntry, Repository, repository_of
 
 __all__ = [
@@ -26,18 +27,28 @@ __all__ = [
 
 @dataclass
 class StoreStats:
-    """Size, dedup and compression of a store, with writes and offloads per namespace and per tool."""
+    """
+    Size, dedup and compression of a store or of one namespace, with writes and offloads per namespace and per tool.
 
+    `scope` says what the figures count: `store` (every write and every stored blob, those no write references any
+    more until gc deletes them included) or `namespace` (the writes of `namespace` and the distinct blobs they
+    reference, shared ones included). Ratios are defined in `casstore.figures`. Bytes on disk (`disk_bytes`,
+    `index_bytes`, `blob_bytes`) belong to the whole store, whose namespaces share its blobs: None for a namespace.
+    """
+
+    scope: str
+    namespace: str | None
     blobs: int
     writes: int
     logical_bytes: int
     unique_bytes: int
     stored_bytes: int
-    disk_bytes: int
-    index_bytes: int
-    blob_bytes: int
+    disk_bytes: int | None
+    index_bytes: int | None
+    blob_bytes: int | None
     dedup_ratio: float | None
     compression_ratio: float | None
+    total_ratio: float | None
     namespaces: list[dict[str, Any]] = field(default_factory=list)
     tools: list[dict[str, Any]] = field(default_factory=list)
 
@@ -55,23 +66,34 @@ def namespaces_holding(source: Repository | HasRepository, reference: str) -> li
 def stats(source: Repository | HasRepository, *, namespace: str | None = None) -> StoreStats:
     """
     :param source: The store, or its repository.
-    :param namespace: Limit the per-namespace and per-tool rows to this namespace (the totals stay store-wide).
-    :returns: The store's figures.
+    :param namespace: Only this namespace: every figure is its own (its writes and the blobs they reference), and
+        the per-namespace and per-tool rows are its rows.
+    :returns: The figures.
     """
     repository = repository_of(source)
-    summary = repository.summary()
-    index_bytes, blob_bytes = repository.footprint()
+    disk: tuple[int, int] | tuple[None, None]
+    if namespace is None:
+        totals = repository.summary()
+        disk = repository.footprint()
+    else:
+        totals = repository.namespace_totals(namespace=namespace)
+        disk = (None, None)
+    logical, unique, stored = totals["logical_bytes"], totals["unique_bytes"], totals["stored_bytes"]
+    index_bytes, blob_bytes = disk
     return StoreStats(
-        blobs=summary["blobs"],
-        writes=summary["writes"],
-        logical_bytes=summary["logical_bytes"],
-        unique_bytes=summary["unique_bytes"],
-        stored_bytes=summary["stored_bytes"],
-        disk_bytes=index_bytes + blob_bytes,
+        scope="store" if namespace is None else "namespace",
+        namespace=namespace,
+        blobs=totals["blobs"],
+        writes=totals["writes"],
+        logical_bytes=logical,
+        unique_bytes=unique,
+        stored_bytes=stored,
+        disk_bytes=None if index_bytes is None or blob_bytes is None else index_bytes + blob_bytes,
         index_bytes=index_bytes,
         blob_bytes=blob_bytes,
-        dedup_ratio=summary["dedup_ratio"],
-        compression_ratio=summary["compression_ratio"],
+        dedup_ratio=ratio(logical, unique),
+        compression_ratio=ratio(unique, stored),
+        total_ratio=ratio(logical, stored),
         namespaces=repository.namespace_rows(namespace=namespace),
         tools=repository.tool_rows(namespace=namespace),
     )

@@ -40,6 +40,30 @@ def summary(connection: sqlite3.Connection) -> dict[str, Any]:
     return _rows(connection, "SELECT * FROM dedup_summary")[0]
 
 
+def namespace_totals(connection: sqlite3.Connection, *, namespace: str) -> dict[str, int]:
+    """
+    :returns: The `dedup_summary` figures of one namespace, in one statement (one consistent state): the `writes`
+        and `logical_bytes` of its writes, and the `blobs`, `unique_bytes` and `stored_bytes` of the distinct blobs
+        they reference (blobs shared with other namespaces included, each once).
+    """
+    row = connection.execute(
+        """
+        SELECT (SELECT count(*) FROM writes WHERE namespace = ?),
+               (SELECT CAST(coalesce(sum(size), 0) AS BIGINT) FROM writes WHERE namespace = ?),
+               count(*), CAST(coalesce(sum(size), 0) AS BIGINT), CAST(coalesce(sum(stored_size), 0) AS BIGINT)
+        FROM blobs WHERE digest IN (SELECT digest FROM writes WHERE namespace = ?)
+        """,
+        (namespace, namespace, namespace),
+    ).fetchone()
+    return {
+        "writes": int(row[0]),
+        "logical_bytes": int(row[1]),
+        "blobs": int(row[2]),
+        "unique_bytes": int(row[3]),
+        "stored_bytes": int(row[4]),
+    }
+
+
 def namespace_rows(connection: sqlite3.Connection, *, namespace: str | None) -> list[dict[str, Any]]:
     """:returns: Per namespace (only `namespace` if given): `namespace_summary` with its offloads and tokens saved."""
     where, parameters = _namespace_filter(namespace)

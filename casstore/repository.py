@@ -200,22 +200,28 @@ class Repository:
         # imply presence.
         recorder: StoredWriteRecorder | None = getattr(database, "record_stored_write", None)
         self._record_stored_write = recorder if self._blobs.rows_imply_presence else None
+        # A lazy index (the local one) is created by the first write, before its first blob file: a first write that
+        # fails then leaves at most an empty index, never blob files in a folder without one.
+        self._create_index: Callable[[], None] | None = getattr(database, "create", None)
 
     @classmethod
-    def local(cls, root: Path, *, compression_level: int, inline_max: int, durable: bool) -> "Repository":
+    def local(
+        cls, root: Path, *, compression_level: int, inline_max: int, durable: bool, lazy: bool = True
+    ) -> "Repository":
         """
-        Open the local repository at `root` (`index.db` and `blobs/`), creating it and bringing its index schema up to
-        date if needed.
+        Open the local repository at `root` (`index.db` and `blobs/`), bringing an existing index's schema up to date.
 
         :param durable: Fsync blob files and use SQLite's `synchronous=FULL`.
-        :raises SchemaError: If `index.db` was written by a newer casstore or is not a casstore index
+        :param lazy: Create nothing on disk until the first write (the default): a repository never written to
+            leaves no folder, no `index.db` and no `blobs/` behind, and reads it as an empty store. False creates
+            `root`, `index.db` and `blobs/` now.
+        :raises SchemaError: If `index.db` exists and was written by a newer casstore or is not a casstore index
             (`IndexDamagedError` if SQLite finds it damaged).
         :raises CasStoreError: If the blob folder is a symlink or not a folder.
         """
-        root.mkdir(parents=True, exist_ok=True)
-        database = Database(root / INDEX_FILE_NAME, durable=durable)
+        database = Database(root / INDEX_FILE_NAME, durable=durable, lazy=lazy)
         try:
-            files = BlobDirectory(root / BLOB_DIRECTORY_NAME, durable=durable)
+            files = BlobDirectory(root / BLOB_DIRECTORY_NAME, durable=durable, lazy=lazy)
         except BaseException:
             database.close()
             raise
@@ -254,6 +260,10 @@ class Repository:
         """
         try:
             with self._guard.held():
+                create_index = self._create_index
+                if create_index is not None:
+                    create_index()
+                    self._create_index = None  # an index, once there, stays: no later write needs to ask
                 self._store(namespace, writes)
         except CasStoreError:
             raise
@@ -439,6 +449,11 @@ class Repository:
         """:returns: The view `dedup_summary`'s one row: writes, blobs, bytes and ratios over the whole store."""
         with self._index() as connection:
             return index_queries.summary(connection)
+
+    def namespace_totals(self, *, namespace: str) -> dict[str, int]:
+        """:returns: Writes and logical bytes of `namespace`, and the blobs and bytes of what they reference."""
+        with self._index() as connection:
+            return index_queries.namespace_totals(connection, namespace=namespace)
 
     def namespace_rows(self, *, namespace: str | None = None) -> list[dict[str, Any]]:
         """:returns: Writes, distinct results, bytes, offloads and tokens saved per namespace (or of `namespace`)."""

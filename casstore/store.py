@@ -198,7 +198,12 @@ class ContentAddressedToolResultStore(RepositoryToolResultStore):
         durable: bool = False,
     ) -> None:
         """
-        Open the store at `root`, creating it and bringing its index schema up to date if needed.
+        Open the store at `root`; a store that does not exist yet is created by its first write.
+
+        Like Haystack's `FileSystemToolResultStore`, which makes its folder on the first write, this creates nothing
+        on disk until something is written: a store made for a request that offloads nothing leaves no trace. Until
+        then it reads as an empty store (a read raises `ReferenceNotFoundError`), and it sees what another process
+        writes there meanwhile. An existing `index.db` is opened, checked and brought up to date now.
 
         :param root: The store's folder: `index.db` and `blobs/` live in it.
         :param namespace: Whose results these are. Reads see only what was written in the same namespace; use one
@@ -211,8 +216,9 @@ class ContentAddressedToolResultStore(RepositoryToolResultStore):
         :raises TypeError: If `namespace` is not a string.
         :raises ValueError: If `namespace` is empty, too long or contains control characters, or if
             `compression_level` or `inline_max` is out of range.
-        :raises SchemaError: If `index.db` was written by a newer casstore or is not a casstore index;
+        :raises SchemaError: If an existing `index.db` was written by a newer casstore or is not a casstore index;
             `IndexDamagedError` (also a `CorruptBlobError`) if SQLite finds it damaged or not a database at all.
+        :raises CasStoreError: If an existing `blobs` folder is a symlink or not a folder.
         """
         check_settings(namespace=namespace, compression_level=compression_level, inline_max=inline_max)
         self.root = Path(root)

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from casstore import ContentAddressedToolResultStore
+from tests.helpers import create_store
 
 # Real PostgreSQL and SeaweedFS (S3) servers for the shared-store tests; headless Chromium for the report's.
 pytest_plugins = ["tests.servers", "tests.browser"]
@@ -19,14 +20,16 @@ def store_root(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def store(store_root: Path) -> Iterator[ContentAddressedToolResultStore]:
-    """A fresh store in the default namespace, closed after the test."""
+    """A fresh store in the default namespace, empty but on disk (so tests can look into `index.db`), closed after."""
+    create_store(store_root)
     with ContentAddressedToolResultStore(store_root) as opened:
         yield opened
 
 
 @pytest.fixture
 def file_store(store_root: Path) -> Iterator[ContentAddressedToolResultStore]:
-    """A fresh store that keeps every blob in a file (`inline_max=0`)."""
+    """A fresh store that keeps every blob in a file (`inline_max=0`), empty but on disk."""
+    create_store(store_root)
     with ContentAddressedToolResultStore(store_root, inline_max=0) as opened:
         yield opened
 

@@ -6,9 +6,20 @@ from pathlib import Path
 
 import blake3
 
+from casstore.repository import Repository
+from casstore.store import DEFAULT_INLINE_MAX
+
 
 def blake3_hex(data: bytes) -> str:
     return blake3.blake3(data).hexdigest()
+
+
+def create_store(root: Path) -> None:
+    """
+    Create an empty store on disk (`root`, `index.db` with the schema, `blobs/`), as a first write would, but with
+    nothing in it: for tests that look into the index, or whose child processes must find the schema in place.
+    """
+    Repository.local(root, compression_level=3, inline_max=DEFAULT_INLINE_MAX, durable=False, lazy=False).close()
 
 
 def count_rows(root: Path, table: str) -> int:

@@ -22,6 +22,7 @@ from obstore.store import from_url
 from casstore import ContentAddressedToolResultStore, SharedToolResultStore
 from casstore.object_blobs import object_name
 from casstore.store import DEFAULT_INLINE_MAX, RepositoryToolResultStore
+from tests.helpers import create_store
 from tests.servers import S3Location
 
 INDEX_URL_VARIABLE = "CASSTORE_INDEX_URL"
@@ -105,6 +106,7 @@ class LocalBackend(Backend):
     def __init__(self, root: Path) -> None:
         super().__init__()
         self.root = root
+        create_store(root)  # the index exists from the start, as the shared store's tables do
 
     def _make(self, namespace: str, inline_max: int, compression_level: int) -> RepositoryToolResultStore:
         return ContentAddressedToolResultStore(

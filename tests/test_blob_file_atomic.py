@@ -18,7 +18,7 @@ import pytest
 
 from casstore import ContentAddressedToolResultStore, ReferenceNotFoundError
 from casstore.maintenance import verify
-from tests.helpers import blake3_hex
+from tests.helpers import blake3_hex, create_store
 
 CONTENT = random.Random(20261201).randbytes(256 * 1024)  # incompressible: the frame is about as large
 DIGEST = blake3_hex(CONTENT)
@@ -105,7 +105,7 @@ def _files_in_fanout(root: Path) -> dict[str, int]:
 
 
 def test_a_writer_killed_halfway_through_a_blob_file_leaves_nothing_under_its_name(store_root: Path) -> None:
-    ContentAddressedToolResultStore(store_root, inline_max=0).close()  # the schema exists before the child runs
+    create_store(store_root)  # the schema exists before the child runs
     final = store_root / "blobs" / DIGEST[:2] / f"{DIGEST[2:]}.zst"
     pid, ready_fd, hold_fd = _fork_paused_writer(store_root)
     try:

@@ -72,7 +72,8 @@ def test_every_example_on_the_command_page_runs_as_written(tmp_path: Path) -> No
     assert json.loads((folder / "metadata.json").read_text())["databases"]["index"]["queries"]
 
     stats = run("stats").splitlines()
-    assert stats[0] == "store .casstore" and float(stats[-1]) > 1, stats  # the ratio the --json line printed
+    # The last line is the ratio the --json example printed.
+    assert stats[0] == "store .casstore: the whole store" and float(stats[-1]) > 1, stats
 
     log = run("log").splitlines()
     latest, by_tool = log[:5], log[5:]

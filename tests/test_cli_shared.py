@@ -113,6 +113,17 @@ def test_every_command_works_on_a_shared_store(postgres_url: str, s3_bucket_url:
     assert figures["index_bytes"] > 0 and figures["blob_bytes"] > 0  # tables in PostgreSQL, one object
     text = _casstore("stats", *flags, env=env)
     assert "index bytes" in text.stdout and "object bytes" in text.stdout and "bytes on disk" not in text.stdout
+    with SharedToolResultStore(index_url=postgres_url, blob_url=s3_bucket_url.url, namespace="bob") as bob:
+        bob.write(key="shared.txt", content="a small result\n")  # alice's blob, written by bob too
+    alice = json.loads(_casstore("stats", *flags, "--namespace", "alice", "--json", env=env).stdout)
+    assert (alice["scope"], alice["writes"], alice["blobs"]) == ("namespace", 3, 2)
+    assert alice["logical_bytes"] == 2 * len("a small result\n") + len(large_text.encode())
+    assert (alice["index_bytes"], alice["blob_bytes"]) == (None, None)  # the whole store's, shared by its namespaces
+    only_bob = json.loads(_casstore("stats", *flags, "--namespace", "bob", "--json", env=env).stdout)
+    assert (only_bob["writes"], only_bob["blobs"], only_bob["unique_bytes"]) == (1, 1, len("a small result\n"))
+    bob_text = _casstore("stats", *flags, "--namespace", "bob", env=env).stdout.splitlines()
+    assert bob_text[0].startswith("namespace bob in store ") and "  writes           1" in bob_text
+    assert [line.split()[2] for line in bob_text if line.startswith(("  index bytes", "  object bytes"))] == ["-", "-"]
 
     cat = _casstore("cat", large, *flags, "--lines", "2:3", env=env)
     assert cat.returncode == 0, cat.stderr
@@ -129,7 +140,7 @@ def test_every_command_works_on_a_shared_store(postgres_url: str, s3_bucket_url:
 
     dry = _casstore("gc", *flags, "--namespace", "alice", "--grace", "0s", "--dry-run", "--json", env=env)
     assert dry.returncode == 0, dry.stderr
-    assert json.loads(dry.stdout)["writes_forgotten"] == 3
+    assert json.loads(dry.stdout)["writes_forgotten"] == 3  # alice's; bob's write stays
     with SharedToolResultStore(index_url=postgres_url, blob_url=s3_bucket_url.url, namespace="alice") as store:
         assert store.read(small) == "a small result\n"  # the dry run changed nothing
 

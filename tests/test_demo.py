@@ -1,17 +1,18 @@
 """The demo: a real agent run whose summary figures agree with the index it leaves behind."""
 
 import json
-import math
 import sqlite3
 import subprocess
 import sys
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from casstore import ContentAddressedToolResultStore
 from casstore.demo import CONTEXT_WINDOW, DemoArgumentError, run_demo
+from casstore.figures import ratio
 from casstore.history import disk_usage
 from casstore.maintenance import verify
 
@@ -36,7 +37,8 @@ def test_the_demo_summary_matches_the_index(tmp_path: Path) -> None:
     assert (summary.results_offloaded, summary.compactions, summary.tokens_saved) == (offloads, compactions, saved)
     assert offloads > 10 and compactions >= 3 and saved > 0
     assert (summary.logical_bytes, summary.unique_bytes) == (logical, unique)
-    assert summary.dedup_ratio > 1.2 and summary.compression_ratio > 1.5
+    assert summary.dedup_ratio is not None and summary.dedup_ratio > 1.2
+    assert summary.compression_ratio is not None and summary.compression_ratio > 1.5
     assert summary.read_backs > 0
     assert summary.peak_context_tokens <= CONTEXT_WINDOW
     assert summary.filesystem_store_files == writes
@@ -81,18 +83,28 @@ def test_the_demo_command_prints_a_summary_and_sqlite_commands(tmp_path: Path) -
     summary = json.loads(as_json.stdout)
     assert summary["report"] == str(tmp_path / "second.html")
     assert f"namespace <code>{summary['namespace']}</code>" in (tmp_path / "second.html").read_text(encoding="utf-8")
-    assert summary["steps"] == 30
-    assert math.isclose(summary["dedup_ratio"], summary["logical_bytes"] / summary["unique_bytes"])
-    assert math.isclose(summary["compression_ratio"], summary["unique_bytes"] / summary["stored_bytes"])
-    stats = json.loads(
-        subprocess.run(
-            [sys.executable, "-m", "casstore", "stats", "--root", str(root), "--json"],
+    assert summary["steps"] == 30 and summary["scope"] == "run"
+    assert summary["dedup_ratio"] == ratio(summary["logical_bytes"], summary["unique_bytes"])
+    assert summary["compression_ratio"] == ratio(summary["unique_bytes"], summary["stored_bytes"])
+    assert summary["total_ratio"] == ratio(summary["logical_bytes"], summary["stored_bytes"])
+
+    def stats(*arguments: str) -> dict[str, Any]:
+        completed = subprocess.run(
+            [sys.executable, "-m", "casstore", "stats", "--root", str(root), "--json", *arguments],
             capture_output=True,
             text=True,
             check=True,
-        ).stdout
-    )
-    assert len(stats["namespaces"]) == 2
+        )
+        return dict(json.loads(completed.stdout))
+
+    whole = stats()
+    assert whole["scope"] == "store" and len(whole["namespaces"]) == 2
+    # The run was its namespace's only one: the namespace's figures are the run's, the same quotients.
+    run = stats("--namespace", summary["namespace"])
+    assert run["scope"] == "namespace"
+    figures = ("logical_bytes", "unique_bytes", "stored_bytes", "dedup_ratio", "compression_ratio", "total_ratio")
+    assert {name: run[name] for name in figures} == {name: summary[name] for name in figures}
+    assert whole["writes"] > run["writes"]  # two runs in the store: its ratios count both, and say so (scope)
 
 
 def test_run_demo_refuses_bad_arguments_before_creating_anything(tmp_path: Path) -> None:
@@ -110,10 +122,10 @@ def test_the_demo_refuses_bad_arguments_in_one_line_and_creates_nothing(tmp_path
     (empty_corpus / "images").mkdir(parents=True)
     (empty_corpus / "images" / "plot.png").write_bytes(b"\x89PNG\r\n\x1a\n")
     root = tmp_path / "store"
-    for arguments, complaint in [
-        (["--corpus", str(empty_corpus)], "holds no text files"),
-        (["--namespace", ""], "namespace"),
-        (["--report", str(tmp_path / "no-folder" / "report.html")], "no folder"),  # said before the run, not after
+    for arguments, complaint, status in [
+        (["--corpus", str(empty_corpus)], "holds no text files", 1),
+        (["--namespace", ""], "namespace", 1),
+        (["--report", str(tmp_path / "no-folder" / "report.html")], "no folder", 1),  # said before the run
     ]:
         completed = subprocess.run(
             [sys.executable, "-m", "casstore", "demo", "--steps", "5", "--root", str(root), *arguments],
@@ -121,7 +133,7 @@ def test_the_demo_refuses_bad_arguments_in_one_line_and_creates_nothing(tmp_path
             text=True,
             check=False,
         )
-        assert completed.returncode == 1
+        assert completed.returncode == status
         assert completed.stderr.count("\n") == 1 and complaint in completed.stderr, completed.stderr
         assert not root.exists()
 

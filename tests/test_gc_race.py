@@ -16,6 +16,7 @@ import pytest
 from casstore import ContentAddressedToolResultStore, ReferenceNotFoundError, StorageError
 from casstore.blob_hints import LAST_SEEN_RESOLUTION
 from casstore.maintenance import collect_garbage, verify
+from tests.helpers import create_store
 from tests.reliability import forget_hints
 
 CONTENTS = [f"result {number}\n" * (30 + 700 * (number % 4)) for number in range(240)]
@@ -44,7 +45,7 @@ def test_writers_racing_gc_lose_nothing(store_root: Path) -> None:
     every blob no writer references yet, with no grace period, over and over. Only the transaction protocol protects
     a writer that meets a blob in the middle of being deleted.
     """
-    ContentAddressedToolResultStore(store_root).close()
+    create_store(store_root)
     contents_file = store_root.parent / "contents.json"
     contents_file.write_text(json.dumps(CONTENTS))
     writers = [

@@ -25,7 +25,7 @@ from casstore.database import Database
 from casstore.maintenance import verify
 from casstore.postgres_schema import MIGRATION_NAMES as POSTGRES_MIGRATION_NAMES
 from casstore.schema import MIGRATION_NAMES, MIGRATION_SET, MIGRATIONS
-from tests.helpers import tree_fingerprint
+from tests.helpers import create_store, tree_fingerprint
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 INDEX_V1 = REPOSITORY / "tests" / "data" / "index-v1"
@@ -146,7 +146,7 @@ def test_an_index_of_the_first_schema_version_upgrades_in_place(store_root: Path
 
 
 def test_an_index_from_a_newer_release_is_refused_and_left_unchanged(store_root: Path) -> None:
-    ContentAddressedToolResultStore(store_root).close()
+    create_store(store_root)
     with sqlite3.connect(store_root / "index.db") as connection:
         connection.execute(
             "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) VALUES (?, ?, ?)",
@@ -218,7 +218,7 @@ def test_the_wheel_ships_migrations_inside_casstore_only(tmp_path: Path) -> None
 
 
 def test_an_index_locked_by_another_process_says_so(store_root: Path) -> None:
-    ContentAddressedToolResultStore(store_root).close()
+    create_store(store_root)
     holder = sqlite3.connect(store_root / "index.db", isolation_level=None)
     try:
         holder.execute("PRAGMA locking_mode=EXCLUSIVE")

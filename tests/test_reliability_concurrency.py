@@ -14,6 +14,7 @@ import pytest
 
 from casstore import ContentAddressedToolResultStore
 from casstore.maintenance import collect_garbage, verify
+from tests.helpers import create_store
 from tests.reliability import collect, content_for, fork_job
 
 WRITER_PROCESSES, THREADS, WRITES_PER_THREAD = 3, 3, 120
@@ -98,7 +99,7 @@ def _collector(root: Path, until: float) -> dict[str, Any]:
 
 @pytest.mark.slow
 def test_writers_readers_and_gc_at_once(store_root: Path) -> None:
-    ContentAddressedToolResultStore(store_root).close()
+    create_store(store_root)
     writers = [fork_job(partial(_writer, store_root, process)) for process in range(WRITER_PROCESSES)]
     until = time.monotonic() + SECONDS_OF_BACKGROUND
     reader = fork_job(lambda: _reader(store_root, until))

@@ -12,6 +12,7 @@ import pytest
 
 from casstore import ContentAddressedToolResultStore
 from casstore.maintenance import collect_garbage, verify
+from tests.helpers import create_store
 from tests.reliability import content_for, fork_writer, kill_after, read_reports
 
 KILLS = 40
@@ -20,7 +21,7 @@ KILLS = 40
 @pytest.mark.slow
 def test_sigkilled_writers_lose_nothing_they_reported(store_root: Path) -> None:
     chooser = random.Random(20261130)
-    ContentAddressedToolResultStore(store_root).close()
+    create_store(store_root)
     reported_total = 0
     for kill in range(KILLS):
         seed = kill % 8  # seeds repeat, so later children rewrite content earlier children stored or half-stored

@@ -18,7 +18,7 @@ from haystack.token_counters import ApproximateTokenCounter
 from casstore import ContentAddressedToolResultStore, StorageError
 from casstore.compactor import DedupOffloadCompactor
 from casstore.maintenance import verify
-from tests.helpers import blob_files, snapshot
+from tests.helpers import blob_files, create_store, snapshot
 from tests.reliability import run_forked
 
 
@@ -145,7 +145,7 @@ def test_a_200_mb_result_round_trips_in_bounded_memory(store_root: Path) -> None
 
 
 def test_the_parts_of_one_result_are_stored_together_or_not_at_all(store_root: Path) -> None:
-    ContentAddressedToolResultStore(store_root, inline_max=1024).close()
+    create_store(store_root)
     before = snapshot(store_root)
     small, large = "a small first part\n" * 10, os.urandom(1 << 20)
 

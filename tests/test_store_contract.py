@@ -30,6 +30,7 @@ from casstore import (
     StorageError,
     StoreClosedError,
 )
+from casstore.figures import ratio
 from casstore.frames import FrameCodec
 from casstore.history import namespaces, namespaces_holding, offload_log, stats
 from casstore.index import OffloadRecord
@@ -616,7 +617,7 @@ def test_stats_and_offload_log(open_store: StoreFactory) -> None:
     assert figures.unique_bytes == len(log) + 1004
     assert figures.stored_bytes < figures.unique_bytes
     assert figures.dedup_ratio == round(figures.logical_bytes / figures.unique_bytes, 2)
-    assert figures.disk_bytes > 0
+    assert figures.disk_bytes is not None and figures.disk_bytes > 0
     by_namespace = {row["namespace"]: row for row in figures.namespaces}
     assert {name: (row["writes"], row["distinct_results"], row["offloads"]) for name, row in by_namespace.items()} == {
         "alice": (3, 1, 1),
@@ -631,6 +632,40 @@ def test_stats_and_offload_log(open_store: StoreFactory) -> None:
         ("bob", "render"),
         ("alice", "run_tests"),
     ]
+
+
+def test_stats_of_a_namespace_count_its_writes_and_the_blobs_they_reference(
+    backend: Backend, open_store: StoreFactory
+) -> None:
+    alice, bob, carol = (open_store(namespace=name) for name in ("alice", "bob", "carol"))
+    shared, alices, bobs = "shared by two\n" * 300, "alice's own\n" * 200, os.urandom(5_000)
+    written = {
+        "alice": [alice.write(key="1.txt", content=shared), alice.write(key="2.txt", content=shared)],
+        "bob": [bob.write(key="1.txt", content=shared), bob.write(key="2.bin", content=bobs)],
+    }
+    written["alice"].append(alice.write(key="3.txt", content=alices))
+    carol.write(key="1.txt", content="carol's alone\n" * 50)
+    stored = dict(backend.rows("SELECT digest, stored_size FROM blobs"))
+    expected = {
+        "alice": (3, 2 * len(shared) + len(alices), [shared.encode(), alices.encode()]),
+        "bob": (2, len(shared) + len(bobs), [shared.encode(), bobs]),
+    }
+    for name, (writes, logical, contents) in expected.items():
+        figures = stats(carol, namespace=name)
+        unique = sum(len(content) for content in contents)
+        stored_bytes = sum(stored[blake3_hex(content)] for content in contents)
+        assert (figures.scope, figures.namespace) == ("namespace", name)
+        assert (figures.writes, figures.blobs, figures.logical_bytes) == (writes, len(contents), logical)
+        assert (figures.unique_bytes, figures.stored_bytes) == (unique, stored_bytes)
+        assert figures.dedup_ratio == ratio(logical, unique)
+        assert figures.compression_ratio == ratio(unique, stored_bytes)
+        assert figures.total_ratio == ratio(logical, stored_bytes)
+        assert (figures.disk_bytes, figures.index_bytes, figures.blob_bytes) == (None, None, None)
+        assert [row["namespace"] for row in figures.namespaces] == [name]
+    whole = stats(carol)
+    assert (whole.scope, whole.namespace, whole.writes, whole.blobs) == ("store", None, 6, 4)
+    assert whole.disk_bytes is not None and whole.disk_bytes > 0
+    assert stats(carol, namespace="nobody").writes == 0
 
 
 # --- Both at once ---------------------------------------------------------------------------------------------------

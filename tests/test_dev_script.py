@@ -1,0 +1,135 @@
+"""
+The newcomer's first commands: `python3 dev.py demo` says what it installs while it installs (instead of a minute of
+silence), and the demo's closing hint names commands that work in the user's shell, where the virtualenv's `casstore`
+is not on PATH. The hinted commands are run here, in a shell with the PATH a newcomer has.
+"""
+
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from casstore.demo import COMMAND_VARIABLE, command_name
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = Path(sys.executable).parent / "casstore"
+# A newcomer's PATH: the system's, without the virtualenv's bin.
+PLAIN_PATH = os.pathsep.join(
+    folder for folder in os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep) if Path(folder) != SCRIPT.parent
+)
+
+
+def _hinted_commands(stdout: str) -> list[str]:
+    """The `casstore` commands the demo's closing hint names, one per line."""
+    lines = stdout.splitlines()
+    start = next(number for number, line in enumerate(lines) if line.endswith("Explore it with these commands:"))
+    end = lines.index("and its history with sqlite3:")
+    return [line.strip() for line in lines[start + 1 : end]]
+
+
+def _run_in_a_shell(command: str, *, cwd: Path, path: str) -> subprocess.CompletedProcess[str]:
+    environment = {key: value for key, value in os.environ.items() if key != COMMAND_VARIABLE} | {"PATH": path}
+    return subprocess.run(
+        ["/bin/sh", "-c", command], cwd=cwd, env=environment, capture_output=True, text=True, check=False
+    )
+
+
+def _demo_environment(path: str, **extra: str) -> dict[str, str]:
+    environment = {key: value for key, value in os.environ.items() if key != COMMAND_VARIABLE}
+    return {**environment, "PATH": path, **extra}
+
+
+@pytest.mark.parametrize("on_path", [False, True], ids=["venv not on PATH", "venv activated"])
+def test_the_closing_hint_names_commands_that_work_in_the_users_shell(tmp_path: Path, on_path: bool) -> None:
+    path = os.pathsep.join([str(SCRIPT.parent), PLAIN_PATH]) if on_path else PLAIN_PATH
+    completed = subprocess.run(
+        [str(SCRIPT), "demo", "--steps", "25", "--root", "store"],
+        cwd=tmp_path,
+        env=_demo_environment(path),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    commands = _hinted_commands(completed.stdout)
+    assert len(commands) == 3
+    expected_prefix = "casstore " if on_path else f"{SCRIPT.absolute()} "
+    assert all(command.startswith(expected_prefix) for command in commands), commands
+    for command in commands:
+        ran = _run_in_a_shell(command, cwd=tmp_path, path=path)
+        assert ran.returncode == 0, (command, ran.stderr)
+        assert "demo-" in ran.stdout  # the run's namespace, in every one of them
+
+
+def test_how_the_demo_names_the_command(tmp_path: Path) -> None:
+    assert command_name({COMMAND_VARIABLE: ".venv/bin/casstore", "PATH": PLAIN_PATH}) == ".venv/bin/casstore"
+    assert command_name({"PATH": os.pathsep.join([str(SCRIPT.parent), PLAIN_PATH])}) == "casstore"
+    assert command_name({"PATH": PLAIN_PATH}) == str(SCRIPT.absolute())
+    # Another casstore first on PATH is not this one: the hint names this installation's script.
+    other = tmp_path / "casstore"
+    other.write_text("#!/bin/sh\nexit 0\n")
+    other.chmod(0o755)
+    assert command_name({"PATH": os.pathsep.join([str(tmp_path), str(SCRIPT.parent)])}) == str(SCRIPT.absolute())
+
+
+def _overlay_venv(where: Path) -> Path:
+    """
+    A virtualenv of its own whose Python also sees this one's packages (through a `.pth` that adds them as a site
+    folder): dev.py installs into it for real, with the real pip, while every dependency is already satisfied, so the
+    install takes seconds, not a minute, and this test's own virtualenv is not touched.
+    """
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
+    site_packages = subprocess.run(
+        [str(where / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    ours = sysconfig.get_paths()["purelib"]
+    (Path(site_packages) / "casstore-test-overlay.pth").write_text(f"import site; site.addsitedir({ours!r})\n")
+    return where
+
+
+@pytest.mark.slow
+def test_the_first_dev_py_demo_says_what_it_installs_and_hints_at_commands_that_work(tmp_path: Path) -> None:
+    venv = _overlay_venv(tmp_path / ".venv")  # in the user's folder, as dev.py's own .venv is in the clone
+    environment = _demo_environment(PLAIN_PATH, CASSTORE_VENV=str(venv))
+    first = subprocess.run(
+        [sys.executable, str(ROOT / "dev.py"), "demo", "--steps", "25", "--root", "store"],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=280,
+    )
+    assert first.returncode == 0, first.stderr
+    steps = [line for line in first.stderr.splitlines() if line.startswith("dev.py: ")]
+    assert steps[0] == f"dev.py: {venv} exists but casstore was never installed in it by dev.py: installing"
+    assert steps[1] == "dev.py: [1/2] updating pip in it ..."
+    assert steps[2].startswith("dev.py: [2/2] installing casstore (editable) with its test tools")
+    assert steps[3].startswith(f"dev.py: {venv} is ready (") and len(steps) == 4
+    # pip's own output, between the steps and on stderr, so that stdout is the demo's alone.
+    between = first.stderr.split(steps[2], 1)[1].split(steps[3], 1)[0]
+    assert "Requirement already satisfied: haystack-ai" in between and "Successfully installed casstore" in between
+    assert "Requirement already satisfied" not in first.stdout
+    assert first.stdout.startswith("casstore demo: 25 agent steps")
+    commands = _hinted_commands(first.stdout)
+    assert commands and all(command.startswith(".venv/bin/casstore ") for command in commands), commands
+    for command in commands:
+        ran = _run_in_a_shell(command, cwd=tmp_path, path=PLAIN_PATH)
+        assert ran.returncode == 0, (command, ran.stderr)
+    # Installed and stamped: the next run says nothing of installing.
+    again = subprocess.run(
+        [sys.executable, str(ROOT / "dev.py"), "demo", "--steps", "3", "--root", "store", "--json"],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert not [line for line in again.stderr.splitlines() if line.startswith("dev.py: ")]
+    assert again.stdout.lstrip().startswith("{")
