@@ -657,17 +657,20 @@ def _print_gc_report(report: maintenance.GarbageReport, *, grace: str) -> None:
         f"{format_bytes(report.blob_bytes_after)} {after}"
     )
     click.echo(
-        f"  on disk             {format_bytes(report.disk_bytes_before)} before, {format_bytes(report.disk_bytes_after)} {after}"
+        f"  on disk             {format_bytes(report.disk_bytes_before)} before, "
+        f"{format_bytes(report.disk_bytes_after)} {after}"
     )
     if report.blobs_waiting:
         click.echo(
-            f"  waiting             {report.blobs_waiting} unreferenced blobs ({format_bytes(report.waiting_bytes)}) seen "
+            f"  waiting             {report.blobs_waiting} unreferenced blobs "
+            f"({format_bytes(report.waiting_bytes)}) seen "
             f"within the grace period ({grace}): collectable from {_when(report.collectable_from)}"
         )
     if report.max_size is not None:
         needed = report.needed_bytes_after or 0
         line = (
-            f"  max size            {format_bytes(report.max_size)}: the blobs still needed take {format_bytes(needed)} "
+            f"  max size            {format_bytes(report.max_size)}: the blobs still needed take "
+            f"{format_bytes(needed)} "
             f"({format_bytes(report.needed_bytes_before or 0)} before)"
         )
         if report.over_max_size:
