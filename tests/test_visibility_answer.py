@@ -64,7 +64,8 @@ def test_a_write_says_whether_its_reference_was_visible_already(index_database: 
         answers = [record_write(work, namespace, _write(key)) for namespace, key in _WRITES]
     assert answers == [False, True, False, True]
     with index_database.transaction() as work:
-        assert forget(work, namespace="alice", older_than=None) == (2, 0)
+        forgotten = forget(work, namespace="alice", older_than=None)
+        assert (forgotten.writes, forgotten.offloads) == (2, 0)
     # Forgotten, the reference is not visible to alice any more: her next write must not skip the blob's look-up.
     with index_database.transaction() as work:
         assert [record_write(work, "alice", _write("again.txt")) for _ in range(2)] == [False, True]
