@@ -828,13 +828,17 @@ def demo(
         )
     except DemoArgumentError as error:
         raise click.ClickException(str(error)) from error
-    with _open(location) as store:
-        written = write_report(store, path=report_path, namespace=summary.namespace)
+    # A run that offloaded nothing created no local store (the summary says so): there is no history to report.
+    report_written: Path | None = None
+    if summary.shared or (Path(summary.root) / INDEX_FILE_NAME).exists():
+        with _open(location) as store:
+            report_written = write_report(store, path=report_path, namespace=summary.namespace).path
     if as_json:
-        _print_json({**summary.to_json(), "report": str(written.path)})
+        _print_json({**summary.to_json(), "report": None if report_written is None else str(report_written)})
     else:
         print_summary(summary)
-        click.echo(f"The run's report, charts and tables: {written.path} (open it in a browser)")
+        if report_written is not None:
+            click.echo(f"The run's report, charts and tables: {report_written} (open it in a browser)")
 
 
 def main() -> None:
