@@ -27,7 +27,7 @@ from casstore.cli import cli
 from casstore.demo import run_demo
 from casstore.report import DEFAULT_REPORT_NAME, SERIES_LIMIT, build_report, write_report
 from casstore.report_queries import bucket_prefix
-from tests.helpers import inline_frame, replace_inline_frame
+from tests.helpers import create_store, inline_frame, replace_inline_frame
 from tests.report_helpers import (
     HOSTILE,
     HOSTILE_NAMESPACE,
@@ -296,6 +296,8 @@ def test_a_report_replaces_the_old_file_whole(demo_root: Path, tmp_path: Path) -
 )
 def test_nothing_to_show_is_a_clear_page(tmp_path: Path, setup: str, arguments: list[str], message: str) -> None:
     root = tmp_path / "store"
+    if setup == "empty":
+        create_store(root)  # a store that exists on disk with nothing in it (a store is made by its first write)
     with ContentAddressedToolResultStore(root, namespace="someone") as store:
         if setup != "empty":
             store.write(key="a.txt", content="a result")
