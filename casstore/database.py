@@ -535,8 +535,8 @@ def _unusable(path: Path, error: sqlite3.Error) -> SchemaError:
     if code in _HELD:
         return SchemaError(f"{path} is locked by another process ({error}); try again when it is done.")
     message = (
-        f"{path} is not a usable casstore index ({error}). If it is damaged, move it aside: see 'Recovery' in the "
-        f"casstore README."
+        f"{path} is not a usable casstore index ({error}). If it is damaged, move it aside: see 'Recovery' in "
+        f"casstore's docs/gc.md."
     )
     return IndexDamagedError(message) if code in _DAMAGED else SchemaError(message)
 

@@ -77,7 +77,7 @@ class IndexDamagedError(SchemaError, CorruptBlobError):
     `index.db` is damaged (SQLite finds it malformed, or not a database at all), so the store cannot open it.
 
     A `SchemaError`, as opening fails, and a `CorruptBlobError`, as the damage is to stored data: small blobs live in
-    the index. The README's "Recovery" says what to do.
+    the index. docs/gc.md's "Recovery" says what to do.
     """
 
 

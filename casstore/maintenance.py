@@ -1,7 +1,7 @@
 """
 Checking and cleaning a store: `verify` re-hashes every blob, `collect_garbage` applies retention.
 
-How `collect_garbage` stays safe beside running writers (the README's "Garbage collection" says the same):
+How `collect_garbage` stays safe beside running writers (docs/gc.md says the same):
 
 - A write that finds its content already stored adds its `writes` row and, in the same `BEGIN IMMEDIATE`
   transaction, looks the blob up (refreshing its `last_seen` when due), unless its reference was visible already,

@@ -892,7 +892,7 @@ def _not_found(namespace: str, reference: str) -> ReferenceNotFoundError:
 
 def _damaged_index(digest: str, error: Exception) -> CorruptBlobError:
     return CorruptBlobError(
-        f"Cannot look up blob {digest}: the index is damaged ({error}). See 'Recovery' in the README.",
+        f"Cannot look up blob {digest}: the index is damaged ({error}). See 'Recovery' in casstore's docs/gc.md.",
         digest=digest,
     )
 

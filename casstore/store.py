@@ -29,7 +29,7 @@ __all__ = [
     "check_settings",
 ]
 
-# Measured with `python -m benchmarks --inline-sweep`: see the README's Performance section.
+# Measured with `python -m benchmarks --inline-sweep`: see docs/performance.md.
 DEFAULT_INLINE_MAX = 64 * 1024
 
 
