@@ -7,6 +7,13 @@ file, and a small file would waste most of a disk block); a larger one is a file
 is this layer's catalog of both. Nothing above this layer knows which kind a blob is: a read gets an opaque
 `BlobLocation` from `locate` and hands it back to `load`.
 
+A blob's frame is `plain`, or learned from the store (docs/compression.md): compressed with its tool's trained
+dictionary (`dictionary`), or against an earlier blob's content (`delta`). A learned frame needs another blob to decode;
+the table `blob_dependencies` says which, so that gc keeps it and verify checks it, and `load` reads it first and
+verifies it like any blob. Learned frames are kept in the index only, never in a file or object: the frame and the row
+that says how to decode it then change together, in one transaction, whatever concurrent writers of the same content
+do. The content cache (`_ContentCache`) keeps recently stored or read dictionaries and bases, verified.
+
 Methods that take a `UnitOfWork` run inside the caller's write transaction, so a blob and the history row that
 references it commit together; what they learn (that a blob is stored) is published by the transaction once it
 commits. The expensive parts of storing new content (compressing, writing a file) happen in `stage`, outside any
@@ -14,7 +21,9 @@ transaction, so a writer holds SQLite's write lock only for a few row operations
 """
 
 import sqlite3
-from collections.abc import Iterator
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -25,7 +34,8 @@ from casstore.blob_files import BlobFile, UnsafeBlobPathError
 from casstore.blob_hints import LAST_SEEN_RESOLUTION, BlobHints
 from casstore.database import NOW_SQL, SHIFTED_NOW_SQL, UnitOfWork, ago
 from casstore.errors import CorruptBlobError, ObjectSizeMismatchError, StorageError, UnsafeBlobError
-from casstore.frames import FrameCodec
+from casstore.frames import DELTA, DICTIONARY, PLAIN, FrameCodec, FrameDictionary
+from casstore.learning import DELTA_KEEP_BELOW, DICTIONARY_MAX_SIZE, Learner, tool_of
 
 _STORED_IN_INDEX = "index"
 
@@ -43,15 +53,32 @@ _IMPORT_SQL = """
     ON CONFLICT (digest) DO UPDATE SET stored_size = excluded.stored_size, stored_in = excluded.stored_in
     RETURNING id
 """
-_READABLE_SQL = "SELECT size, stored_in, frame FROM readable_blobs WHERE digest = ? AND namespace = ? AND reference = ?"
-_LOCATE_SQL = "SELECT size, stored_in, frame FROM blob_locations WHERE digest = ?"
+_READABLE_SQL = (
+    "SELECT size, stored_in, frame, encoding, needs FROM readable_blobs WHERE digest = ? AND namespace = ? AND "
+    "reference = ?"
+)
+_LOCATE_SQL = "SELECT size, stored_in, frame, encoding, needs FROM blob_locations WHERE digest = ?"
+_SET_DEPENDENCY_SQL = (
+    "INSERT INTO blob_dependencies (blob_id, needs_id, encoding) VALUES (?, ?, ?) "
+    "ON CONFLICT (blob_id) DO UPDATE SET needs_id = excluded.needs_id, encoding = excluded.encoding"
+)
+_ACTIVE_DICTIONARY_SQL = (
+    "SELECT b.digest, d.samples FROM dictionaries d JOIN blobs b ON b.id = d.blob_id WHERE d.tool = ? AND d.active = 1"
+)
 _CONFIRM_SQL = f"SELECT stored_in, last_seen < {SHIFTED_NOW_SQL} FROM blobs WHERE digest = ?"
 _CONFIRM_AGO = ago(LAST_SEEN_RESOLUTION)
 _RESOLUTION_SECONDS = LAST_SEEN_RESOLUTION.total_seconds()
-# A blob is collectable when no reference to it is visible and it was not seen within the grace period.
+# A blob is collectable when no reference to it is visible, no other blob needs it (as its dictionary or base), it is
+# not a dictionary in use, and it was not seen within the grace period.
 _COLLECTABLE = (
-    f"last_seen <= {SHIFTED_NOW_SQL} AND NOT EXISTS (SELECT 1 FROM visible_references WHERE digest = blobs.digest)"
+    f"last_seen <= {SHIFTED_NOW_SQL} AND NOT EXISTS (SELECT 1 FROM visible_references WHERE digest = blobs.digest) "
+    "AND NOT EXISTS (SELECT 1 FROM blob_dependencies WHERE needs_id = blobs.id) "
+    "AND NOT EXISTS (SELECT 1 FROM dictionaries WHERE blob_id = blobs.id AND active = 1)"
 )
+# How many blobs a read may go through to decode one (a delta's base, a dictionary): more means a damaged index.
+_MAX_CHAIN = 8
+# Bytes of verified dictionaries and bases kept in memory for the next write or read that needs them.
+CONTENT_CACHE_BYTES = 8 * 1024 * 1024
 
 
 class BlobBackend(Protocol):
@@ -81,6 +108,21 @@ class StagedBlob:
     size: int
     frame: bytes
     in_index: bool
+    encoding: str = PLAIN
+    needs: str | None = None
+    """The digest of the blob a `dictionary` or `delta` frame needs."""
+
+
+class LearnedFrameRefused(Exception):
+    """
+    Raised by `put`, inside the write transaction, for a learned frame it cannot record: the blob it needs is gone
+    (a concurrent gc took it), or the content has a row already (a learned frame never replaces one, so a blob never
+    comes to need itself). The caller rolls back and stages the content plain.
+    """
+
+    def __init__(self, digest: str) -> None:
+        super().__init__(digest)
+        self.digest = digest
 
 
 @dataclass(slots=True)
@@ -90,6 +132,38 @@ class BlobLocation:
     digest: str
     size: int
     frame: bytes | None
+    encoding: str | None = None
+    needs: str | None = None
+
+
+class _ContentCache:
+    """Verified content of dictionaries and bases by digest, least recently used dropped past `CONTENT_CACHE_BYTES`."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._bytes = 0
+        self._items: OrderedDict[tuple[str, str], tuple[int, object]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, kind: str, digest: str) -> object | None:
+        with self._lock:
+            item = self._items.get((kind, digest))
+            if item is None:
+                return None
+            self._items.move_to_end((kind, digest))
+            return item[1]
+
+    def put(self, kind: str, digest: str, value: object, size: int) -> None:
+        if size > self._limit // 4:
+            return
+        with self._lock:
+            if (kind, digest) in self._items:
+                return
+            self._items[(kind, digest)] = (size, value)
+            self._bytes += size
+            while self._bytes > self._limit:
+                _, (dropped, _) = self._items.popitem(last=False)
+                self._bytes -= dropped
 
 
 class BlobStore:
@@ -102,6 +176,8 @@ class BlobStore:
         codec: FrameCodec,
         inline_max: int,
         file_access: AbstractContextManager[object],
+        reading: Callable[[], AbstractContextManager[sqlite3.Connection]] | None = None,
+        learner: Learner | None = None,
     ) -> None:
         """
         :param files: Where blobs too large for the index are kept.
@@ -109,8 +185,14 @@ class BlobStore:
         :param inline_max: Frames of at most this many bytes are stored in the index; `0` sends every blob to a file.
         :param file_access: Held while a blob file is read (the repository's guard, so that the directory is not
             closed meanwhile); a blob kept in the index needs no file and does not take it.
+        :param reading: Opens the index for a question outside any transaction, for `load` to find the blob a learned
+            frame needs; without it only plain frames can be read.
+        :param learner: Store new content with learned encodings, from what it has seen (None: plain frames only).
         """
         self._files = files
+        self._reading = reading
+        self.learner = learner
+        self._cache = _ContentCache(CONTENT_CACHE_BYTES)
         self._codec = codec
         self._inline_max = inline_max
         self._file_access = file_access
@@ -133,7 +215,7 @@ class BlobStore:
 
     # Storing.
 
-    def stage(self, digest: str, data: bytes) -> StagedBlob:
+    def stage(self, digest: str, data: bytes, *, key: str | None = None, plain: bool = False) -> StagedBlob:
         """
         Compress `data` and, if its frame is too large for the index, write it to its blob file.
 
@@ -141,13 +223,131 @@ class BlobStore:
 
         :param digest: `content_digest(data)`.
         :param data: The content bytes.
+        :param key: The write's key, whose tool name picks the dictionary; with a learner and a key, the frame is the
+            smallest of plain, `delta` against an earlier version, and `dictionary`, as `learning` decides.
+        :param plain: Make a plain frame whatever the learner knows (`put` refused a learned one).
         :returns: The staged blob, for `put`.
         """
         frame = self._codec.encode(data)
+        if self.learner is not None and key is not None and not plain:
+            learned = self._learned(digest, data, key, frame)
+            if learned is not None:
+                return learned
         in_index = len(frame) <= self._inline_max
         if not in_index:
             frame = self._keep_elsewhere(digest, len(data), frame)
         return StagedBlob(digest=digest, size=len(data), frame=frame, in_index=in_index)
+
+    def _learned(self, digest: str, data: bytes, key: str, plain: bytes) -> StagedBlob | None:
+        # The learned encodings' choice: a delta if a base is found and the delta is clearly smaller, else the tool's
+        # dictionary if the result is small and it helps; a learned frame must fit in the index.
+        learner = self.learner
+        assert learner is not None
+        tool = tool_of(key)
+        chosen: StagedBlob | None = None
+        depth = 0
+        candidate = learner.base_for(data)
+        if candidate is not None and candidate.digest != digest:
+            base = self._needed(candidate.digest, DELTA, chain=1, quiet=True, guarded=False)
+            if base is not None:
+                delta = self._codec.encode(data, dictionary=base)
+                if len(delta) <= self._inline_max and len(delta) < DELTA_KEEP_BELOW * len(plain):
+                    chosen = StagedBlob(digest, len(data), delta, True, DELTA, candidate.digest)
+                    depth = candidate.depth + 1
+        if chosen is None and len(data) <= DICTIONARY_MAX_SIZE:
+            dictionary = self._dictionary_for(tool)
+            if dictionary is not None:
+                frame = self._codec.encode(data, dictionary=dictionary)
+                if len(frame) < len(plain) and len(frame) <= self._inline_max:
+                    chosen = StagedBlob(digest, len(data), frame, True, DICTIONARY, dictionary.digest)
+        learner.stored(tool=tool, digest=digest, data=data, depth=depth)
+        if depth == 0:
+            self._cache.put(DELTA, digest, data, len(data))  # the likeliest base of the next version
+        return chosen
+
+    def _dictionary_for(self, tool: str) -> FrameDictionary | None:
+        learner = self.learner
+        assert learner is not None
+        if not learner.knows(tool):
+            # The first write of a tool in this repository object asks the index for the dictionary in use (another
+            # process may have trained one).
+            with self._index() as connection:
+                row = connection.execute(_ACTIVE_DICTIONARY_SQL, (tool,)).fetchone()
+            learner.adopt(tool, row[0] if row else None, samples=row[1] if row else 0)
+        digest = learner.dictionary_of(tool)
+        if digest is None:
+            return None
+        return self._needed(digest, DICTIONARY, chain=1, quiet=True, guarded=False)
+
+    def _index(self) -> AbstractContextManager[sqlite3.Connection]:
+        if self._reading is None:
+            raise CorruptBlobError("This blob layer cannot read learned frames: it was given no index to read.")
+        return self._reading()
+
+    def _needed(
+        self,
+        digest: str,
+        encoding: str,
+        *,
+        chain: int,
+        quiet: bool = False,
+        fresh: bool = False,
+        guarded: bool = True,
+    ) -> FrameDictionary | None:
+        """
+        :returns: The dictionary or base `digest` as a `FrameDictionary`, from the cache (unless `fresh`) or read and
+            verified.
+        :raises CorruptBlobError: If it cannot be read (unless `quiet`: then None).
+        """
+        cached = None if fresh else self._cache.get(encoding, digest)
+        if isinstance(cached, FrameDictionary):
+            return cached
+        try:
+            if isinstance(cached, bytes):
+                content = cached
+            else:
+                if chain > _MAX_CHAIN:
+                    raise CorruptBlobError(
+                        f"Blob {digest} is reached through more than {_MAX_CHAIN} bases or dictionaries: the index's "
+                        "blob_dependencies are damaged (a cycle?).",
+                        digest=digest,
+                    )
+                with self._index() as connection:
+                    location = self.locate(connection, digest)
+                content = self._load(location, guarded=guarded, chain=chain, fresh=fresh)
+            if encoding == DICTIONARY:
+                needed = FrameDictionary.trained(digest, content)
+            else:
+                needed = FrameDictionary.base(digest, content)
+        except (CorruptBlobError, StorageError):
+            if quiet:
+                return None
+            raise
+        self._cache.put(encoding, digest, needed if encoding == DICTIONARY else content, len(content))
+        return needed
+
+    def record_dictionary(self, work: UnitOfWork, digest: str, *, tool: str, samples: int, sample_bytes: int) -> None:
+        """
+        Make the dictionary blob `digest` (just `put` in this transaction) the one `tool`'s new writes use, inside the
+        caller's write transaction; the one it replaces stays as long as a blob needs it.
+        """
+        connection = work.connection
+        connection.execute("UPDATE dictionaries SET active = 0 WHERE tool = ? AND active = 1", (tool,))
+        connection.execute(
+            f"INSERT INTO dictionaries (blob_id, tool, samples, sample_bytes, trained_at, active) "
+            f"SELECT id, ?, ?, ?, {NOW_SQL}, 1 FROM blobs WHERE digest = ? "
+            f"ON CONFLICT (blob_id) DO UPDATE SET active = 1, tool = excluded.tool",
+            (tool, samples, sample_bytes, digest),
+        )
+
+    def active_dictionary(self, connection: sqlite3.Connection, tool: str) -> tuple[str, int] | None:
+        """:returns: The digest of the dictionary `tool`'s writes use, and how many results it was trained on."""
+        row = connection.execute(_ACTIVE_DICTIONARY_SQL, (tool,)).fetchone()
+        return None if row is None else (row[0], row[1])
+
+    def dictionary(self, digest: str) -> FrameDictionary | None:
+        """:returns: The dictionary blob `digest`, read and verified (or cached); None if it cannot be read."""
+        return self._needed(digest, DICTIONARY, chain=1, quiet=True, guarded=False)
 
     def _keep_elsewhere(self, digest: str, size: int, frame: bytes) -> bytes:
         # A backend that writes only if absent may hold a leftover no row points at (a write that failed before its
@@ -193,11 +393,18 @@ class BlobStore:
             self._files.write(staged.digest, staged.frame)
         checked_at = self._hints.now()
         connection = work.connection
+        needs_id = None
+        if staged.needs is not None:
+            needs_id = self._needed_id(work, staged)
         stored_in = _STORED_IN_INDEX if staged.in_index else self._stored_elsewhere
         (blob_id,) = connection.execute(
             _PUT_SQL if seen is None else _IMPORT_SQL,
             (staged.digest, staged.size, len(staged.frame), stored_in, *(seen or ())),
         ).fetchone()
+        if needs_id is None:
+            connection.execute("DELETE FROM blob_dependencies WHERE blob_id = ?", (blob_id,))
+        else:
+            connection.execute(_SET_DEPENDENCY_SQL, (blob_id, needs_id, staged.encoding))
         if staged.in_index:
             connection.execute(
                 "INSERT INTO blob_frames (blob_id, size, frame) VALUES (?, ?, ?) "
@@ -208,6 +415,20 @@ class BlobStore:
             connection.execute("DELETE FROM blob_frames WHERE blob_id = ?", (blob_id,))
         stays = staged.in_index or not self._can_vanish
         work.on_commit(partial(self._hints.remember, staged.digest, current_at=checked_at, in_index=stays))
+
+    def _needed_id(self, work: UnitOfWork, staged: StagedBlob) -> int:
+        # Under the write lock: the needed blob is there (gc deletes only under it, and never a needed blob), and the
+        # content has no row yet. Every dependency thus points from a newer row to an older one: no cycle can form.
+        connection = work.connection
+        if connection.execute("SELECT 1 FROM blobs WHERE digest = ?", (staged.digest,)).fetchone() is not None:
+            raise LearnedFrameRefused(staged.digest)
+        row = connection.execute("SELECT id, stored_in FROM blobs WHERE digest = ?", (staged.needs,)).fetchone()
+        if row is None:
+            raise LearnedFrameRefused(staged.digest)
+        needs_id, stored_in = row
+        if stored_in != _STORED_IN_INDEX and self._can_vanish and not self._files.exists(staged.needs or ""):
+            raise LearnedFrameRefused(staged.digest)
+        return int(needs_id)
 
     def confirm(self, work: UnitOfWork, digest: str) -> bool:
         """
@@ -264,10 +485,10 @@ class BlobStore:
         row = connection.execute(_READABLE_SQL, (digest, namespace, reference)).fetchone()
         if row is None:
             return None
-        size, stored_in, frame = row
+        size, stored_in, frame, encoding, needs = row
         if size is None:
             raise CorruptBlobError(f"Blob {digest} is missing from the index.", digest=digest, missing=True)
-        return BlobLocation(digest, size, frame if stored_in == _STORED_IN_INDEX else None)
+        return BlobLocation(digest, size, frame if stored_in == _STORED_IN_INDEX else None, encoding, needs)
 
     def locate(self, connection: sqlite3.Connection, digest: str) -> BlobLocation:
         """
@@ -278,21 +499,28 @@ class BlobStore:
         row = connection.execute(_LOCATE_SQL, (digest,)).fetchone()
         if row is None:
             raise CorruptBlobError(f"Blob {digest} is missing from the index.", digest=digest, missing=True)
-        size, stored_in, frame = row
-        if stored_in == _STORED_IN_INDEX:
-            return BlobLocation(digest, size, frame)
-        return BlobLocation(digest, size, None)
+        size, stored_in, frame, encoding, needs = row
+        return BlobLocation(digest, size, frame if stored_in == _STORED_IN_INDEX else None, encoding, needs)
 
-    def load(self, location: BlobLocation, *, guarded: bool = True) -> bytes:
+    def load(self, location: BlobLocation, *, guarded: bool = True, fresh: bool = False) -> bytes:
         """
         Read, decompress and verify a blob: the slow part of a read, to run without holding the connection.
 
         :param location: What `locate` returned.
         :param guarded: Take the file guard to read a blob file; False when the caller holds it already.
+        :param fresh: Read the dictionary or base a learned frame needs from where it is stored, not from the cache of
+            verified ones (as `verify` does, so that a damaged one is reported as damage of every blob that needs it).
         :returns: The content bytes, whose BLAKE3 digest was checked to be `location.digest`.
         :raises CorruptBlobError: If the blob file is missing (`missing`) or unsafe (`UnsafeBlobError`), or the frame
-            is truncated, undecodable, of the wrong size, or decodes to content with another digest.
+            is truncated, undecodable, of the wrong size, or decodes to content with another digest; for a learned
+            frame, also if the dictionary or base it needs is missing or damaged (`missing` if it is gone).
         """
+        return self._load(location, guarded=guarded, chain=0, fresh=fresh)
+
+    def _load(self, location: BlobLocation, *, guarded: bool, chain: int, fresh: bool = False) -> bytes:
+        needed = None
+        if location.encoding is not None:
+            needed = self._dependency(location, chain=chain, fresh=fresh, guarded=guarded)
         frame = location.frame
         if frame is None:
             if guarded:
@@ -300,7 +528,27 @@ class BlobStore:
                     frame = self._read_file(location.digest)
             else:
                 frame = self._read_file(location.digest)
-        return self._codec.decode(location.digest, location.size, frame)
+        return self._codec.decode(location.digest, location.size, frame, dictionary=needed)
+
+    def _dependency(self, location: BlobLocation, *, chain: int, fresh: bool, guarded: bool) -> FrameDictionary:
+        digest, encoding, needs = location.digest, location.encoding, location.needs
+        what = "dictionary" if encoding == DICTIONARY else "base"
+        if encoding not in (DICTIONARY, DELTA) or needs is None:
+            raise CorruptBlobError(
+                f"Blob {digest} is a {encoding} frame whose {what} has no row in the index: it cannot be decoded "
+                "(the index is damaged).",
+                digest=digest,
+            )
+        try:
+            needed = self._needed(needs, encoding, chain=chain + 1, fresh=fresh, guarded=guarded)
+        except CorruptBlobError as error:
+            raise CorruptBlobError(
+                f"Blob {digest} needs its {what} {needs}, which cannot be read: {error}",
+                digest=digest,
+                missing=error.missing,
+            ) from error
+        assert needed is not None
+        return needed
 
     def _read_file(self, digest: str) -> bytes:
         try:
@@ -360,12 +608,59 @@ class BlobStore:
             return False
         blob_id, stored_in = row
         connection.execute("DELETE FROM blob_frames WHERE blob_id = ?", (blob_id,))
+        # What it needed no longer needs to be kept for it; a retired dictionary goes with its row.
+        connection.execute("DELETE FROM blob_dependencies WHERE blob_id = ?", (blob_id,))
+        connection.execute("DELETE FROM dictionaries WHERE blob_id = ?", (blob_id,))
         if stored_in == self._stored_elsewhere:
             if self._can_vanish:
                 self._files.remove(digest)
             else:
                 work.on_commit(partial(self._files.remove, digest))
         return True
+
+    def dependencies(self, connection: sqlite3.Connection, digests: Iterable[str]) -> set[str]:
+        """
+        :returns: The digests of every blob that a blob of `digests` needs to be read (its dictionary or base, what
+            those need in turn, and so on), excluding `digests` themselves unless one of them needs another.
+        """
+        found: set[str] = set()
+        frontier = sorted(set(digests))
+        for _ in range(_MAX_CHAIN + 1):
+            if not frontier:
+                break
+            needed: set[str] = set()
+            for start in range(0, len(frontier), 500):
+                part = frontier[start : start + 500]
+                marks = ", ".join("?" * len(part))
+                rows = connection.execute(
+                    f"SELECT n.digest FROM blobs b JOIN blob_dependencies d ON d.blob_id = b.id "
+                    f"JOIN blobs n ON n.id = d.needs_id WHERE b.digest IN ({marks})",
+                    part,
+                )
+                needed.update(row[0] for row in rows)
+            frontier = sorted(needed - found)
+            found |= needed
+        return found
+
+    def broken_dependencies(self, connection: sqlite3.Connection) -> list[str]:
+        """:returns: Digests of blobs whose `blob_dependencies` row names a blob that has no row (damage)."""
+        rows = connection.execute(
+            "SELECT b.digest FROM blob_dependencies d JOIN blobs b ON b.id = d.blob_id "
+            "WHERE NOT EXISTS (SELECT 1 FROM blobs n WHERE n.id = d.needs_id) ORDER BY b.digest"
+        )
+        return [row[0] for row in rows]
+
+    def encodings(self, connection: sqlite3.Connection) -> dict[str, int]:
+        """:returns: How many blobs have each encoding (`plain`, `dictionary`, `delta`), and `dictionaries` kept."""
+        counts = {PLAIN: 0, DICTIONARY: 0, DELTA: 0}
+        rows = connection.execute("SELECT encoding, count(*) FROM blob_dependencies GROUP BY encoding")
+        for encoding, count in rows:
+            counts[encoding] = count
+        (total,) = connection.execute("SELECT count(*) FROM blobs").fetchone()
+        (dictionaries,) = connection.execute("SELECT count(*) FROM dictionaries").fetchone()
+        counts[PLAIN] = total - counts[DICTIONARY] - counts[DELTA]
+        counts["dictionaries"] = dictionaries
+        return counts
 
     def files(self) -> Iterator[BlobFile]:
         """Yield every file in the blob directory; `is_stray` tells, with the index, which have no row."""

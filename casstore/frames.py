@@ -4,9 +4,22 @@ The encoding of a blob: one zstd frame that carries its content size and a check
 `FrameCodec.encode` compresses; `FrameCodec.decode` decompresses and verifies, so nothing that decodes here can return
 bytes other than the ones whose digest was asked for. Every read of every blob, whatever layer or backend it comes
 from, ends in `decode`.
+
+A frame is one of three encodings (docs/compression.md):
+
+- `plain`: a zstd frame that needs nothing else;
+- `dictionary`: a zstd frame compressed with a trained zstd dictionary (`FrameDictionary.trained`), whose frame header
+  carries the dictionary's id; the dictionary is itself a blob;
+- `delta`: a zstd frame compressed with an earlier blob's content as a raw-content dictionary
+  (`FrameDictionary.base`), the way `zstd --patch-from` does it.
+
+Whichever it is, `decode` checks the content's BLAKE3 digest at the end: a wrong or damaged dictionary or base can make
+a frame fail to decode, never decode to other bytes unnoticed.
 """
 
 import threading
+from collections import OrderedDict
+from dataclasses import dataclass
 
 import blake3
 import zstandard
@@ -15,6 +28,44 @@ from casstore.errors import CorruptBlobError
 
 # Above this size, BLAKE3 hashes with several threads.
 _PARALLEL_HASH_BYTES = 4 * 1024 * 1024
+# Compressors and decompressors bound to a trained dictionary, kept per thread: making one loads the dictionary.
+_BOUND_CONTEXTS = 16
+
+PLAIN = "plain"
+DICTIONARY = "dictionary"
+DELTA = "delta"
+ENCODINGS = (PLAIN, DICTIONARY, DELTA)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class FrameDictionary:
+    """
+    What a `dictionary` or `delta` frame is compressed with: the verified content of the blob `digest`, as zstd
+    takes it (a trained dictionary, or raw content).
+    """
+
+    digest: str
+    encoding: str
+    zstd: zstandard.ZstdCompressionDict
+
+    @classmethod
+    def trained(cls, digest: str, content: bytes) -> "FrameDictionary":
+        """
+        :param digest: The dictionary blob's digest (`content_digest(content)`).
+        :param content: A zstd dictionary as `zstandard.train_dictionary` makes it.
+        :raises CorruptBlobError: If `content` is not a zstd dictionary.
+        """
+        try:
+            dictionary = zstandard.ZstdCompressionDict(content, dict_type=zstandard.DICT_TYPE_FULLDICT)
+            dictionary.dict_id()
+        except zstandard.ZstdError as error:  # pragma: no cover - content whose digest matched is what was trained
+            raise CorruptBlobError(f"Blob {digest} is not a zstd dictionary ({error}).", digest=digest) from error
+        return cls(digest, DICTIONARY, dictionary)
+
+    @classmethod
+    def base(cls, digest: str, content: bytes) -> "FrameDictionary":
+        """:param content: The base blob's content, used as a raw-content dictionary."""
+        return cls(digest, DELTA, zstandard.ZstdCompressionDict(content, dict_type=zstandard.DICT_TYPE_RAWCONTENT))
 
 
 def content_digest(data: bytes) -> str:
@@ -36,8 +87,13 @@ class FrameCodec:
         # zstd contexts are not thread-safe, and making one costs more than compressing a small result.
         self._contexts = threading.local()
 
-    def encode(self, data: bytes) -> bytes:
-        """:returns: One zstd frame holding `data`, with its content size and a checksum."""
+    def encode(self, data: bytes, *, dictionary: FrameDictionary | None = None) -> bytes:
+        """
+        :param dictionary: Compress with this trained dictionary or base (a `dictionary` or `delta` frame).
+        :returns: One zstd frame holding `data`, with its content size and a checksum.
+        """
+        if dictionary is not None:
+            return self._bound(dictionary, compressing=True).compress(data)  # type: ignore[union-attr]
         compressor: zstandard.ZstdCompressor | None = getattr(self._contexts, "compressor", None)
         if compressor is None:
             compressor = zstandard.ZstdCompressor(
@@ -46,13 +102,53 @@ class FrameCodec:
             self._contexts.compressor = compressor
         return compressor.compress(data)
 
-    def decode(self, digest: str, size: int, frame: bytes) -> bytes:
+    def _bound(
+        self, dictionary: FrameDictionary, *, compressing: bool
+    ) -> zstandard.ZstdCompressor | zstandard.ZstdDecompressor:
+        if dictionary.encoding == DELTA:
+            # A base is used for one frame or a few: a context for it is made each time, never kept.
+            if compressing:
+                return zstandard.ZstdCompressor(
+                    level=self.compression_level,
+                    dict_data=dictionary.zstd,
+                    write_checksum=True,
+                    write_content_size=True,
+                    write_dict_id=False,
+                )
+            return zstandard.ZstdDecompressor(dict_data=dictionary.zstd)
+        name = "bound_compressors" if compressing else "bound_decompressors"
+        bound: OrderedDict[str, zstandard.ZstdCompressor | zstandard.ZstdDecompressor] | None = getattr(
+            self._contexts, name, None
+        )
+        if bound is None:
+            bound = OrderedDict()
+            setattr(self._contexts, name, bound)
+        context = bound.get(dictionary.digest)
+        if context is None:
+            if compressing:
+                context = zstandard.ZstdCompressor(
+                    level=self.compression_level,
+                    dict_data=dictionary.zstd,
+                    write_checksum=True,
+                    write_content_size=True,
+                )
+            else:
+                context = zstandard.ZstdDecompressor(dict_data=dictionary.zstd)
+            bound[dictionary.digest] = context
+            while len(bound) > _BOUND_CONTEXTS:
+                bound.popitem(last=False)
+        else:
+            bound.move_to_end(dictionary.digest)
+        return context
+
+    def decode(self, digest: str, size: int, frame: bytes, *, dictionary: FrameDictionary | None = None) -> bytes:
         """
         Decompress a frame and check that it holds exactly the content `digest` names.
 
         :param digest: The 64-hex BLAKE3 digest the content must have.
         :param size: The content's size as the index recorded it.
         :param frame: The stored frame.
+        :param dictionary: The trained dictionary or base the frame was compressed with (its blob verified already).
         :returns: The content bytes.
         :raises CorruptBlobError: If the frame is not zstd, declares another size, does not decompress, or decodes to
             content with another digest.
@@ -65,9 +161,14 @@ class FrameCodec:
             raise CorruptBlobError(
                 f"Blob {digest} declares {declared} bytes of content, but {size} were stored.", digest=digest
             )
-        decompressor: zstandard.ZstdDecompressor | None = getattr(self._contexts, "decompressor", None)
-        if decompressor is None:
-            decompressor = self._contexts.decompressor = zstandard.ZstdDecompressor()
+        decompressor: zstandard.ZstdDecompressor | None
+        if dictionary is not None:
+            decompressor = self._bound(dictionary, compressing=False)  # type: ignore[assignment]
+        else:
+            decompressor = getattr(self._contexts, "decompressor", None)
+            if decompressor is None:
+                decompressor = self._contexts.decompressor = zstandard.ZstdDecompressor()
+        assert decompressor is not None
         try:
             data = decompressor.decompress(frame)
         except zstandard.ZstdError as error:

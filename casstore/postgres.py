@@ -48,7 +48,16 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
 GC_LOCK_KEY = 0x63617373_746F7265  # "casstore"
 
 # casstore's tables in the index's schema.
-CASSTORE_TABLES = ("blobs", "blob_frames", "writes", "visible_references", "offloads", "_casstore_migrations")
+CASSTORE_TABLES = (
+    "blobs",
+    "blob_frames",
+    "blob_dependencies",
+    "dictionaries",
+    "writes",
+    "visible_references",
+    "offloads",
+    "_casstore_migrations",
+)
 
 # A write transaction's first message: BEGIN and the writers' shared lock, in one round trip (the simple-query
 # protocol runs both; the key is a constant, not a parameter).

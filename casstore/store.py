@@ -177,6 +177,7 @@ class ContentAddressedToolResultStore(RepositoryToolResultStore):
         namespace: str = DEFAULT_NAMESPACE,
         compression_level: int = 3,
         inline_max: int = DEFAULT_INLINE_MAX,
+        learn: bool = True,
         durable: bool = False,
     ) -> None:
         """
@@ -186,6 +187,9 @@ class ContentAddressedToolResultStore(RepositoryToolResultStore):
         :param namespace: Whose results these are. Reads see only what was written in the same namespace; use one
             namespace per user or run to isolate them without storing shared content twice.
         :param compression_level: The zstd compression level, 1 (fastest) to 22 (smallest).
+        :param learn: Compress new content with what the store learned from what it holds: zstd dictionaries trained
+            per tool, and deltas against an earlier version of a result (docs/compression.md). False stores plain zstd
+            frames, as before; blobs stored either way are read either way.
         :param inline_max: Blobs whose compressed size is at most this many bytes are kept inside `index.db` instead
             of in a file of their own. `0` stores every blob as a file.
         :param durable: Fsync blob files and use SQLite's `synchronous=FULL`, so a write survives power loss. The
@@ -200,10 +204,11 @@ class ContentAddressedToolResultStore(RepositoryToolResultStore):
         self.root = Path(root)
         self.compression_level = compression_level
         self.inline_max = inline_max
+        self.learn = learn
         self.durable = durable
         super().__init__(
             repository=Repository.local(
-                self.root, compression_level=compression_level, inline_max=inline_max, durable=durable
+                self.root, compression_level=compression_level, inline_max=inline_max, durable=durable, learn=learn
             ),
             namespace=namespace,
         )
@@ -223,6 +228,7 @@ class ContentAddressedToolResultStore(RepositoryToolResultStore):
             namespace=self.namespace,
             compression_level=self.compression_level,
             inline_max=self.inline_max,
+            learn=self.learn,
             durable=self.durable,
         )
 
