@@ -277,7 +277,10 @@ class BlobStore:
         digest = learner.dictionary_of(tool)
         if digest is None:
             return None
-        return self._needed(digest, DICTIONARY, chain=1, quiet=True, guarded=False)
+        dictionary = self._needed(digest, DICTIONARY, chain=1, quiet=True, guarded=False)
+        if dictionary is None:
+            learner.adopt(tool, None)  # gone or damaged: plain frames until the next training
+        return dictionary
 
     def _index(self) -> AbstractContextManager[sqlite3.Connection]:
         if self._reading is None:

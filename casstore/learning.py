@@ -12,6 +12,7 @@ import random
 import re
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -266,3 +267,21 @@ def _anchors(data: bytes) -> tuple[int, int]:
 def _compressed(samples: list[bytes], dictionary: zstandard.ZstdCompressionDict) -> int:
     compressor = zstandard.ZstdCompressor(level=3, dict_data=dictionary, write_checksum=True, write_content_size=True)
     return sum(len(compressor.compress(sample)) for sample in samples)
+
+
+_LEARNERS: "weakref.WeakValueDictionary[str, Learner]" = weakref.WeakValueDictionary()
+_LEARNERS_LOCK = threading.Lock()
+
+
+def learner_for(place: str) -> Learner:
+    """
+    :param place: Where the store is (its root, or its index and bucket), as the repository describes it.
+    :returns: The learner of every repository object of this process on that store, while any is open: a base one
+        namespace's store wrote is found by another's, and a tool's samples add up. Other processes learn on their
+        own; what they share is the dictionaries, through the index.
+    """
+    with _LEARNERS_LOCK:
+        learner = _LEARNERS.get(place)
+        if learner is None:
+            learner = _LEARNERS[place] = Learner()
+        return learner

@@ -43,7 +43,7 @@ from casstore.frames import FrameCodec, content_digest
 from casstore.guard import OpenGuard
 from casstore.index import OffloadRecord
 from casstore.index_queries import HistoryMark, OffloadEntry, OffloadRow, WriteRow
-from casstore.learning import Learner, TrainingJob
+from casstore.learning import Learner, TrainingJob, learner_for
 from casstore.prepared import PreparedWrite
 from casstore.references import parse_reference
 
@@ -162,8 +162,8 @@ class Repository:
             codec=FrameCodec(compression_level=compression_level),
             inline_max=inline_max,
             file_access=self._guard,
-            reading=database.reading,
-            learner=Learner() if learn else None,
+            reading=self._index_for_blobs,
+            learner=learner_for(description) if learn else None,
         )
         # Engine primitives where a round trip costs more than a statement (PostgreSQL); the local SQLite index has
         # none and keeps its statements. A stored-writes statement trusts blob rows, so it needs a backend whose rows
@@ -210,6 +210,22 @@ class Repository:
         except self._database.failures as error:
             if isinstance(error, self._database.damage):
                 raise
+            raise self._engine_failed(error) from error
+
+    @contextmanager
+    def _index_for_blobs(self) -> Iterator[Any]:
+        """
+        The connection for the blob layer's own questions (the blob a learned frame needs), the engine's failures as
+        `StorageError` and a damaged index as `CorruptBlobError`, which is what they are to a read.
+        """
+        try:
+            with self._database.reading() as connection:
+                yield connection
+        except self._database.failures as error:
+            if isinstance(error, self._database.damage):
+                raise CorruptBlobError(
+                    f"Cannot look up a blob: the index is damaged ({error}). See 'Recovery' in the README."
+                ) from error
             raise self._engine_failed(error) from error
 
     def _engine_failed(self, error: Exception) -> StorageError:

@@ -1,0 +1,314 @@
+"""
+The learned encodings (docs/compression.md): trained dictionaries and deltas, on both backends, and the rules that
+keep them safe: what a kept blob needs is kept, a damaged dictionary or base is damage of every blob that needs it and
+never wrong bytes, and `learn=False` turns them off while everything stays readable.
+"""
+
+import random
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import zstandard
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from casstore import ContentAddressedToolResultStore, CorruptBlobError
+from casstore import learning as learning_module
+from casstore.learning import tool_of
+from casstore.maintenance import collect_garbage, verify
+from casstore.references import split_reference
+from casstore.store import RepositoryToolResultStore
+from tests.store_backends import Backend, make_backend
+
+TRAIN_AFTER = 24
+LONG_AGO = "2020-01-01 00:00:00.000"
+
+
+@pytest.fixture(autouse=True)
+def _train_early(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A tool's first dictionary after a few dozen results, so that a test need not write a hundred.
+    monkeypatch.setattr(learning_module, "TRAIN_AFTER", TRAIN_AFTER)
+
+
+@pytest.fixture(params=["local", "shared"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    made = make_backend(request.param, request, tmp_path)
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+def listing(version: int, *, seed: int = 0) -> str:
+    """A large text result (about 12 KB) that grows by one line per version, as a re-run test log does."""
+    rng = random.Random(seed)
+    lines = [
+        f"{rng.randrange(10**6):06d} src/module_{rng.randrange(500)}/file_{index}.py "
+        f"{rng.choice(['passed', 'failed', 'skipped'])} in {rng.random():.3f}s"
+        for index in range(220)
+    ]
+    return "\n".join(lines + [f"run {line}: one more failure" for line in range(version)])
+
+
+def record(number: int) -> str:
+    """A small JSON-like result of one tool: alike in shape, different in values."""
+    rng = random.Random(number)
+    return (
+        f'{{"path": "/work/src/pkg_{rng.randrange(40)}/mod_{number}.py", "size": {rng.randrange(99999)}, '
+        f'"mode": "-rw-r--r--", "owner": "agent", "modified": "2026-11-{rng.randrange(1, 30):02d}", '
+        f'"lines": {rng.randrange(2000)}, "language": "python", "status": "{rng.choice(["clean", "modified"])}"}}'
+    )
+
+
+def digest_of(reference: str) -> str:
+    return split_reference(reference)[0]
+
+
+def encodings(backend: Backend) -> dict[str, tuple[str, str | None]]:
+    """:returns: Each blob's `(encoding, needs)` from the documented view `blob_encodings`."""
+    return {row[0]: (row[1], row[2]) for row in backend.rows("SELECT digest, encoding, needs FROM blob_encodings")}
+
+
+def train_a_dictionary(store: RepositoryToolResultStore, *, tool: str = "stat", count: int = 3 * TRAIN_AFTER) -> dict:
+    """Write `count` small results of `tool`; returns reference -> content."""
+    written = {}
+    for number in range(count):
+        content = record(number if tool == "stat" else number + 10_000)
+        written[store.write(key=f"{number}_{tool}_call_{number:016x}.txt", content=content)] = content
+    return written
+
+
+# --- The encodings, on both backends ---------------------------------------------------------------------------------
+
+
+def test_a_near_copy_is_stored_as_a_delta_of_its_earlier_version(backend: Backend) -> None:
+    store = backend.open()
+    first = store.write(key="1_pytest_call_a.txt", content=listing(0))
+    second = store.write(key="2_pytest_call_b.txt", content=listing(3))
+    found = encodings(backend)
+    assert found[digest_of(first)] == ("plain", None)
+    assert found[digest_of(second)] == ("delta", digest_of(first))
+    sizes = dict(backend.rows("SELECT digest, stored_size FROM blobs"))
+    plain = len(zstandard.ZstdCompressor(level=3, write_checksum=True).compress(listing(3).encode()))
+    assert sizes[digest_of(second)] < 0.2 * plain
+    # Another store object (another host, another process) reads it back, verified, through its base.
+    other = backend.open()
+    assert other.read(second) == listing(3)
+    assert other.repository.blob_dependencies([digest_of(second)]) == {digest_of(first)}
+    assert verify(other).clean
+
+
+def test_small_results_of_a_tool_get_a_trained_dictionary(backend: Backend) -> None:
+    store = backend.open()
+    written = train_a_dictionary(store)
+    dictionaries = backend.rows(
+        "SELECT b.digest, d.tool, d.samples, d.active FROM dictionaries d JOIN blobs b ON b.id = d.blob_id"
+    )
+    assert [(tool, active) for _, tool, _, active in dictionaries] == [("stat.txt", 1)]
+    assert dictionaries[0][2] == TRAIN_AFTER
+    dictionary = dictionaries[0][0]
+    found = encodings(backend)
+    with_dictionary = [reference for reference in written if found[digest_of(reference)] == ("dictionary", dictionary)]
+    # Every result written after the training (and none before it) uses the dictionary.
+    assert len(with_dictionary) == len(written) - TRAIN_AFTER
+    other = backend.open()
+    for reference, content in written.items():
+        assert other.read(reference) == content
+    assert other.repository.blob_dependencies([digest_of(with_dictionary[0])]) == {dictionary}
+    report = verify(other)
+    assert report.clean and report.blobs_checked == len(written) + 1
+
+
+def test_learned_frames_are_kept_in_the_index_only(backend: Backend) -> None:
+    """A file or object holds plain frames only: its row and the frame it describes change in one transaction."""
+    store = backend.open(inline_max=600)
+    store.write(key="1_pytest_call_a.txt", content=listing(0))
+    delta = store.write(key="2_pytest_call_b.txt", content=listing(1))
+    train_a_dictionary(store)
+    learned = {digest for digest, (encoding, _) in encodings(backend).items() if encoding != "plain"}
+    assert digest_of(delta) in learned
+    stored_in = dict(backend.rows("SELECT digest, stored_in FROM blobs"))
+    assert {stored_in[digest] for digest in learned} == {"index"}
+    assert backend.stored_elsewhere in set(stored_in.values())
+
+
+def test_learn_false_stores_plain_frames_and_reads_learned_ones(backend: Backend) -> None:
+    learning = backend.open()
+    base = learning.write(key="1_pytest_call_a.txt", content=listing(0))
+    delta = learning.write(key="2_pytest_call_b.txt", content=listing(5))
+    written = train_a_dictionary(learning)
+    before = encodings(backend)
+    plain = backend.open(learn=False)
+    assert plain.read(delta) == listing(5) and plain.read(base) == listing(0)
+    for reference, content in written.items():
+        assert plain.read(reference) == content
+    new = plain.write(key="3_pytest_call_c.txt", content=listing(9))
+    more = train_a_dictionary(plain, tool="find", count=2 * TRAIN_AFTER)
+    after = encodings(backend)
+    assert after[digest_of(new)] == ("plain", None)
+    assert all(after[digest_of(reference)] == ("plain", None) for reference in more)
+    assert backend.count("dictionaries") == 1
+    assert {digest: after[digest] for digest in before} == before
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    edits=st.lists(
+        st.tuples(st.integers(0, 3), st.integers(0, 40), st.binary(min_size=0, max_size=30)), min_size=1, max_size=25
+    )
+)
+def test_whatever_is_written_reads_back_exactly(tmp_path_factory: pytest.TempPathFactory, edits: list) -> None:
+    """Versions of a few results edited at random, and small ones: every read is exact, in a reopened store too."""
+    root = tmp_path_factory.mktemp("learned")
+    versions = [listing(0, seed=seed).encode() for seed in range(4)]
+    written: dict[str, bytes] = {}
+    with ContentAddressedToolResultStore(root) as store:
+        for step, (which, position, inserted) in enumerate(edits):
+            data = versions[which]
+            cut = len(data) * position // 40
+            versions[which] = data[:cut] + inserted + data[cut:]
+            written[store.write(key=f"{step}_cat_call_{which}.bin", content=versions[which])] = versions[which]
+            small = record(step).encode() + inserted
+            written[store.write(key=f"{step}_stat_call_{step}.bin", content=small)] = small
+        for reference, content in written.items():
+            assert store.read(reference) == content
+    with ContentAddressedToolResultStore(root) as reopened:
+        for reference, content in written.items():
+            assert reopened.read(reference) == content
+        assert verify(reopened).clean
+
+
+def test_tool_names_come_from_haystack_keys() -> None:
+    assert tool_of("12_read_file_call_0123456789abcdef.txt") == "read_file.txt"
+    assert tool_of("3_search_toolu_01ABCdef_2.txt") == "search.txt"
+    assert tool_of("7_screenshot_call_ab_1.png") == "screenshot.png"
+    assert tool_of("notes.md") == ".md"
+    assert tool_of("no-extension") == "."
+
+
+# --- The rules that keep it safe --------------------------------------------------------------------------------------
+
+
+def _age_everything(backend: Backend) -> None:
+    backend.execute("UPDATE blobs SET last_seen = ?", (LONG_AGO,))
+
+
+def test_forgetting_the_namespace_that_wrote_a_base_keeps_it_while_a_delta_needs_it(backend: Backend) -> None:
+    alice, bob = backend.open(namespace="alice"), backend.open(namespace="bob")
+    base = alice.write(key="1_pytest_call_a.txt", content=listing(0))
+    delta = bob.write(key="1_pytest_call_b.txt", content=listing(2))
+    assert encodings(backend)[digest_of(delta)] == ("delta", digest_of(base))
+    _age_everything(backend)
+    report = collect_garbage(alice, namespace="alice", grace=timedelta(0))
+    assert report.writes_forgotten == 1 and report.blobs_deleted == 0
+    fresh = backend.open(namespace="bob")
+    assert fresh.read(delta) == listing(2)
+    assert verify(fresh).clean
+    # Once bob forgets too, the delta goes and then its base, in the same collection.
+    report = collect_garbage(fresh, namespace="bob", grace=timedelta(0))
+    assert report.blobs_deleted == 2 and backend.count("blobs") == 0 and backend.count("blob_dependencies") == 0
+
+
+def test_gc_keeps_the_dictionary_in_use_and_the_retired_one_while_blobs_need_it(backend: Backend) -> None:
+    store = backend.open(namespace="alice")
+    train_a_dictionary(store)
+    (dictionary,) = [row[0] for row in backend.rows("SELECT blob_id FROM dictionaries")]
+    backend.execute("UPDATE dictionaries SET active = 0")  # as when a better one replaced it
+    other = backend.open(namespace="bob")
+    kept = other.write(key="1_notes_call_x.txt", content="kept by bob")
+    _age_everything(backend)
+    # Alice's results go; her dictionary's dependents go with them, and then the dictionary, retired and unneeded.
+    collect_garbage(store, namespace="alice", grace=timedelta(0))
+    assert backend.rows("SELECT count(*) FROM blobs WHERE id = ?", (dictionary,)) == [(0,)]
+    assert backend.count("dictionaries") == 0
+    assert other.read(kept) == "kept by bob"
+    # A dictionary in use stays even when nothing needs it yet.
+    third = backend.open(namespace="carol")
+    train_a_dictionary(third, tool="find")
+    _age_everything(backend)
+    collect_garbage(third, namespace="carol", grace=timedelta(0))
+    assert backend.count("dictionaries") == 1
+    assert backend.rows("SELECT count(*) FROM blob_encodings WHERE encoding != 'plain'") == [(0,)]
+
+
+def _damage_frame(backend: Backend, digest: str) -> None:
+    """Replace a blob's frame in the index by a valid zstd frame of other content, as a damaged disk could leave."""
+    (size,) = backend.rows("SELECT size FROM blobs WHERE digest = ?", (digest,))[0]
+    forged = zstandard.ZstdCompressor(write_content_size=True).compress(bytes(size))
+    backend.execute(
+        "UPDATE blob_frames SET frame = ? WHERE blob_id = (SELECT id FROM blobs WHERE digest = ?)", (forged, digest)
+    )
+
+
+def test_a_damaged_dictionary_is_damage_of_every_blob_that_needs_it(backend: Backend) -> None:
+    store = backend.open()
+    written = train_a_dictionary(store)
+    (dictionary,) = [
+        row[0]
+        for row in backend.rows(
+            "SELECT digest FROM blob_encodings WHERE needs IS NULL AND digest IN (SELECT needs FROM blob_encodings)"
+        )
+    ]
+    dependents = {digest for digest, (_, needs) in encodings(backend).items() if needs == dictionary}
+    _damage_frame(backend, dictionary)
+    fresh = backend.open()  # nothing cached: what is read comes from the index
+    for reference in written:
+        if digest_of(reference) in dependents:
+            with pytest.raises(CorruptBlobError, match=dictionary):
+                fresh.read(reference)
+        else:
+            assert fresh.read(reference) == written[reference]
+    report = verify(fresh)
+    assert {digest for digest, _ in report.corrupt} == dependents | {dictionary}
+    # The store that trained it still holds it verified in memory: it reads right, and its verify sees the damage.
+    assert {digest for digest, _ in verify(store).corrupt} == dependents | {dictionary}
+
+
+def test_a_damaged_or_forged_base_never_gives_wrong_bytes(backend: Backend) -> None:
+    store = backend.open()
+    base = store.write(key="1_pytest_call_a.txt", content=listing(0))
+    other = store.write(key="1_pytest_call_z.txt", content=listing(0, seed=9))
+    delta = store.write(key="2_pytest_call_b.txt", content=listing(4))
+    assert encodings(backend)[digest_of(delta)] == ("delta", digest_of(base))
+    # The delta's row made to name another base: decoding against it cannot give the content's digest.
+    backend.execute(
+        "UPDATE blob_dependencies SET needs_id = (SELECT id FROM blobs WHERE digest = ?)", (digest_of(other),)
+    )
+    with pytest.raises(CorruptBlobError):
+        backend.open().read(delta)
+    # A cycle (the base made a delta of its own delta) is refused, not followed for ever.
+    backend.execute(
+        "UPDATE blob_dependencies SET needs_id = (SELECT id FROM blobs WHERE digest = ?)", (digest_of(base),)
+    )
+    base_id, delta_id = (
+        backend.rows("SELECT id FROM blobs WHERE digest = ?", (digest,))[0][0]
+        for digest in (digest_of(base), digest_of(delta))
+    )
+    backend.execute(
+        "INSERT INTO blob_dependencies (blob_id, needs_id, encoding) VALUES (?, ?, 'delta')", (base_id, delta_id)
+    )
+    with pytest.raises(CorruptBlobError):
+        backend.open().read(delta)
+    backend.execute("DELETE FROM blob_dependencies WHERE blob_id = ?", (base_id,))
+    assert backend.open().read(delta) == listing(4)
+    # The base itself damaged: its delta is damaged too, for reads and for verify.
+    _damage_frame(backend, digest_of(base))
+    with pytest.raises(CorruptBlobError, match=digest_of(base)):
+        backend.open().read(delta)
+    report = verify(backend.open())
+    assert {digest for digest, _ in report.corrupt} == {digest_of(base), digest_of(delta)}
+
+
+def test_a_base_collected_meanwhile_makes_the_write_store_plain(backend: Backend) -> None:
+    """A write whose base gc took after it was chosen stores its content plain, never a delta of nothing."""
+    store = backend.open(namespace="alice")
+    store.write(key="1_pytest_call_a.txt", content=listing(0))
+    _age_everything(backend)
+    collect_garbage(backend.open(), namespace="alice", grace=timedelta(0))
+    assert backend.count("blobs") == 0
+    # `store` still remembers the base as a candidate, and has its content cached: the write must not use it.
+    again = store.write(key="2_pytest_call_b.txt", content=listing(1))
+    assert encodings(backend)[digest_of(again)] == ("plain", None)
+    assert backend.open(namespace="alice").read(again) == listing(1)
