@@ -645,14 +645,6 @@ class BlobStore:
             found |= needed
         return found
 
-    def broken_dependencies(self, connection: sqlite3.Connection) -> list[str]:
-        """:returns: Digests of blobs whose `blob_dependencies` row names a blob that has no row (damage)."""
-        rows = connection.execute(
-            "SELECT b.digest FROM blob_dependencies d JOIN blobs b ON b.id = d.blob_id "
-            "WHERE NOT EXISTS (SELECT 1 FROM blobs n WHERE n.id = d.needs_id) ORDER BY b.digest"
-        )
-        return [row[0] for row in rows]
-
     def encodings(self, connection: sqlite3.Connection) -> dict[str, int]:
         """:returns: How many blobs have each encoding (`plain`, `dictionary`, `delta`), and `dictionaries` kept."""
         counts = {PLAIN: 0, DICTIONARY: 0, DELTA: 0}

@@ -4,7 +4,14 @@ keep them safe: what a kept blob needs is kept, a damaged dictionary or base is 
 never wrong bytes, and `learn=False` turns them off while everything stays readable.
 """
 
+import contextlib
 import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -20,6 +27,7 @@ from casstore.learning import tool_of
 from casstore.maintenance import collect_garbage, verify
 from casstore.references import split_reference
 from casstore.store import RepositoryToolResultStore
+from tests.learned_crash_child import content_for
 from tests.store_backends import Backend, make_backend
 
 TRAIN_AFTER = 24
@@ -292,6 +300,14 @@ def test_a_damaged_or_forged_base_never_gives_wrong_bytes(backend: Backend) -> N
     with pytest.raises(CorruptBlobError):
         backend.open().read(delta)
     backend.execute("DELETE FROM blob_dependencies WHERE blob_id = ?", (base_id,))
+    # A row naming a blob that has no row at all: the delta cannot be decoded, and verify says so.
+    backend.execute("UPDATE blob_dependencies SET needs_id = ?", (10**9,))
+    with pytest.raises(CorruptBlobError, match="no row"):
+        backend.open().read(delta)
+    assert [digest for digest, _ in verify(backend.open()).corrupt] == [digest_of(delta)]
+    backend.execute(
+        "UPDATE blob_dependencies SET needs_id = (SELECT id FROM blobs WHERE digest = ?)", (digest_of(base),)
+    )
     assert backend.open().read(delta) == listing(4)
     # The base itself damaged: its delta is damaged too, for reads and for verify.
     _damage_frame(backend, digest_of(base))
@@ -312,3 +328,130 @@ def test_a_base_collected_meanwhile_makes_the_write_store_plain(backend: Backend
     again = store.write(key="2_pytest_call_b.txt", content=listing(1))
     assert encodings(backend)[digest_of(again)] == ("plain", None)
     assert backend.open(namespace="alice").read(again) == listing(1)
+
+
+# --- Kills (SIGKILL, in real subprocesses) ----------------------------------------------------------------------------
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+
+
+def _run_until_stalled(root: Path, mode: str, at: int, tmp_path: Path) -> list[tuple[int, str]]:
+    """Start the child, wait (bounded) until it reaches the stalled step, SIGKILL it, and return what it reported."""
+    marker = tmp_path / f"marker-{mode}-{at}"
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.learned_crash_child", str(root), mode, str(marker), str(at)],
+        cwd=REPOSITORY,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not marker.exists():
+            assert child.poll() is None, f"the {mode} child ended before its stalled step"
+            assert time.monotonic() < deadline, f"the {mode} child never reached its stalled step"
+            time.sleep(0.02)
+        child.send_signal(signal.SIGKILL)
+        output, _ = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == -signal.SIGKILL
+    return [(int(number), reference) for number, reference in (line.split("\t") for line in output.splitlines())]
+
+
+@pytest.mark.parametrize(
+    ("mode", "at"),
+    [("training", 1), ("training", 2), ("storing-dictionary", 1), ("delta", 1), ("delta", 7)],
+)
+def test_a_kill_while_learning_or_writing_a_delta_loses_nothing_reported(
+    mode: str, at: int, store_root: Path, tmp_path: Path
+) -> None:
+    reported = _run_until_stalled(store_root, mode, at, tmp_path)
+    assert reported, "the child reported no write before its stalled step"
+    with ContentAddressedToolResultStore(store_root, namespace="writer") as store:
+        for number, reference in reported:
+            assert store.read(reference) == content_for(number)
+        report = verify(store)
+        assert report.ok, report
+        learned = store.repository.encoding_counts()
+    if mode == "delta":
+        assert learned["delta"] >= at - 1  # the stalled one was never committed; those before it were
+    # A write after the kill goes on, and learns again.
+    with ContentAddressedToolResultStore(store_root, namespace="writer") as store:
+        for number in range(len(reported), len(reported) + 4 * TRAIN_AFTER):
+            reference = store.write(
+                key=f"{number}_tool{number % 2}_call_{number:016x}.txt", content=content_for(number)
+            )
+            assert store.read(reference) == content_for(number)
+        assert verify(store).ok
+        assert store.repository.encoding_counts()["dictionary"] > 0
+
+
+@pytest.mark.parametrize("at", [1, 3, 40])
+def test_a_kill_during_gc_leaves_every_needed_base_and_dictionary(at: int, store_root: Path, tmp_path: Path) -> None:
+    """Bob's deltas and dictionary-encoded results need Alice's blobs; gc forgetting Alice is killed inside."""
+    written: dict[str, str] = {}
+    with ContentAddressedToolResultStore(store_root, namespace="alice") as alice:
+        for number in range(0, 3 * TRAIN_AFTER):
+            alice.write(key=f"{number}_tool{number % 2}_call_{number:016x}.txt", content=content_for(number))
+        for number in range(1000, 1040):
+            alice.write(key=f"{number}_junk_call_x.txt", content=f"alice alone {number}" * 50)
+        with ContentAddressedToolResultStore(store_root, namespace="bob") as bob:
+            for number in range(3 * TRAIN_AFTER, 5 * TRAIN_AFTER):
+                content = content_for(number)
+                written[bob.write(key=f"{number}_tool{number % 2}_call_{number:016x}.txt", content=content)] = content
+            counts = bob.repository.encoding_counts()
+    assert counts["delta"] > 0 and counts["dictionary"] > 0
+    with contextlib.closing(sqlite3.connect(store_root / "index.db")) as connection, connection:
+        connection.execute("UPDATE blobs SET last_seen = ?", (LONG_AGO,))
+    _run_until_stalled(store_root, "gc", at, tmp_path)
+    with ContentAddressedToolResultStore(store_root, namespace="bob") as bob:
+        for reference, content in written.items():
+            assert bob.read(reference) == content
+        assert verify(bob).ok
+        # A gc that runs to its end keeps them too.
+        collect_garbage(bob, namespace="alice", grace=timedelta(0))
+        for reference, content in written.items():
+            assert bob.read(reference) == content
+        assert verify(bob).clean
+
+
+# --- Upgrading in place -----------------------------------------------------------------------------------------------
+
+
+def test_an_old_index_upgrades_in_place_and_learns_from_then_on(store_root: Path) -> None:
+    """The checked-in index of the first schema (tests/data/index-v1): its blobs stay plain and readable."""
+    source = REPOSITORY / "tests" / "data" / "index-v1"
+    shutil.copytree(source, store_root, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    with contextlib.closing(sqlite3.connect(store_root / "index.db")) as connection:
+        old = connection.execute("SELECT namespace, reference FROM writes ORDER BY id").fetchall()
+        old_digests = {row[0] for row in connection.execute("SELECT digest FROM blobs")}
+    stores = {
+        namespace: ContentAddressedToolResultStore(store_root, namespace=namespace) for namespace in ("alice", "bob")
+    }
+    try:
+        before = {reference: stores[namespace].read(reference) for namespace, reference in old}
+        assert "0008_learned_encodings" in _applied(store_root)
+        base = stores["alice"].write(key="9_pytest_call_a.txt", content=listing(0))
+        delta = stores["alice"].write(key="9_pytest_call_b.txt", content=listing(2))
+        written = train_a_dictionary(stores["bob"])
+        for namespace, reference in old:
+            assert stores[namespace].read(reference) == before[reference]
+        assert stores["alice"].read(delta) == listing(2)
+        for reference, content in written.items():
+            assert stores["bob"].read(reference) == content
+        assert verify(stores["alice"]).clean
+    finally:
+        for store in stores.values():
+            store.close()
+    with contextlib.closing(sqlite3.connect(store_root / "index.db")) as connection:
+        rows = dict(connection.execute("SELECT digest, encoding FROM blob_encodings").fetchall())
+    assert {rows[digest] for digest in old_digests} == {"plain"}
+    assert rows[digest_of(delta)] == "delta" and rows[digest_of(base)] == "plain"
+    assert "dictionary" in set(rows.values())
+
+
+def _applied(root: Path) -> list[str]:
+    with contextlib.closing(sqlite3.connect(root / "index.db")) as connection:
+        return [row[0] for row in connection.execute("SELECT name FROM _sqlite_migrations ORDER BY applied_at")]
