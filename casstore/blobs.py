@@ -58,6 +58,13 @@ _READABLE_SQL = (
     "reference = ?"
 )
 _LOCATE_SQL = "SELECT size, stored_in, frame, encoding, needs FROM blob_locations WHERE digest = ?"
+# A learned frame is recorded only for content that has no row yet (see `_needed_id`).
+_PUT_NEW_SQL = f"""
+    INSERT INTO blobs (digest, size, stored_size, stored_in, first_seen, last_seen)
+    VALUES (?, ?, ?, ?, {NOW_SQL}, {NOW_SQL})
+    ON CONFLICT (digest) DO NOTHING
+    RETURNING id
+"""
 _SET_DEPENDENCY_SQL = (
     "INSERT INTO blob_dependencies (blob_id, needs_id, encoding) VALUES (?, ?, ?) "
     "ON CONFLICT (blob_id) DO UPDATE SET needs_id = excluded.needs_id, encoding = excluded.encoding"
@@ -75,6 +82,9 @@ _COLLECTABLE = (
     "AND NOT EXISTS (SELECT 1 FROM blob_dependencies WHERE needs_id = blobs.id) "
     "AND NOT EXISTS (SELECT 1 FROM dictionaries WHERE blob_id = blobs.id AND active = 1)"
 )
+# A delta of at most this share of its content's size is kept without comparing it with a plain frame (which would
+# have to compress the content more than 20-fold to be smaller than the delta by DELTA_KEEP_BELOW).
+_SURELY_SMALLER = 0.035
 # How many blobs a read may go through to decode one (a delta's base, a dictionary): more means a damaged index.
 _MAX_CHAIN = 8
 # Bytes of verified dictionaries and bases kept in memory for the next write or read that needs them.
@@ -154,16 +164,25 @@ class _ContentCache:
             return item[1]
 
     def put(self, kind: str, digest: str, value: object, size: int) -> None:
+        with self._lock:
+            if (kind, digest) not in self._items:
+                self._store(kind, digest, value, size)
+
+    def replace(self, kind: str, digest: str, value: object, size: int) -> None:
+        with self._lock:
+            old = self._items.pop((kind, digest), None)
+            if old is not None:
+                self._bytes -= old[0]
+            self._store(kind, digest, value, size)
+
+    def _store(self, kind: str, digest: str, value: object, size: int) -> None:
         if size > self._limit // 4:
             return
-        with self._lock:
-            if (kind, digest) in self._items:
-                return
-            self._items[(kind, digest)] = (size, value)
-            self._bytes += size
-            while self._bytes > self._limit:
-                _, (dropped, _) = self._items.popitem(last=False)
-                self._bytes -= dropped
+        self._items[(kind, digest)] = (size, value)
+        self._bytes += size
+        while self._bytes > self._limit:
+            _, (dropped, _) = self._items.popitem(last=False)
+            self._bytes -= dropped
 
 
 class BlobStore:
@@ -228,42 +247,51 @@ class BlobStore:
         :param plain: Make a plain frame whatever the learner knows (`put` refused a learned one).
         :returns: The staged blob, for `put`.
         """
-        frame = self._codec.encode(data)
         if self.learner is not None and key is not None and not plain:
-            learned = self._learned(digest, data, key, frame)
+            learned, frame = self._learned(digest, data, key)
             if learned is not None:
                 return learned
+        else:
+            frame = self._codec.encode(data)
         in_index = len(frame) <= self._inline_max
         if not in_index:
             frame = self._keep_elsewhere(digest, len(data), frame)
         return StagedBlob(digest=digest, size=len(data), frame=frame, in_index=in_index)
 
-    def _learned(self, digest: str, data: bytes, key: str, plain: bytes) -> StagedBlob | None:
-        # The learned encodings' choice: a delta if a base is found and the delta is clearly smaller, else the tool's
-        # dictionary if the result is small and it helps; a learned frame must fit in the index.
+    def _learned(self, digest: str, data: bytes, key: str) -> tuple[StagedBlob | None, bytes]:
+        # The learned encodings' choice: a delta if a base is found and the delta is clearly smaller than the plain
+        # frame, else the tool's dictionary if the result is small (a trained dictionary is not worse than none on the
+        # kind of result it was trained on, so the plain frame is not made to compare); a learned frame must fit in
+        # the index. Returns the learned blob, if any, else None and the plain frame.
         learner = self.learner
         assert learner is not None
         tool = tool_of(key)
         chosen: StagedBlob | None = None
+        plain = b""
         depth = 0
         candidate = learner.base_for(data)
         if candidate is not None and candidate.digest != digest:
             base = self._needed(candidate.digest, DELTA, chain=1, quiet=True, guarded=False)
             if base is not None:
                 delta = self._codec.encode(data, dictionary=base)
-                if len(delta) <= self._inline_max and len(delta) < DELTA_KEEP_BELOW * len(plain):
+                # A delta this small beats any plain frame of ordinary content by far: the plain one is not made.
+                if len(delta) > _SURELY_SMALLER * len(data):
+                    plain = self._codec.encode(data)
+                if len(delta) <= self._inline_max and (not plain or len(delta) < DELTA_KEEP_BELOW * len(plain)):
                     chosen = StagedBlob(digest, len(data), delta, True, DELTA, candidate.digest)
                     depth = candidate.depth + 1
         if chosen is None and len(data) <= DICTIONARY_MAX_SIZE:
             dictionary = self._dictionary_for(tool)
             if dictionary is not None:
                 frame = self._codec.encode(data, dictionary=dictionary)
-                if len(frame) < len(plain) and len(frame) <= self._inline_max:
+                if len(frame) <= self._inline_max and (not plain or len(frame) < len(plain)):
                     chosen = StagedBlob(digest, len(data), frame, True, DICTIONARY, dictionary.digest)
         learner.stored(tool=tool, digest=digest, data=data, depth=depth)
-        if depth == 0:
+        if depth == 0 and learner.may_be_base(data):
             self._cache.put(DELTA, digest, data, len(data))  # the likeliest base of the next version
-        return chosen
+        if chosen is None and not plain:
+            plain = self._codec.encode(data)
+        return chosen, plain
 
     def _dictionary_for(self, tool: str) -> FrameDictionary | None:
         learner = self.learner
@@ -305,6 +333,7 @@ class BlobStore:
         cached = None if fresh else self._cache.get(encoding, digest)
         if isinstance(cached, FrameDictionary):
             return cached
+        level = self._codec.compression_level
         try:
             if isinstance(cached, bytes):
                 content = cached
@@ -319,14 +348,16 @@ class BlobStore:
                     location = self.locate(connection, digest)
                 content = self._load(location, guarded=guarded, chain=chain, fresh=fresh)
             if encoding == DICTIONARY:
-                needed = FrameDictionary.trained(digest, content)
+                needed = FrameDictionary.trained(digest, content, level=level)
             else:
                 needed = FrameDictionary.base(digest, content)
         except (CorruptBlobError, StorageError):
             if quiet:
                 return None
             raise
-        self._cache.put(encoding, digest, needed if encoding == DICTIONARY else content, len(content))
+        # Kept as zstd takes it, so that the next read through it does not load it again (twice its bytes, as zstd
+        # keeps a copy for decompressing).
+        self._cache.replace(encoding, digest, needed, 2 * len(content))
         return needed
 
     def record_dictionary(self, work: UnitOfWork, digest: str, *, tool: str, samples: int, sample_bytes: int) -> None:
@@ -397,13 +428,20 @@ class BlobStore:
         checked_at = self._hints.now()
         connection = work.connection
         needs_id = None
-        if staged.needs is not None:
-            needs_id = self._needed_id(work, staged)
         stored_in = _STORED_IN_INDEX if staged.in_index else self._stored_elsewhere
-        (blob_id,) = connection.execute(
-            _PUT_SQL if seen is None else _IMPORT_SQL,
-            (staged.digest, staged.size, len(staged.frame), stored_in, *(seen or ())),
-        ).fetchone()
+        if staged.needs is not None and seen is None:
+            needs_id = self._needed_id(work, staged)
+            row = connection.execute(
+                _PUT_NEW_SQL, (staged.digest, staged.size, len(staged.frame), stored_in)
+            ).fetchone()
+            if row is None:
+                raise LearnedFrameRefused(staged.digest)
+            (blob_id,) = row
+        else:
+            (blob_id,) = connection.execute(
+                _PUT_SQL if seen is None else _IMPORT_SQL,
+                (staged.digest, staged.size, len(staged.frame), stored_in, *(seen or ())),
+            ).fetchone()
         if needs_id is None:
             connection.execute("DELETE FROM blob_dependencies WHERE blob_id = ?", (blob_id,))
         else:
@@ -420,11 +458,10 @@ class BlobStore:
         work.on_commit(partial(self._hints.remember, staged.digest, current_at=checked_at, in_index=stays))
 
     def _needed_id(self, work: UnitOfWork, staged: StagedBlob) -> int:
-        # Under the write lock: the needed blob is there (gc deletes only under it, and never a needed blob), and the
-        # content has no row yet. Every dependency thus points from a newer row to an older one: no cycle can form.
+        # Under the write lock: the needed blob is there (gc deletes only under it, and never a needed blob), and
+        # (`_PUT_NEW_SQL`, next) the content has no row yet. Every dependency thus points from a newer row to an older
+        # one: no cycle can form.
         connection = work.connection
-        if connection.execute("SELECT 1 FROM blobs WHERE digest = ?", (staged.digest,)).fetchone() is not None:
-            raise LearnedFrameRefused(staged.digest)
         row = connection.execute("SELECT id, stored_in FROM blobs WHERE digest = ?", (staged.needs,)).fetchone()
         if row is None:
             raise LearnedFrameRefused(staged.digest)

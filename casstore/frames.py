@@ -49,15 +49,17 @@ class FrameDictionary:
     zstd: zstandard.ZstdCompressionDict
 
     @classmethod
-    def trained(cls, digest: str, content: bytes) -> "FrameDictionary":
+    def trained(cls, digest: str, content: bytes, *, level: int = 3) -> "FrameDictionary":
         """
         :param digest: The dictionary blob's digest (`content_digest(content)`).
         :param content: A zstd dictionary as `zstandard.train_dictionary` makes it.
+        :param level: The level frames are compressed at with it: its tables are computed once, for that level
+            (without them, zstd would load the dictionary again for every frame).
         :raises CorruptBlobError: If `content` is not a zstd dictionary.
         """
         try:
             dictionary = zstandard.ZstdCompressionDict(content, dict_type=zstandard.DICT_TYPE_FULLDICT)
-            dictionary.dict_id()
+            dictionary.precompute_compress(level=level)
         except zstandard.ZstdError as error:  # pragma: no cover - content whose digest matched is what was trained
             raise CorruptBlobError(f"Blob {digest} is not a zstd dictionary ({error}).", digest=digest) from error
         return cls(digest, DICTIONARY, dictionary)

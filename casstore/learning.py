@@ -158,6 +158,11 @@ class Learner:
                 while len(self._anchors) > MAX_ANCHORS:
                     self._anchors.popitem(last=False)
 
+    @staticmethod
+    def may_be_base(data: bytes) -> bool:
+        """:returns: Whether `data` is of a size a later result may be a delta against."""
+        return MIN_DELTA_SIZE <= len(data) <= MAX_BASE_SIZE
+
     # Dictionaries.
 
     def dictionary_of(self, tool: str) -> str | None:

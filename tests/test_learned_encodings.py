@@ -79,7 +79,9 @@ def encodings(backend: Backend) -> dict[str, tuple[str, str | None]]:
     return {row[0]: (row[1], row[2]) for row in backend.rows("SELECT digest, encoding, needs FROM blob_encodings")}
 
 
-def train_a_dictionary(store: RepositoryToolResultStore, *, tool: str = "stat", count: int = 3 * TRAIN_AFTER) -> dict:
+def train_a_dictionary(
+    store: RepositoryToolResultStore, *, tool: str = "stat", count: int = 3 * TRAIN_AFTER
+) -> dict[str, str]:
     """Write `count` small results of `tool`; returns reference -> content."""
     written = {}
     for number in range(count):
@@ -167,7 +169,9 @@ def test_learn_false_stores_plain_frames_and_reads_learned_ones(backend: Backend
         st.tuples(st.integers(0, 3), st.integers(0, 40), st.binary(min_size=0, max_size=30)), min_size=1, max_size=25
     )
 )
-def test_whatever_is_written_reads_back_exactly(tmp_path_factory: pytest.TempPathFactory, edits: list) -> None:
+def test_whatever_is_written_reads_back_exactly(
+    tmp_path_factory: pytest.TempPathFactory, edits: list[tuple[int, int, bytes]]
+) -> None:
     """Versions of a few results edited at random, and small ones: every read is exact, in a reopened store too."""
     root = tmp_path_factory.mktemp("learned")
     versions = [listing(0, seed=seed).encode() for seed in range(4)]
