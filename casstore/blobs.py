@@ -269,7 +269,8 @@ class BlobStore:
         chosen: StagedBlob | None = None
         plain = b""
         depth = 0
-        candidate = learner.base_for(data)
+        anchors = learner.anchors(data)
+        candidate = learner.base_for(anchors)
         if candidate is not None and candidate.digest != digest:
             base = self._needed(candidate.digest, DELTA, chain=1, quiet=True, guarded=False)
             if base is not None:
@@ -286,8 +287,8 @@ class BlobStore:
                 frame = self._codec.encode(data, dictionary=dictionary)
                 if len(frame) <= self._inline_max and (not plain or len(frame) < len(plain)):
                     chosen = StagedBlob(digest, len(data), frame, True, DICTIONARY, dictionary.digest)
-        learner.stored(tool=tool, digest=digest, data=data, depth=depth)
-        if depth == 0 and learner.may_be_base(data):
+        learner.stored(tool=tool, digest=digest, data=data, depth=depth, anchors=anchors)
+        if depth == 0 and anchors is not None:
             self._cache.put(DELTA, digest, data, len(data))  # the likeliest base of the next version
         if chosen is None and not plain:
             plain = self._codec.encode(data)

@@ -9,10 +9,10 @@ any transaction (docs/compression.md says when and why). Every figure below was 
 """
 
 import random
-import re
 import threading
 import time
 import weakref
+import zlib
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -49,11 +49,13 @@ MAX_TOOLS = 64
 # COVER's parameters, fixed: its search over them takes several times as long for a few percent (measured).
 _COVER_K = 200
 _COVER_D = 8
+_TAIL = 1 << 32
 # zstd reserves dictionary ids below 32768.
 _FIRST_DICTIONARY_ID = 32768
 
-_STEP_PREFIX = re.compile(r"^\d+_")
-_CALL_ID = re.compile(r"_(?:call|toolu|fc|tool|chatcmpl)[_-]?[0-9A-Za-z]*(?:_\d+)?$")
+# Where the call id starts in a Haystack key's stem, after the tool name: OpenAI's, Anthropic's, and the hook's own
+# `call{index}` when a tool call has no id.
+_CALL_ID_MARKERS = ("_call", "_toolu_", "_fc_", "_chatcmpl")
 
 
 def tool_of(key: str) -> str:
@@ -67,12 +69,18 @@ def tool_of(key: str) -> str:
     :param key: The key a write was made with.
     :returns: The group's name, at most 100 characters.
     """
+    # String methods, not a regular expression: this runs on every new write.
     stem, dot, extension = key.rpartition(".")
     if not dot or len(extension) > 10:
         stem, extension = key, ""
-    if not _STEP_PREFIX.match(stem):
+    step, underscore, tool = stem.partition("_")
+    if not underscore or not step.isdigit() or not step.isascii():
         return f".{extension}"[:100]
-    tool = _CALL_ID.sub("", _STEP_PREFIX.sub("", stem, count=1))
+    for marker in _CALL_ID_MARKERS:
+        cut = tool.rfind(marker)
+        if cut > 0:
+            tool = tool[:cut]
+            break
     return f"{tool}.{extension}"[:100]
 
 
@@ -122,7 +130,7 @@ class Learner:
         self._lock = threading.Lock()
         self._tools: dict[str, _Tool] = {}
         self._sample_bytes = 0
-        # Anchors by their hash (a collision only costs a delta that is tried and not kept).
+        # Anchors by their CRC (see `anchors`).
         self._anchors: OrderedDict[int, BaseCandidate] = OrderedDict()
         # Figures for the benchmark: how often training ran and how long it took.
         self.trainings = 0
@@ -130,38 +138,41 @@ class Learner:
 
     # Deltas.
 
-    def base_for(self, data: bytes) -> BaseCandidate | None:
-        """:returns: The latest stored result with the same first (else last) `ANCHOR_BYTES` as `data`, if any."""
+    @staticmethod
+    def anchors(data: bytes) -> tuple[int, int] | None:
+        """:returns: What finds a base for `data`, or a later result's base in it: its head and tail, hashed."""
         if not MIN_DELTA_SIZE <= len(data) <= MAX_BASE_SIZE:
             return None
-        with self._lock:
-            for anchor in _anchors(data):
-                found = self._anchors.get(anchor)
-                if found is not None:
-                    return found
-        return None
+        # CRC-32 in C costs a fraction of Python's own hash of the slice; heads and tails get keys of their own. A
+        # collision only costs a delta that is tried and not kept.
+        return zlib.crc32(data[:ANCHOR_BYTES]), _TAIL | zlib.crc32(data[-ANCHOR_BYTES:])
 
-    def stored(self, *, tool: str, digest: str, data: bytes, depth: int) -> None:
+    def base_for(self, anchors: tuple[int, int] | None) -> BaseCandidate | None:
+        """:returns: The latest stored result with the same first (else last) `ANCHOR_BYTES`, if any."""
+        if anchors is None:
+            return None
+        with self._lock:
+            found = self._anchors.get(anchors[0])
+            return found if found is not None else self._anchors.get(anchors[1])
+
+    def stored(self, *, tool: str, digest: str, data: bytes, depth: int, anchors: tuple[int, int] | None) -> None:
         """
         Note a result just stored: a sample for its tool's dictionary if small, a base for later deltas if it may be.
 
         :param depth: How many deltas reading it goes through (0: it is no delta).
+        :param anchors: `anchors(data)`.
         """
         with self._lock:
             if len(data) <= DICTIONARY_MAX_SIZE:
                 self._sample(tool, data)
-            if depth < MAX_DELTA_DEPTH and MIN_DELTA_SIZE <= len(data) <= MAX_BASE_SIZE:
+            if depth < MAX_DELTA_DEPTH and anchors is not None:
                 candidate = BaseCandidate(digest, depth)
-                for anchor in _anchors(data):
-                    self._anchors[anchor] = candidate
-                    self._anchors.move_to_end(anchor)
-                while len(self._anchors) > MAX_ANCHORS:
-                    self._anchors.popitem(last=False)
-
-    @staticmethod
-    def may_be_base(data: bytes) -> bool:
-        """:returns: Whether `data` is of a size a later result may be a delta against."""
-        return MIN_DELTA_SIZE <= len(data) <= MAX_BASE_SIZE
+                table = self._anchors
+                for anchor in anchors:
+                    table[anchor] = candidate
+                    table.move_to_end(anchor)
+                while len(table) > MAX_ANCHORS:
+                    table.popitem(last=False)
 
     # Dictionaries.
 
@@ -255,6 +266,12 @@ class Learner:
         entry.samples.append(data)
         entry.sample_bytes += len(data)
         self._sample_bytes += len(data)
+        if (
+            entry.sample_bytes <= MAX_SAMPLE_BYTES_PER_TOOL
+            and len(entry.samples) <= MAX_SAMPLES
+            and self._sample_bytes <= MAX_SAMPLE_BYTES
+        ):
+            return
         while entry.samples and (
             entry.sample_bytes > MAX_SAMPLE_BYTES_PER_TOOL
             or len(entry.samples) > MAX_SAMPLES
@@ -263,10 +280,6 @@ class Learner:
             dropped = entry.samples.pop(0)
             entry.sample_bytes -= len(dropped)
             self._sample_bytes -= len(dropped)
-
-
-def _anchors(data: bytes) -> tuple[int, int]:
-    return hash(b"h" + data[:ANCHOR_BYTES]), hash(b"t" + data[-ANCHOR_BYTES:])
 
 
 def _compressed(samples: list[bytes], dictionary: zstandard.ZstdCompressionDict) -> int:

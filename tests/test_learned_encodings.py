@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from casstore import ContentAddressedToolResultStore, CorruptBlobError
 from casstore import learning as learning_module
+from casstore.frames import FrameCodec, FrameDictionary, content_digest
 from casstore.learning import tool_of
 from casstore.maintenance import collect_garbage, verify
 from casstore.references import split_reference
@@ -459,3 +460,30 @@ def test_an_old_index_upgrades_in_place_and_learns_from_then_on(store_root: Path
 def _applied(root: Path) -> list[str]:
     with contextlib.closing(sqlite3.connect(root / "index.db")) as connection:
         return [row[0] for row in connection.execute("SELECT name FROM _sqlite_migrations ORDER BY applied_at")]
+
+
+# --- The frames, on their own -----------------------------------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(base=st.binary(max_size=5000), data=st.binary(max_size=5000), other=st.binary(max_size=5000))
+def test_a_delta_frame_decodes_with_its_base_and_never_to_wrong_bytes_with_another(
+    base: bytes, data: bytes, other: bytes
+) -> None:
+    codec = FrameCodec(compression_level=3)
+    digest = content_digest(data)
+    frame = codec.encode(data, dictionary=FrameDictionary.base(content_digest(base), base))
+    assert codec.decode(digest, len(data), frame, dictionary=FrameDictionary.base(content_digest(base), base)) == data
+    for wrong in (FrameDictionary.base(content_digest(other), other), None):
+        try:
+            decoded = codec.decode(digest, len(data), frame, dictionary=wrong)
+        except CorruptBlobError:
+            continue
+        assert decoded == data  # possible only when the frame did not use the base at all
+
+
+@settings(max_examples=200, deadline=None)
+@given(key=st.text(max_size=300))
+def test_any_key_has_a_tool_group(key: str) -> None:
+    tool = tool_of(key)
+    assert isinstance(tool, str) and len(tool) <= 100 and tool == tool_of(key)
