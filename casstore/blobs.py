@@ -30,6 +30,7 @@ from datetime import timedelta
 from functools import partial
 from typing import Protocol
 
+from casstore import forks
 from casstore.blob_files import BlobFile, UnsafeBlobPathError
 from casstore.blob_hints import LAST_SEEN_RESOLUTION, BlobHints
 from casstore.database import NOW_SQL, SHIFTED_NOW_SQL, UnitOfWork, ago
@@ -154,8 +155,16 @@ class _ContentCache:
         self._bytes = 0
         self._items: OrderedDict[tuple[str, str], tuple[int, object]] = OrderedDict()
         self._lock = threading.Lock()
+        self._generation = forks.generation
+
+    def _after_fork(self) -> None:
+        # The lock may have been held by a thread the child does not have; what the cache holds stays true.
+        self._lock = threading.Lock()
+        self._generation = forks.generation
 
     def get(self, kind: str, digest: str) -> object | None:
+        if self._generation != forks.generation:
+            self._after_fork()
         with self._lock:
             item = self._items.get((kind, digest))
             if item is None:
@@ -164,11 +173,15 @@ class _ContentCache:
             return item[1]
 
     def put(self, kind: str, digest: str, value: object, size: int) -> None:
+        if self._generation != forks.generation:
+            self._after_fork()
         with self._lock:
             if (kind, digest) not in self._items:
                 self._store(kind, digest, value, size)
 
     def replace(self, kind: str, digest: str, value: object, size: int) -> None:
+        if self._generation != forks.generation:
+            self._after_fork()
         with self._lock:
             old = self._items.pop((kind, digest), None)
             if old is not None:

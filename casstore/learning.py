@@ -8,6 +8,7 @@ any transaction (docs/compression.md says when and why). Every figure below was 
 `python -m benchmarks --size medium`; the page gives the run.
 """
 
+import os
 import random
 import threading
 import time
@@ -303,3 +304,14 @@ def learner_for(place: str) -> Learner:
         if learner is None:
             learner = _LEARNERS[place] = Learner()
         return learner
+
+
+def _reset_locks_after_fork() -> None:
+    # A lock held by another thread at fork time would stay held in the child for ever: each learner gets a new one.
+    global _LEARNERS_LOCK  # noqa: PLW0603 - a lock held at fork time must not stay held in the child
+    _LEARNERS_LOCK = threading.Lock()
+    for learner in list(_LEARNERS.values()):
+        learner._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_locks_after_fork)

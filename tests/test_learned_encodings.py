@@ -5,12 +5,14 @@ never wrong bytes, and `learn=False` turns them off while everything stays reada
 """
 
 import contextlib
+import os
 import random
 import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -24,7 +26,7 @@ from hypothesis import strategies as st
 from casstore import ContentAddressedToolResultStore, CorruptBlobError
 from casstore import learning as learning_module
 from casstore.frames import FrameCodec, FrameDictionary, content_digest
-from casstore.learning import tool_of
+from casstore.learning import learner_for, tool_of
 from casstore.maintenance import collect_garbage, verify
 from casstore.references import split_reference
 from casstore.store import RepositoryToolResultStore
@@ -487,3 +489,36 @@ def test_a_delta_frame_decodes_with_its_base_and_never_to_wrong_bytes_with_anoth
 def test_any_key_has_a_tool_group(key: str) -> None:
     tool = tool_of(key)
     assert isinstance(tool, str) and len(tool) <= 100 and tool == tool_of(key)
+
+
+def test_a_fork_while_another_thread_holds_the_learners_lock_leaves_the_child_writing(store_root: Path) -> None:
+    with ContentAddressedToolResultStore(store_root) as store:
+        store.write(key="1_pytest_call_a.txt", content=listing(0))
+        learner = learner_for(store.repository.description)
+        held, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with learner._lock:
+                held.set()
+                release.wait(30)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        assert held.wait(10)
+        pid = os.fork()
+        if pid == 0:  # the child: the lock's holder does not exist here
+            try:
+                reference = store.write(key="2_pytest_call_b.txt", content=listing(1))
+                os._exit(0 if store.read(reference) == listing(1) else 1)
+            except BaseException:
+                os._exit(2)
+        release.set()
+        holder.join()
+        deadline = time.monotonic() + 60
+        while (waited := os.waitpid(pid, os.WNOHANG)) == (0, 0):
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                pytest.fail("the forked child hung on the learner's lock")
+            time.sleep(0.02)
+        assert os.waitstatus_to_exitcode(waited[1]) == 0
