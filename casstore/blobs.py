@@ -88,6 +88,8 @@ _COLLECTABLE = (
 _SURELY_SMALLER = 0.035
 # How many blobs a read may go through to decode one (a delta's base, a dictionary): more means a damaged index.
 _MAX_CHAIN = 8
+# Trained dictionaries kept in memory, verified (each 16 KiB and its zstd contexts).
+_TRAINED_KEPT = 64
 # Bytes of verified dictionaries and bases kept in memory for the next write or read that needs them.
 CONTENT_CACHE_BYTES = 8 * 1024 * 1024
 
@@ -225,6 +227,9 @@ class BlobStore:
         self._reading = reading
         self.learner = learner
         self._cache = _ContentCache(CONTENT_CACHE_BYTES)
+        # Trained dictionaries by digest, verified: few, small, and asked on every read or write that uses one, so a
+        # plain dict (no lock: a look-up and an assignment are atomic) in front of the cache.
+        self._trained: dict[str, FrameDictionary] = {}
         self._codec = codec
         self._inline_max = inline_max
         self._file_access = file_access
@@ -344,6 +349,10 @@ class BlobStore:
             verified.
         :raises CorruptBlobError: If it cannot be read (unless `quiet`: then None).
         """
+        if encoding == DICTIONARY and not fresh:
+            trained = self._trained.get(digest)
+            if trained is not None:
+                return trained
         cached = None if fresh else self._cache.get(encoding, digest)
         if isinstance(cached, FrameDictionary):
             return cached
@@ -369,6 +378,11 @@ class BlobStore:
             if quiet:
                 return None
             raise
+        if encoding == DICTIONARY:
+            if len(self._trained) >= _TRAINED_KEPT:
+                self._trained.clear()
+            self._trained[digest] = needed
+            return needed
         # Kept as zstd takes it, so that the next read through it does not load it again (twice its bytes, as zstd
         # keeps a copy for decompressing).
         self._cache.replace(encoding, digest, needed, 2 * len(content))

@@ -19,7 +19,7 @@ a frame fail to decode, never decode to other bytes unnoticed.
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import blake3
 import zstandard
@@ -30,6 +30,8 @@ from casstore.errors import CorruptBlobError
 _PARALLEL_HASH_BYTES = 4 * 1024 * 1024
 # Compressors and decompressors bound to a trained dictionary, kept per thread: making one loads the dictionary.
 _BOUND_CONTEXTS = 16
+# Those bound to a base: fewer, as each holds tables sized for the base.
+_BOUND_DELTA_CONTEXTS = 4
 
 PLAIN = "plain"
 DICTIONARY = "dictionary"
@@ -47,6 +49,8 @@ class FrameDictionary:
     digest: str
     encoding: str
     zstd: zstandard.ZstdCompressionDict
+    # A trained dictionary's zstd contexts, per thread, made once: they live as long as the dictionary object.
+    contexts: threading.local = field(default_factory=threading.local, init=False)
 
     @classmethod
     def trained(cls, digest: str, content: bytes, *, level: int = 3) -> "FrameDictionary":
@@ -95,6 +99,11 @@ class FrameCodec:
         :returns: One zstd frame holding `data`, with its content size and a checksum.
         """
         if dictionary is not None:
+            if dictionary.encoding == DICTIONARY:
+                bound = getattr(dictionary.contexts, "compressor", None)
+                if bound is None:
+                    bound = dictionary.contexts.compressor = self._compressor_for(dictionary)
+                return bound.compress(data)
             return self._bound(dictionary, compressing=True).compress(data)  # type: ignore[union-attr]
         compressor: zstandard.ZstdCompressor | None = getattr(self._contexts, "compressor", None)
         if compressor is None:
@@ -107,18 +116,11 @@ class FrameCodec:
     def _bound(
         self, dictionary: FrameDictionary, *, compressing: bool
     ) -> zstandard.ZstdCompressor | zstandard.ZstdDecompressor:
-        if dictionary.encoding == DELTA:
-            # A base is used for one frame or a few: a context for it is made each time, never kept.
-            if compressing:
-                return zstandard.ZstdCompressor(
-                    level=self.compression_level,
-                    dict_data=dictionary.zstd,
-                    write_checksum=True,
-                    write_content_size=True,
-                    write_dict_id=False,
-                )
-            return zstandard.ZstdDecompressor(dict_data=dictionary.zstd)
-        name = "bound_compressors" if compressing else "bound_decompressors"
+        # Contexts bound to a dictionary or base are kept per thread, the most recently used: making one costs far more
+        # than a small frame (allocating and filling zstd's tables), and a base is used again by each later version
+        # of its result, a dictionary by every small result of its tool.
+        delta = dictionary.encoding == DELTA
+        name = ("delta_" if delta else "") + ("compressors" if compressing else "decompressors")  # deltas only now
         bound: OrderedDict[str, zstandard.ZstdCompressor | zstandard.ZstdDecompressor] | None = getattr(
             self._contexts, name, None
         )
@@ -128,20 +130,43 @@ class FrameCodec:
         context = bound.get(dictionary.digest)
         if context is None:
             if compressing:
-                context = zstandard.ZstdCompressor(
-                    level=self.compression_level,
-                    dict_data=dictionary.zstd,
-                    write_checksum=True,
-                    write_content_size=True,
-                )
+                context = self._compressor_for(dictionary)
             else:
                 context = zstandard.ZstdDecompressor(dict_data=dictionary.zstd)
             bound[dictionary.digest] = context
-            while len(bound) > _BOUND_CONTEXTS:
+            while len(bound) > (_BOUND_DELTA_CONTEXTS if delta else _BOUND_CONTEXTS):
                 bound.popitem(last=False)
         else:
             bound.move_to_end(dictionary.digest)
         return context
+
+    def _compressor_for(self, dictionary: FrameDictionary) -> zstandard.ZstdCompressor:
+        if dictionary.encoding != DELTA:
+            return zstandard.ZstdCompressor(
+                level=self.compression_level, dict_data=dictionary.zstd, write_checksum=True, write_content_size=True
+            )
+        # The level's parameters, with zstd's tables sized for what the base holds rather than for the level's
+        # window: a delta's matches are long, and tables sized for megabytes cost more to set up than a delta saves.
+        size = len(dictionary.zstd.as_bytes())
+        parameters = zstandard.ZstdCompressionParameters.from_level(
+            self.compression_level, source_size=2 * size + 1, dict_size=size
+        )
+        window_log = min(max(parameters.window_log, (2 * size).bit_length()), 27)
+        return zstandard.ZstdCompressor(
+            compression_params=zstandard.ZstdCompressionParameters(
+                window_log=window_log,
+                hash_log=min(parameters.hash_log, window_log),
+                chain_log=min(parameters.chain_log, window_log),
+                search_log=parameters.search_log,
+                min_match=parameters.min_match,
+                target_length=parameters.target_length,
+                strategy=parameters.strategy,
+                write_checksum=1,
+                write_content_size=1,
+                write_dict_id=0,
+            ),
+            dict_data=dictionary.zstd,
+        )
 
     def decode(self, digest: str, size: int, frame: bytes, *, dictionary: FrameDictionary | None = None) -> bytes:
         """
@@ -164,7 +189,11 @@ class FrameCodec:
                 f"Blob {digest} declares {declared} bytes of content, but {size} were stored.", digest=digest
             )
         decompressor: zstandard.ZstdDecompressor | None
-        if dictionary is not None:
+        if dictionary is not None and dictionary.encoding == DICTIONARY:
+            decompressor = getattr(dictionary.contexts, "decompressor", None)
+            if decompressor is None:
+                decompressor = dictionary.contexts.decompressor = zstandard.ZstdDecompressor(dict_data=dictionary.zstd)
+        elif dictionary is not None:
             decompressor = self._bound(dictionary, compressing=False)  # type: ignore[assignment]
         else:
             decompressor = getattr(self._contexts, "decompressor", None)

@@ -51,7 +51,16 @@ from tests.test_readme import INDEX_QUESTIONS
 pytestmark = pytest.mark.filterwarnings("ignore::haystack.utils.experimental.ExperimentalWarning")
 
 INDEX_URL_VARIABLE = "CASSTORE_INDEX_URL"
-CASSTORE_TABLES = {"blobs", "blob_frames", "writes", "visible_references", "offloads", "_casstore_migrations"}
+CASSTORE_TABLES = {
+    "blobs",
+    "blob_frames",
+    "blob_dependencies",
+    "dictionaries",
+    "writes",
+    "visible_references",
+    "offloads",
+    "_casstore_migrations",
+}
 CASSTORE_VIEWS = {"dedup_summary", "namespace_summary", "repeated_results", "offload_summary", "readable_blobs"}
 PROCESSES = 8
 
