@@ -66,11 +66,11 @@ class SharedToolResultStore(RepositoryToolResultStore):
             environment (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, ...) or the machine's role.
         :param namespace: Whose results these are, as for `ContentAddressedToolResultStore`.
         :param compression_level: The zstd compression level, 1 (fastest) to 22 (smallest).
+        :param inline_max: Blobs whose compressed size is at most this many bytes are kept inside PostgreSQL instead
+            of as objects. `0` stores every blob as an object.
         :param learn: Compress new content with what the store learned from what it holds: zstd dictionaries trained
             per tool, and deltas against an earlier version of a result (docs/compression.md). False stores plain zstd
             frames, as before; blobs stored either way are read either way.
-        :param inline_max: Blobs whose compressed size is at most this many bytes are kept inside PostgreSQL instead
-            of as objects. `0` stores every blob as an object.
         :raises ValueError: If `blob_options` hold credentials, or a setting is out of range or not a string.
         :raises StorageError: If PostgreSQL or the object store cannot be reached (the message says which).
         :raises SchemaError: If the database holds a newer casstore schema, or another application's tables of the

@@ -177,8 +177,8 @@ class ContentAddressedToolResultStore(RepositoryToolResultStore):
         namespace: str = DEFAULT_NAMESPACE,
         compression_level: int = 3,
         inline_max: int = DEFAULT_INLINE_MAX,
-        learn: bool = True,
         durable: bool = False,
+        learn: bool = True,
     ) -> None:
         """
         Open the store at `root`, creating it and bringing its index schema up to date if needed.
@@ -187,13 +187,13 @@ class ContentAddressedToolResultStore(RepositoryToolResultStore):
         :param namespace: Whose results these are. Reads see only what was written in the same namespace; use one
             namespace per user or run to isolate them without storing shared content twice.
         :param compression_level: The zstd compression level, 1 (fastest) to 22 (smallest).
-        :param learn: Compress new content with what the store learned from what it holds: zstd dictionaries trained
-            per tool, and deltas against an earlier version of a result (docs/compression.md). False stores plain zstd
-            frames, as before; blobs stored either way are read either way.
         :param inline_max: Blobs whose compressed size is at most this many bytes are kept inside `index.db` instead
             of in a file of their own. `0` stores every blob as a file.
         :param durable: Fsync blob files and use SQLite's `synchronous=FULL`, so a write survives power loss. The
             default survives a crash of the process, but not of the machine.
+        :param learn: Compress new content with what the store learned from what it holds: zstd dictionaries trained
+            per tool, and deltas against an earlier version of a result (docs/compression.md). False stores plain zstd
+            frames, as before; blobs stored either way are read either way.
         :raises TypeError: If `namespace` is not a string.
         :raises ValueError: If `namespace` is empty, too long or contains control characters, or if
             `compression_level` or `inline_max` is out of range.
