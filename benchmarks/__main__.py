@@ -28,7 +28,7 @@ from typing import Any
 
 from benchmarks import compaction, memory
 from benchmarks.delta_estimate import estimate_deltas
-from benchmarks.measure import BASELINE, CASSTORE, chunk_series, run_repetition, summarize
+from benchmarks.measure import BASELINE, CASSTORE, PLAIN, chunk_series, run_repetition, summarize
 from benchmarks.report import aggregate, median, table, targets, write_json
 from benchmarks.sweep import inline_sweep
 from benchmarks.trace import SIZES, Corpus, PackedTrace, materialize
@@ -156,7 +156,7 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
                 f"repetition {index + 1}/{repetitions}: write time casstore "
                 f"{figures[CASSTORE]['write_total_s']:.2f} s, baseline {figures[BASELINE]['write_total_s']:.2f} s"
             )
-        for name in (CASSTORE, BASELINE):
+        for name in (CASSTORE, BASELINE, PLAIN):
             mismatches = sum(summary[name]["read_mismatches"] for summary in summaries)
             if mismatches:
                 raise AssertionError(f"{name} returned {mismatches:.0f} reads that differ from what was written.")
@@ -314,6 +314,11 @@ def _result(
             ),
         },
         "delta_estimate": _delta_estimate(trace, summaries),
+        "learned": {key: median([summary["learned"][key] for summary in summaries]) for key in summaries[0]["learned"]},
+        "learn_off": {
+            key: median([summary[PLAIN][key] for summary in summaries])
+            for key in ("read_p50_us", "read_p90_us", "write_new_p50_us", "write_new_p99_us", "du_closed_bytes")
+        },
         "chunks": {key: median([summary["chunks"][key] for summary in summaries]) for key in summaries[0]["chunks"]},
         "growth": growth,
         "repetitions": summaries,

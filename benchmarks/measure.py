@@ -18,10 +18,12 @@ import gc
 import os
 import random
 import shutil
+import sqlite3
 import stat
 import time
 from array import array
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -32,10 +34,15 @@ from haystack.hooks.tool_result_offloading import FileSystemToolResultStore
 from benchmarks.floors import Floor
 from benchmarks.trace import PackedTrace
 from casstore import ContentAddressedToolResultStore
+from casstore.references import split_reference
 
 CASSTORE = "casstore"
 BASELINE = "baseline"
-STORES = (CASSTORE, BASELINE)
+PLAIN = "casstore_learn_off"
+"""The same store with `learn=False` (plain zstd frames), in the same run: what the learned encodings cost."""
+STORES = (CASSTORE, BASELINE, PLAIN)
+# The index's tables that hold the offload history, as `dbstat` counts their pages.
+_HISTORY_TABLES = ("writes", "visible_references", "offloads", "offloads_by_time")
 
 
 class _Store(Protocol):
@@ -54,10 +61,11 @@ def open_store(name: str, root: Path, *, inline_max: int | None = None) -> _Stor
     :returns: The store.
     """
     root.mkdir(parents=True, exist_ok=True)
-    if name == CASSTORE:
+    if name in (CASSTORE, PLAIN):
+        learn = name == CASSTORE
         if inline_max is None:
-            return ContentAddressedToolResultStore(root)
-        return ContentAddressedToolResultStore(root, inline_max=inline_max)
+            return ContentAddressedToolResultStore(root, learn=learn)
+        return ContentAddressedToolResultStore(root, inline_max=inline_max, learn=learn)
     if name == BASELINE:
         return FileSystemToolResultStore(root)
     raise ValueError(f"Unknown store {name!r}.")
@@ -134,6 +142,7 @@ class Repetition:
     floor_read_ns: array[int]
     frame_bytes: int
     read_indices: list[int]
+    learned: dict[str, float] = field(default_factory=dict)
 
 
 def percentile(values: Sequence[int] | array[int], fraction: float) -> float:
@@ -194,6 +203,19 @@ def summarize(repetition: Repetition, trace: PackedTrace) -> dict[str, dict[str,
         figures[name]["write_floor_items_p50_us"] = percentile(picked, 0.5) / 1e3
         picked = [measured.write_ns[index] for index in repetition.floor_new_indices]
         figures[name]["write_floor_new_items_p50_us"] = percentile(picked, 0.5) / 1e3
+    figures["learned"] = dict(repetition.learned)
+    for key, figure in (
+        ("read_p50_over_learn_off", "read_p50_us"),
+        ("read_p90_over_learn_off", "read_p90_us"),
+        ("write_new_p50_over_learn_off", "write_new_p50_us"),
+        ("write_new_p99_over_learn_off", "write_new_p99_us"),
+    ):
+        figures["learned"][key] = figures[CASSTORE][figure] / figures[PLAIN][figure]
+    figures["learned"]["du_over_floor"] = figures[CASSTORE]["du_closed_bytes"] / repetition.learned["frame_bytes"]
+    figures["learned"]["du_over_baseline"] = figures[CASSTORE]["du_closed_bytes"] / figures[BASELINE]["du_closed_bytes"]
+    figures["learned"]["learn_off_du_over_baseline"] = (
+        figures[PLAIN]["du_closed_bytes"] / figures[BASELINE]["du_closed_bytes"]
+    )
     figures["floor"]["read_p50_us"] = percentile(repetition.floor_read_ns, 0.5) / 1e3
     figures["floor"]["frame_bytes"] = float(repetition.frame_bytes)
     ratios = [
@@ -304,12 +326,22 @@ def run_repetition(
         read_indices = random.Random(f"reads/{seed}/{index}").choices(range(total), k=min(reads, total))
         floor_read_ns = _timed_reads(trace, stores, references, results, read_indices, index=index, floor=floor)
         frame_bytes = floor.frame_bytes
+        training = stores[CASSTORE].repository.learning_figures()  # type: ignore[attr-defined]
     finally:
         floor.close()
         for store in stores.values():
             close_store(store)
     for name in STORES:
         results[name].disk_closed = disk_usage(roots[name])
+    learned = learned_figures(
+        roots[CASSTORE],
+        trace=trace,
+        references=references[CASSTORE],
+        read_indices=read_indices,
+        read_ns=results[CASSTORE].read_ns,
+        training=training,
+    )
+    for name in STORES:
         shutil.rmtree(roots[name], ignore_errors=True)
     shutil.rmtree(workdir / f"rep{index}-floor", ignore_errors=True)
     return Repetition(
@@ -322,7 +354,63 @@ def run_repetition(
         floor_read_ns=floor_read_ns,
         frame_bytes=frame_bytes,
         read_indices=read_indices,
+        learned=learned,
     )
+
+
+def learned_figures(
+    root: Path,
+    *,
+    trace: PackedTrace,
+    references: list[str],
+    read_indices: list[int],
+    read_ns: array[int],
+    training: dict[str, float],
+) -> dict[str, float]:
+    """
+    What the learned encodings did in one casstore root (closed): the share of new results stored as deltas and with
+    a dictionary, read times by encoding, the frames' and the history's bytes, and the training.
+
+    The disk floor of the learned encodings is the frames alone (`frame_bytes`: every blob's stored bytes, the
+    dictionaries included, with no index, no history and no block rounding): what the same encodings of the same
+    unique content need with no index at all.
+    """
+    with closing(sqlite3.connect(f"file:{root / 'index.db'}?mode=ro", uri=True)) as connection:
+        encoding = dict(connection.execute("SELECT digest, encoding FROM blob_encodings"))
+        (frame_bytes,) = connection.execute("SELECT coalesce(sum(stored_size), 0) FROM blobs").fetchone()
+        (dictionary_bytes,) = connection.execute(
+            "SELECT coalesce(sum(b.stored_size), 0) FROM dictionaries d JOIN blobs b ON b.id = d.blob_id"
+        ).fetchone()
+        (dictionaries,) = connection.execute("SELECT count(*) FROM dictionaries").fetchone()
+        pages = dict(connection.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name"))
+    new = [index for index in range(len(trace)) if trace.is_new[index]]
+    kinds = [encoding.get(_digest(references[index]), "plain") for index in new]
+    figures: dict[str, float] = {
+        "new_results": float(len(new)),
+        "new_as_delta": float(kinds.count("delta")),
+        "new_with_dictionary": float(kinds.count("dictionary")),
+        "share_delta": kinds.count("delta") / max(len(new), 1),
+        "share_dictionary": kinds.count("dictionary") / max(len(new), 1),
+        "frame_bytes": float(frame_bytes),
+        "dictionary_bytes": float(dictionary_bytes),
+        "dictionaries": float(dictionaries),
+        "history_bytes": float(sum(pages.get(name, 0) for name in _HISTORY_TABLES)),
+        "index_bytes": float(sum(pages.values())),
+        "trainings": training["trainings"],
+        "training_s": training["training_seconds"],
+    }
+    by_encoding: dict[str, list[int]] = {"plain": [], "delta": [], "dictionary": []}
+    for position, elapsed in zip(read_indices, read_ns, strict=True):
+        by_encoding[encoding.get(_digest(references[position]), "plain")].append(elapsed)
+    for name, times in by_encoding.items():
+        figures[f"read_{name}_count"] = float(len(times))
+        figures[f"read_{name}_p50_us"] = percentile(times, 0.5) / 1e3
+        figures[f"read_{name}_p99_us"] = percentile(times, 0.99) / 1e3
+    return figures
+
+
+def _digest(reference: str) -> str:
+    return split_reference(reference)[0]
 
 
 def _timed_reads(

@@ -110,6 +110,20 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
             "met": bool(floor["casstore_over_floor"] <= 2),
         }
     )
+    learned = result.get("learned")
+    if learned:
+        for name, value, target, limit in (
+            ("du, store closed / baseline (learned encodings)", learned["du_over_baseline"], "<= 0.09x", 0.09),
+            ("du, store closed / learned-encodings floor", learned["du_over_floor"], "<= 1.3x", 1.3),
+            ("read p50 / same store with learn=False", learned["read_p50_over_learn_off"], "<= 1.15x", 1.15),
+            (
+                "write, new content, p50 / same store with learn=False",
+                learned["write_new_p50_over_learn_off"],
+                "<= 1.25x",
+                1.25,
+            ),
+        ):
+            checks.append({"name": name, "value": value, "target": target, "unit": "x", "met": bool(value <= limit)})
     growth = result["growth"]
     checks.append(
         {
@@ -229,6 +243,11 @@ def table(result: dict[str, Any]) -> str:
             for name in (CASSTORE, BASELINE)
         )
         + ".",
+    ]
+    learned = result.get("learned")
+    if learned:
+        lines += ["", _learned_text(learned, result["learn_off"], figures)]
+    lines += [
         "",
         "| target | measured | wanted | met |",
         "| --- | ---: | --- | --- |",
@@ -243,6 +262,45 @@ def table(result: dict[str, Any]) -> str:
     sweep = result.get("inline_sweep")
     if sweep:
         lines += ["", _sweep_table(sweep)]
+    return "\n".join(lines)
+
+
+def _learned_text(learned: dict[str, float], learn_off: dict[str, float], figures: dict[str, Any]) -> str:
+    baseline_du = figures["du_closed_bytes"][BASELINE]
+    lines = [
+        "Learned encodings (casstore, learn=True) beside the same store with learn=False, same run (median of "
+        "repetitions):",
+        "",
+        "| figure | learn=True | learn=False | ratio |",
+        "| --- | ---: | ---: | ---: |",
+        f"| du, store closed | {_show(figures['du_closed_bytes'][CASSTORE], 'bytes')} | "
+        f"{_show(learn_off['du_closed_bytes'], 'bytes')} | "
+        f"{learned['du_over_baseline']:.3f}x / {learned['learn_off_du_over_baseline']:.3f}x of the baseline's "
+        f"{_show(baseline_du, 'bytes')} |",
+        f"| read, p50 | {_show(figures['read_p50_us'][CASSTORE], 'us')} | {_show(learn_off['read_p50_us'], 'us')} | "
+        f"{learned['read_p50_over_learn_off']:.3f}x |",
+        f"| read, p90 | {_show(figures['read_p90_us'][CASSTORE], 'us')} | {_show(learn_off['read_p90_us'], 'us')} | "
+        f"{learned['read_p90_over_learn_off']:.3f}x |",
+        f"| write, new content, p50 | {_show(figures['write_new_p50_us'][CASSTORE], 'us')} | "
+        f"{_show(learn_off['write_new_p50_us'], 'us')} | {learned['write_new_p50_over_learn_off']:.3f}x |",
+        f"| write, new content, p99 | {_show(figures['write_new_p99_us'][CASSTORE], 'us')} | "
+        f"{_show(learn_off['write_new_p99_us'], 'us')} | {learned['write_new_p99_over_learn_off']:.3f}x |",
+        "",
+        f"New results: {learned['new_results']:,.0f}, of which {learned['new_as_delta']:,.0f} "
+        f"({learned['share_delta']:.1%}) stored as deltas and {learned['new_with_dictionary']:,.0f} "
+        f"({learned['share_dictionary']:.1%}) with a dictionary. Frames only (every blob's stored bytes, "
+        f"{learned['dictionaries']:.0f} dictionaries of {_show(learned['dictionary_bytes'], 'bytes')} included: the "
+        f"learned encodings' floor, with no index): {_show(learned['frame_bytes'], 'bytes')}, "
+        f"{learned['frame_bytes'] / baseline_du:.3f}x the baseline's du; du is {learned['du_over_floor']:.3f}x that "
+        f"floor. History (`writes`, `visible_references`, `offloads` pages): {_show(learned['history_bytes'], 'bytes')}"
+        f" of an index of {_show(learned['index_bytes'], 'bytes')}. Training ran {learned['trainings']:.0f} times, "
+        f"{learned['training_s']:.3f} s in all.",
+        f"Reads by encoding: plain p50 {_show(learned['read_plain_p50_us'], 'us')} / p99 "
+        f"{_show(learned['read_plain_p99_us'], 'us')} ({learned['read_plain_count']:,.0f} reads); dictionary p50 "
+        f"{_show(learned['read_dictionary_p50_us'], 'us')} / p99 {_show(learned['read_dictionary_p99_us'], 'us')} "
+        f"({learned['read_dictionary_count']:,.0f}); delta p50 {_show(learned['read_delta_p50_us'], 'us')} / p99 "
+        f"{_show(learned['read_delta_p99_us'], 'us')} ({learned['read_delta_count']:,.0f}).",
+    ]
     return "\n".join(lines)
 
 

@@ -7,6 +7,13 @@ file, and a small file would waste most of a disk block); a larger one is a file
 is this layer's catalog of both. Nothing above this layer knows which kind a blob is: a read gets an opaque
 `BlobLocation` from `locate` and hands it back to `load`.
 
+A blob's frame is `plain`, or learned from the store (docs/compression.md): compressed with its tool's trained
+dictionary (`dictionary`), or against an earlier blob's content (`delta`). A learned frame needs another blob to decode;
+the table `blob_dependencies` says which, so that gc keeps it and verify checks it, and `load` reads it first and
+verifies it like any blob. Learned frames are kept in the index only, never in a file or object: the frame and the row
+that says how to decode it then change together, in one transaction, whatever concurrent writers of the same content
+do. The content cache (`_ContentCache`) keeps recently stored or read dictionaries and bases, verified.
+
 Methods that take a `UnitOfWork` run inside the caller's write transaction, so a blob and the history row that
 references it commit together; what they learn (that a blob is stored) is published by the transaction once it
 commits. The expensive parts of storing new content (compressing, writing a file) happen in `stage`, outside any
@@ -14,18 +21,22 @@ transaction, so a writer holds SQLite's write lock only for a few row operations
 """
 
 import sqlite3
-from collections.abc import Iterator
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Protocol
 
+from casstore import forks
 from casstore.blob_files import BlobFile, UnsafeBlobPathError
 from casstore.blob_hints import LAST_SEEN_RESOLUTION, BlobHints
 from casstore.database import NOW_SQL, SHIFTED_NOW_SQL, UnitOfWork, ago
 from casstore.errors import CorruptBlobError, ObjectSizeMismatchError, StorageError, UnsafeBlobError
-from casstore.frames import FrameCodec
+from casstore.frames import DELTA, DICTIONARY, PLAIN, FrameCodec, FrameDictionary
+from casstore.learning import DELTA_KEEP_BELOW, DICTIONARY_MAX_SIZE, Learner, tool_of
 
 _STORED_IN_INDEX = "index"
 
@@ -43,16 +54,48 @@ _IMPORT_SQL = """
     ON CONFLICT (digest) DO UPDATE SET stored_size = excluded.stored_size, stored_in = excluded.stored_in
     RETURNING id
 """
-_READABLE_SQL = "SELECT size, stored_in, frame FROM readable_blobs WHERE digest = ? AND namespace = ? AND reference = ?"
-_LOCATE_SQL = "SELECT size, stored_in, frame FROM blob_locations WHERE digest = ?"
+_READABLE_SQL = (
+    "SELECT size, stored_in, frame, encoding, needs FROM readable_blobs WHERE digest = ? AND namespace = ? AND "
+    "reference = ?"
+)
+_LOCATE_SQL = "SELECT size, stored_in, frame, encoding, needs FROM blob_locations WHERE digest = ?"
+# A learned frame is recorded only for content that has no row yet (see `_needed_id`).
+_PUT_NEW_SQL = f"""
+    INSERT INTO blobs (digest, size, stored_size, stored_in, first_seen, last_seen)
+    VALUES (?, ?, ?, ?, {NOW_SQL}, {NOW_SQL})
+    ON CONFLICT (digest) DO NOTHING
+    RETURNING id
+"""
+_SET_DEPENDENCY_SQL = (
+    "INSERT INTO blob_dependencies (blob_id, needs_id, encoding) VALUES (?, ?, ?) "
+    "ON CONFLICT (blob_id) DO UPDATE SET needs_id = excluded.needs_id, encoding = excluded.encoding"
+)
+_ACTIVE_DICTIONARY_SQL = (
+    "SELECT b.digest, d.samples FROM dictionaries d JOIN blobs b ON b.id = d.blob_id WHERE d.tool = ? AND d.active = 1"
+)
 _CONFIRM_SQL = f"SELECT stored_in, last_seen < {SHIFTED_NOW_SQL} FROM blobs WHERE digest = ?"
 _CONFIRM_AGO = ago(LAST_SEEN_RESOLUTION)
 _RESOLUTION_SECONDS = LAST_SEEN_RESOLUTION.total_seconds()
-# A blob is collectable when no reference to it is visible and it was not seen within the grace period.
+# A blob is referenced while a reference to it is visible.
 _REFERENCED = "SELECT 1 FROM visible_references WHERE digest = blobs.digest"
-_COLLECTABLE = f"last_seen <= {SHIFTED_NOW_SQL} AND NOT EXISTS ({_REFERENCED})"
 # Digests per statement when a question names many (SQLite allows 32,766 parameters; PostgreSQL 65,535).
 _CHUNK = 500
+# A blob is collectable when no reference to it is visible, no other blob needs it (as its dictionary or base), it is
+# not a dictionary in use, and it was not seen within the grace period.
+_COLLECTABLE = (
+    f"last_seen <= {SHIFTED_NOW_SQL} AND NOT EXISTS ({_REFERENCED}) "
+    "AND NOT EXISTS (SELECT 1 FROM blob_dependencies WHERE needs_id = blobs.id) "
+    "AND NOT EXISTS (SELECT 1 FROM dictionaries WHERE blob_id = blobs.id AND active = 1)"
+)
+# A delta of at most this share of its content's size is kept without comparing it with a plain frame (which would
+# have to compress the content more than 20-fold to be smaller than the delta by DELTA_KEEP_BELOW).
+_SURELY_SMALLER = 0.035
+# How many blobs a read may go through to decode one (a delta's base, a dictionary): more means a damaged index.
+_MAX_CHAIN = 8
+# Trained dictionaries kept in memory, verified (each 16 KiB and its zstd contexts).
+_TRAINED_KEPT = 64
+# Bytes of verified dictionaries and bases kept in memory for the next write or read that needs them.
+CONTENT_CACHE_BYTES = 8 * 1024 * 1024
 
 
 class BlobBackend(Protocol):
@@ -94,6 +137,21 @@ class StagedBlob:
     size: int
     frame: bytes
     in_index: bool
+    encoding: str = PLAIN
+    needs: str | None = None
+    """The digest of the blob a `dictionary` or `delta` frame needs."""
+
+
+class LearnedFrameRefused(Exception):
+    """
+    Raised by `put`, inside the write transaction, for a learned frame it cannot record: the blob it needs is gone
+    (a concurrent gc took it), or the content has a row already (a learned frame never replaces one, so a blob never
+    comes to need itself). The caller rolls back and stages the content plain.
+    """
+
+    def __init__(self, digest: str) -> None:
+        super().__init__(digest)
+        self.digest = digest
 
 
 @dataclass(slots=True)
@@ -103,6 +161,59 @@ class BlobLocation:
     digest: str
     size: int
     frame: bytes | None
+    encoding: str | None = None
+    needs: str | None = None
+
+
+class _ContentCache:
+    """Verified content of dictionaries and bases by digest, least recently used dropped past `CONTENT_CACHE_BYTES`."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._bytes = 0
+        self._items: OrderedDict[tuple[str, str], tuple[int, object]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._generation = forks.generation
+
+    def _after_fork(self) -> None:
+        # The lock may have been held by a thread the child does not have; what the cache holds stays true.
+        self._lock = threading.Lock()
+        self._generation = forks.generation
+
+    def get(self, kind: str, digest: str) -> object | None:
+        if self._generation != forks.generation:
+            self._after_fork()
+        with self._lock:
+            item = self._items.get((kind, digest))
+            if item is None:
+                return None
+            self._items.move_to_end((kind, digest))
+            return item[1]
+
+    def put(self, kind: str, digest: str, value: object, size: int) -> None:
+        if self._generation != forks.generation:
+            self._after_fork()
+        with self._lock:
+            if (kind, digest) not in self._items:
+                self._store(kind, digest, value, size)
+
+    def replace(self, kind: str, digest: str, value: object, size: int) -> None:
+        if self._generation != forks.generation:
+            self._after_fork()
+        with self._lock:
+            old = self._items.pop((kind, digest), None)
+            if old is not None:
+                self._bytes -= old[0]
+            self._store(kind, digest, value, size)
+
+    def _store(self, kind: str, digest: str, value: object, size: int) -> None:
+        if size > self._limit // 4:
+            return
+        self._items[(kind, digest)] = (size, value)
+        self._bytes += size
+        while self._bytes > self._limit:
+            _, (dropped, _) = self._items.popitem(last=False)
+            self._bytes -= dropped
 
 
 class BlobStore:
@@ -115,6 +226,8 @@ class BlobStore:
         codec: FrameCodec,
         inline_max: int,
         file_access: AbstractContextManager[object],
+        reading: Callable[[], AbstractContextManager[sqlite3.Connection]] | None = None,
+        learner: Learner | None = None,
     ) -> None:
         """
         :param files: Where blobs too large for the index are kept.
@@ -122,8 +235,17 @@ class BlobStore:
         :param inline_max: Frames of at most this many bytes are stored in the index; `0` sends every blob to a file.
         :param file_access: Held while a blob file is read (the repository's guard, so that the directory is not
             closed meanwhile); a blob kept in the index needs no file and does not take it.
+        :param reading: Opens the index for a question outside any transaction, for `load` to find the blob a learned
+            frame needs; without it only plain frames can be read.
+        :param learner: Store new content with learned encodings, from what it has seen (None: plain frames only).
         """
         self._files = files
+        self._reading = reading
+        self.learner = learner
+        self._cache = _ContentCache(CONTENT_CACHE_BYTES)
+        # Trained dictionaries by digest, verified: few, small, and asked on every read or write that uses one, so a
+        # plain dict (no lock: a look-up and an assignment are atomic) in front of the cache.
+        self._trained: dict[str, FrameDictionary] = {}
         self._codec = codec
         self._inline_max = inline_max
         self._file_access = file_access
@@ -146,7 +268,7 @@ class BlobStore:
 
     # Storing.
 
-    def stage(self, digest: str, data: bytes) -> StagedBlob:
+    def stage(self, digest: str, data: bytes, *, key: str | None = None, plain: bool = False) -> StagedBlob:
         """
         Compress `data` and, if its frame is too large for the index, write it to its blob file.
 
@@ -154,13 +276,156 @@ class BlobStore:
 
         :param digest: `content_digest(data)`.
         :param data: The content bytes.
+        :param key: The write's key, whose tool name picks the dictionary; with a learner and a key, the frame is the
+            smallest of plain, `delta` against an earlier version, and `dictionary`, as `learning` decides.
+        :param plain: Make a plain frame whatever the learner knows (`put` refused a learned one).
         :returns: The staged blob, for `put`.
         """
-        frame = self._codec.encode(data)
+        if self.learner is not None and key is not None and not plain:
+            learned, frame = self._learned(digest, data, key)
+            if learned is not None:
+                return learned
+        else:
+            frame = self._codec.encode(data)
         in_index = len(frame) <= self._inline_max
         if not in_index:
             frame = self._keep_elsewhere(digest, len(data), frame)
         return StagedBlob(digest=digest, size=len(data), frame=frame, in_index=in_index)
+
+    def _learned(self, digest: str, data: bytes, key: str) -> tuple[StagedBlob | None, bytes]:
+        # The learned encodings' choice: a delta if a base is found and the delta is clearly smaller than the plain
+        # frame, else the tool's dictionary if the result is small (a trained dictionary is not worse than none on the
+        # kind of result it was trained on, so the plain frame is not made to compare); a learned frame must fit in
+        # the index. Returns the learned blob, if any, else None and the plain frame.
+        learner = self.learner
+        assert learner is not None
+        tool = tool_of(key)
+        chosen: StagedBlob | None = None
+        plain = b""
+        depth = 0
+        anchors = learner.anchors(data)
+        candidate = learner.base_for(anchors)
+        if candidate is not None and candidate.digest != digest:
+            base = self._needed(candidate.digest, DELTA, chain=1, quiet=True, guarded=False)
+            if base is not None:
+                delta = self._codec.encode(data, dictionary=base)
+                # A delta this small beats any plain frame of ordinary content by far: the plain one is not made.
+                if len(delta) > _SURELY_SMALLER * len(data):
+                    plain = self._codec.encode(data)
+                if len(delta) <= self._inline_max and (not plain or len(delta) < DELTA_KEEP_BELOW * len(plain)):
+                    chosen = StagedBlob(digest, len(data), delta, True, DELTA, candidate.digest)
+                    depth = candidate.depth + 1
+        if chosen is None and len(data) <= DICTIONARY_MAX_SIZE:
+            dictionary = self._dictionary_for(tool)
+            if dictionary is not None:
+                frame = self._codec.encode(data, dictionary=dictionary)
+                if len(frame) <= self._inline_max and (not plain or len(frame) < len(plain)):
+                    chosen = StagedBlob(digest, len(data), frame, True, DICTIONARY, dictionary.digest)
+        learner.stored(tool=tool, digest=digest, data=data, depth=depth, anchors=anchors)
+        if depth == 0 and anchors is not None:
+            self._cache.put(DELTA, digest, data, len(data))  # the likeliest base of the next version
+        if chosen is None and not plain:
+            plain = self._codec.encode(data)
+        return chosen, plain
+
+    def _dictionary_for(self, tool: str) -> FrameDictionary | None:
+        learner = self.learner
+        assert learner is not None
+        if not learner.knows(tool):
+            # The first write of a tool in this repository object asks the index for the dictionary in use (another
+            # process may have trained one).
+            with self._index() as connection:
+                row = connection.execute(_ACTIVE_DICTIONARY_SQL, (tool,)).fetchone()
+            learner.adopt(tool, row[0] if row else None, samples=row[1] if row else 0)
+        digest = learner.dictionary_of(tool)
+        if digest is None:
+            return None
+        dictionary = self._needed(digest, DICTIONARY, chain=1, quiet=True, guarded=False)
+        if dictionary is None:
+            learner.adopt(tool, None)  # gone or damaged: plain frames until the next training
+        return dictionary
+
+    def _index(self) -> AbstractContextManager[sqlite3.Connection]:
+        if self._reading is None:
+            raise CorruptBlobError("This blob layer cannot read learned frames: it was given no index to read.")
+        return self._reading()
+
+    def _needed(
+        self,
+        digest: str,
+        encoding: str,
+        *,
+        chain: int,
+        quiet: bool = False,
+        fresh: bool = False,
+        guarded: bool = True,
+    ) -> FrameDictionary | None:
+        """
+        :returns: The dictionary or base `digest` as a `FrameDictionary`, from the cache (unless `fresh`) or read and
+            verified.
+        :raises CorruptBlobError: If it cannot be read (unless `quiet`: then None).
+        """
+        if encoding == DICTIONARY and not fresh:
+            trained = self._trained.get(digest)
+            if trained is not None:
+                return trained
+        cached = None if fresh else self._cache.get(encoding, digest)
+        if isinstance(cached, FrameDictionary):
+            return cached
+        level = self._codec.compression_level
+        try:
+            if isinstance(cached, bytes):
+                content = cached
+            else:
+                if chain > _MAX_CHAIN:
+                    raise CorruptBlobError(
+                        f"Blob {digest} is reached through more than {_MAX_CHAIN} bases or dictionaries: the index's "
+                        "blob_dependencies are damaged (a cycle?).",
+                        digest=digest,
+                    )
+                with self._index() as connection:
+                    location = self.locate(connection, digest)
+                content = self._load(location, guarded=guarded, chain=chain, fresh=fresh)
+            if encoding == DICTIONARY:
+                needed = FrameDictionary.trained(digest, content, level=level)
+            else:
+                needed = FrameDictionary.base(digest, content)
+        except (CorruptBlobError, StorageError):
+            if quiet:
+                return None
+            raise
+        if encoding == DICTIONARY:
+            if len(self._trained) >= _TRAINED_KEPT:
+                self._trained.clear()
+            self._trained[digest] = needed
+            return needed
+        # Kept as zstd takes it, so that the next read through it does not load it again (twice its bytes, as zstd
+        # keeps a copy for decompressing).
+        self._cache.replace(encoding, digest, needed, 2 * len(content))
+        return needed
+
+    def record_dictionary(self, work: UnitOfWork, digest: str, *, tool: str, samples: int, sample_bytes: int) -> None:
+        """
+        Make the dictionary blob `digest` (just `put` in this transaction) the one `tool`'s new writes use, inside the
+        caller's write transaction; the one it replaces stays as long as a blob needs it.
+        """
+        connection = work.connection
+        connection.execute("UPDATE dictionaries SET active = 0 WHERE tool = ? AND active = 1", (tool,))
+        connection.execute(
+            f"INSERT INTO dictionaries (blob_id, tool, samples, sample_bytes, trained_at, active) "
+            f"SELECT id, ?, ?, ?, {NOW_SQL}, 1 FROM blobs WHERE digest = ? "
+            f"ON CONFLICT (blob_id) DO UPDATE SET active = 1, tool = excluded.tool",
+            (tool, samples, sample_bytes, digest),
+        )
+
+    def active_dictionary(self, connection: sqlite3.Connection, tool: str) -> tuple[str, int] | None:
+        """:returns: The digest of the dictionary `tool`'s writes use, and how many results it was trained on."""
+        row = connection.execute(_ACTIVE_DICTIONARY_SQL, (tool,)).fetchone()
+        return None if row is None else (row[0], row[1])
+
+    def dictionary(self, digest: str) -> FrameDictionary | None:
+        """:returns: The dictionary blob `digest`, read and verified (or cached); None if it cannot be read."""
+        return self._needed(digest, DICTIONARY, chain=1, quiet=True, guarded=False)
 
     def _keep_elsewhere(self, digest: str, size: int, frame: bytes) -> bytes:
         # A backend that writes only if absent may hold a leftover no row points at (a write that failed before its
@@ -206,11 +471,25 @@ class BlobStore:
             self._files.write(staged.digest, staged.frame)
         checked_at = self._hints.now()
         connection = work.connection
+        needs_id = None
         stored_in = _STORED_IN_INDEX if staged.in_index else self._stored_elsewhere
-        (blob_id,) = connection.execute(
-            _PUT_SQL if seen is None else _IMPORT_SQL,
-            (staged.digest, staged.size, len(staged.frame), stored_in, *(seen or ())),
-        ).fetchone()
+        if staged.needs is not None and seen is None:
+            needs_id = self._needed_id(work, staged)
+            row = connection.execute(
+                _PUT_NEW_SQL, (staged.digest, staged.size, len(staged.frame), stored_in)
+            ).fetchone()
+            if row is None:
+                raise LearnedFrameRefused(staged.digest)
+            (blob_id,) = row
+        else:
+            (blob_id,) = connection.execute(
+                _PUT_SQL if seen is None else _IMPORT_SQL,
+                (staged.digest, staged.size, len(staged.frame), stored_in, *(seen or ())),
+            ).fetchone()
+        if needs_id is None:
+            connection.execute("DELETE FROM blob_dependencies WHERE blob_id = ?", (blob_id,))
+        else:
+            connection.execute(_SET_DEPENDENCY_SQL, (blob_id, needs_id, staged.encoding))
         if staged.in_index:
             connection.execute(
                 "INSERT INTO blob_frames (blob_id, size, frame) VALUES (?, ?, ?) "
@@ -221,6 +500,19 @@ class BlobStore:
             connection.execute("DELETE FROM blob_frames WHERE blob_id = ?", (blob_id,))
         stays = staged.in_index or not self._can_vanish
         work.on_commit(partial(self._hints.remember, staged.digest, current_at=checked_at, in_index=stays))
+
+    def _needed_id(self, work: UnitOfWork, staged: StagedBlob) -> int:
+        # Under the write lock: the needed blob is there (gc deletes only under it, and never a needed blob), and
+        # (`_PUT_NEW_SQL`, next) the content has no row yet. Every dependency thus points from a newer row to an older
+        # one: no cycle can form.
+        connection = work.connection
+        row = connection.execute("SELECT id, stored_in FROM blobs WHERE digest = ?", (staged.needs,)).fetchone()
+        if row is None:
+            raise LearnedFrameRefused(staged.digest)
+        needs_id, stored_in = row
+        if stored_in != _STORED_IN_INDEX and self._can_vanish and not self._files.exists(staged.needs or ""):
+            raise LearnedFrameRefused(staged.digest)
+        return int(needs_id)
 
     def confirm(self, work: UnitOfWork, digest: str) -> bool:
         """
@@ -277,10 +569,10 @@ class BlobStore:
         row = connection.execute(_READABLE_SQL, (digest, namespace, reference)).fetchone()
         if row is None:
             return None
-        size, stored_in, frame = row
+        size, stored_in, frame, encoding, needs = row
         if size is None:
             raise CorruptBlobError(f"Blob {digest} is missing from the index.", digest=digest, missing=True)
-        return BlobLocation(digest, size, frame if stored_in == _STORED_IN_INDEX else None)
+        return BlobLocation(digest, size, frame if stored_in == _STORED_IN_INDEX else None, encoding, needs)
 
     def locate(self, connection: sqlite3.Connection, digest: str) -> BlobLocation:
         """
@@ -291,21 +583,28 @@ class BlobStore:
         row = connection.execute(_LOCATE_SQL, (digest,)).fetchone()
         if row is None:
             raise CorruptBlobError(f"Blob {digest} is missing from the index.", digest=digest, missing=True)
-        size, stored_in, frame = row
-        if stored_in == _STORED_IN_INDEX:
-            return BlobLocation(digest, size, frame)
-        return BlobLocation(digest, size, None)
+        size, stored_in, frame, encoding, needs = row
+        return BlobLocation(digest, size, frame if stored_in == _STORED_IN_INDEX else None, encoding, needs)
 
-    def load(self, location: BlobLocation, *, guarded: bool = True) -> bytes:
+    def load(self, location: BlobLocation, *, guarded: bool = True, fresh: bool = False) -> bytes:
         """
         Read, decompress and verify a blob: the slow part of a read, to run without holding the connection.
 
         :param location: What `locate` returned.
         :param guarded: Take the file guard to read a blob file; False when the caller holds it already.
+        :param fresh: Read the dictionary or base a learned frame needs from where it is stored, not from the cache of
+            verified ones (as `verify` does, so that a damaged one is reported as damage of every blob that needs it).
         :returns: The content bytes, whose BLAKE3 digest was checked to be `location.digest`.
         :raises CorruptBlobError: If the blob file is missing (`missing`) or unsafe (`UnsafeBlobError`), or the frame
-            is truncated, undecodable, of the wrong size, or decodes to content with another digest.
+            is truncated, undecodable, of the wrong size, or decodes to content with another digest; for a learned
+            frame, also if the dictionary or base it needs is missing or damaged (`missing` if it is gone).
         """
+        return self._load(location, guarded=guarded, chain=0, fresh=fresh)
+
+    def _load(self, location: BlobLocation, *, guarded: bool, chain: int, fresh: bool = False) -> bytes:
+        needed = None
+        if location.encoding is not None:
+            needed = self._dependency(location, chain=chain, fresh=fresh, guarded=guarded)
         frame = location.frame
         if frame is None:
             if guarded:
@@ -313,7 +612,27 @@ class BlobStore:
                     frame = self._read_file(location.digest)
             else:
                 frame = self._read_file(location.digest)
-        return self._codec.decode(location.digest, location.size, frame)
+        return self._codec.decode(location.digest, location.size, frame, dictionary=needed)
+
+    def _dependency(self, location: BlobLocation, *, chain: int, fresh: bool, guarded: bool) -> FrameDictionary:
+        digest, encoding, needs = location.digest, location.encoding, location.needs
+        what = "dictionary" if encoding == DICTIONARY else "base"
+        if encoding not in (DICTIONARY, DELTA) or needs is None:
+            raise CorruptBlobError(
+                f"Blob {digest} is a {encoding} frame whose {what} has no row in the index: it cannot be decoded "
+                "(the index is damaged).",
+                digest=digest,
+            )
+        try:
+            needed = self._needed(needs, encoding, chain=chain + 1, fresh=fresh, guarded=guarded)
+        except CorruptBlobError as error:
+            raise CorruptBlobError(
+                f"Blob {digest} needs its {what} {needs}, which cannot be read: {error}",
+                digest=digest,
+                missing=error.missing,
+            ) from error
+        assert needed is not None
+        return needed
 
     def _read_file(self, digest: str) -> bytes:
         try:
@@ -423,12 +742,51 @@ class BlobStore:
             return False
         blob_id, stored_in = row
         connection.execute("DELETE FROM blob_frames WHERE blob_id = ?", (blob_id,))
+        # What it needed no longer needs to be kept for it; a retired dictionary goes with its row.
+        connection.execute("DELETE FROM blob_dependencies WHERE blob_id = ?", (blob_id,))
+        connection.execute("DELETE FROM dictionaries WHERE blob_id = ?", (blob_id,))
         if stored_in == self._stored_elsewhere:
             if self._can_vanish:
                 self._files.remove(digest)
             else:
                 work.on_commit(partial(self._files.remove, digest))
         return True
+
+    def dependencies(self, connection: sqlite3.Connection, digests: Iterable[str]) -> set[str]:
+        """
+        :returns: The digests of every blob that a blob of `digests` needs to be read (its dictionary or base, what
+            those need in turn, and so on), excluding `digests` themselves unless one of them needs another.
+        """
+        found: set[str] = set()
+        frontier = sorted(set(digests))
+        for _ in range(_MAX_CHAIN + 1):
+            if not frontier:
+                break
+            needed: set[str] = set()
+            for start in range(0, len(frontier), 500):
+                part = frontier[start : start + 500]
+                marks = ", ".join("?" * len(part))
+                rows = connection.execute(
+                    f"SELECT n.digest FROM blobs b JOIN blob_dependencies d ON d.blob_id = b.id "
+                    f"JOIN blobs n ON n.id = d.needs_id WHERE b.digest IN ({marks})",
+                    part,
+                )
+                needed.update(row[0] for row in rows)
+            frontier = sorted(needed - found)
+            found |= needed
+        return found
+
+    def encodings(self, connection: sqlite3.Connection) -> dict[str, int]:
+        """:returns: How many blobs have each encoding (`plain`, `dictionary`, `delta`), and `dictionaries` kept."""
+        counts = {PLAIN: 0, DICTIONARY: 0, DELTA: 0}
+        rows = connection.execute("SELECT encoding, count(*) FROM blob_dependencies GROUP BY encoding")
+        for encoding, count in rows:
+            counts[encoding] = count
+        (total,) = connection.execute("SELECT count(*) FROM blobs").fetchone()
+        (dictionaries,) = connection.execute("SELECT count(*) FROM dictionaries").fetchone()
+        counts[PLAIN] = total - counts[DICTIONARY] - counts[DELTA]
+        counts["dictionaries"] = dictionaries
+        return counts
 
     def files(self) -> Iterator[BlobFile]:
         """Yield every file in the blob directory; `is_stray` tells, with the index, which have no row."""

@@ -4,9 +4,22 @@ The encoding of a blob: one zstd frame that carries its content size and a check
 `FrameCodec.encode` compresses; `FrameCodec.decode` decompresses and verifies, so nothing that decodes here can return
 bytes other than the ones whose digest was asked for. Every read of every blob, whatever layer or backend it comes
 from, ends in `decode`.
+
+A frame is one of three encodings (docs/compression.md):
+
+- `plain`: a zstd frame that needs nothing else;
+- `dictionary`: a zstd frame compressed with a trained zstd dictionary (`FrameDictionary.trained`), whose frame header
+  carries the dictionary's id; the dictionary is itself a blob;
+- `delta`: a zstd frame compressed with an earlier blob's content as a raw-content dictionary
+  (`FrameDictionary.base`), the way `zstd --patch-from` does it.
+
+Whichever it is, `decode` checks the content's BLAKE3 digest at the end: a wrong or damaged dictionary or base can make
+a frame fail to decode, never decode to other bytes unnoticed.
 """
 
 import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
 
 import blake3
 import zstandard
@@ -15,6 +28,50 @@ from casstore.errors import CorruptBlobError
 
 # Above this size, BLAKE3 hashes with several threads.
 _PARALLEL_HASH_BYTES = 4 * 1024 * 1024
+# Compressors and decompressors bound to a trained dictionary, kept per thread: making one loads the dictionary.
+_BOUND_CONTEXTS = 16
+# Those bound to a base: fewer, as each holds tables sized for the base.
+_BOUND_DELTA_CONTEXTS = 4
+
+PLAIN = "plain"
+DICTIONARY = "dictionary"
+DELTA = "delta"
+ENCODINGS = (PLAIN, DICTIONARY, DELTA)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class FrameDictionary:
+    """
+    What a `dictionary` or `delta` frame is compressed with: the verified content of the blob `digest`, as zstd
+    takes it (a trained dictionary, or raw content).
+    """
+
+    digest: str
+    encoding: str
+    zstd: zstandard.ZstdCompressionDict
+    # A trained dictionary's zstd contexts, per thread, made once: they live as long as the dictionary object.
+    contexts: threading.local = field(default_factory=threading.local, init=False)
+
+    @classmethod
+    def trained(cls, digest: str, content: bytes, *, level: int = 3) -> "FrameDictionary":
+        """
+        :param digest: The dictionary blob's digest (`content_digest(content)`).
+        :param content: A zstd dictionary as `zstandard.train_dictionary` makes it.
+        :param level: The level frames are compressed at with it: its tables are computed once, for that level
+            (without them, zstd would load the dictionary again for every frame).
+        :raises CorruptBlobError: If `content` is not a zstd dictionary.
+        """
+        try:
+            dictionary = zstandard.ZstdCompressionDict(content, dict_type=zstandard.DICT_TYPE_FULLDICT)
+            dictionary.precompute_compress(level=level)
+        except zstandard.ZstdError as error:  # pragma: no cover - content whose digest matched is what was trained
+            raise CorruptBlobError(f"Blob {digest} is not a zstd dictionary ({error}).", digest=digest) from error
+        return cls(digest, DICTIONARY, dictionary)
+
+    @classmethod
+    def base(cls, digest: str, content: bytes) -> "FrameDictionary":
+        """:param content: The base blob's content, used as a raw-content dictionary."""
+        return cls(digest, DELTA, zstandard.ZstdCompressionDict(content, dict_type=zstandard.DICT_TYPE_RAWCONTENT))
 
 
 def content_digest(data: bytes) -> str:
@@ -36,8 +93,18 @@ class FrameCodec:
         # zstd contexts are not thread-safe, and making one costs more than compressing a small result.
         self._contexts = threading.local()
 
-    def encode(self, data: bytes) -> bytes:
-        """:returns: One zstd frame holding `data`, with its content size and a checksum."""
+    def encode(self, data: bytes, *, dictionary: FrameDictionary | None = None) -> bytes:
+        """
+        :param dictionary: Compress with this trained dictionary or base (a `dictionary` or `delta` frame).
+        :returns: One zstd frame holding `data`, with its content size and a checksum.
+        """
+        if dictionary is not None:
+            if dictionary.encoding == DICTIONARY:
+                bound = getattr(dictionary.contexts, "compressor", None)
+                if bound is None:
+                    bound = dictionary.contexts.compressor = self._compressor_for(dictionary)
+                return bound.compress(data)
+            return self._bound(dictionary, compressing=True).compress(data)  # type: ignore[union-attr]
         compressor: zstandard.ZstdCompressor | None = getattr(self._contexts, "compressor", None)
         if compressor is None:
             compressor = zstandard.ZstdCompressor(
@@ -46,13 +113,69 @@ class FrameCodec:
             self._contexts.compressor = compressor
         return compressor.compress(data)
 
-    def decode(self, digest: str, size: int, frame: bytes) -> bytes:
+    def _bound(
+        self, dictionary: FrameDictionary, *, compressing: bool
+    ) -> zstandard.ZstdCompressor | zstandard.ZstdDecompressor:
+        # Contexts bound to a dictionary or base are kept per thread, the most recently used: making one costs far more
+        # than a small frame (allocating and filling zstd's tables), and a base is used again by each later version
+        # of its result, a dictionary by every small result of its tool.
+        delta = dictionary.encoding == DELTA
+        name = ("delta_" if delta else "") + ("compressors" if compressing else "decompressors")  # deltas only now
+        bound: OrderedDict[str, zstandard.ZstdCompressor | zstandard.ZstdDecompressor] | None = getattr(
+            self._contexts, name, None
+        )
+        if bound is None:
+            bound = OrderedDict()
+            setattr(self._contexts, name, bound)
+        context = bound.get(dictionary.digest)
+        if context is None:
+            if compressing:
+                context = self._compressor_for(dictionary)
+            else:
+                context = zstandard.ZstdDecompressor(dict_data=dictionary.zstd)
+            bound[dictionary.digest] = context
+            while len(bound) > (_BOUND_DELTA_CONTEXTS if delta else _BOUND_CONTEXTS):
+                bound.popitem(last=False)
+        else:
+            bound.move_to_end(dictionary.digest)
+        return context
+
+    def _compressor_for(self, dictionary: FrameDictionary) -> zstandard.ZstdCompressor:
+        if dictionary.encoding != DELTA:
+            return zstandard.ZstdCompressor(
+                level=self.compression_level, dict_data=dictionary.zstd, write_checksum=True, write_content_size=True
+            )
+        # The level's parameters, with zstd's tables sized for what the base holds rather than for the level's
+        # window: a delta's matches are long, and tables sized for megabytes cost more to set up than a delta saves.
+        size = len(dictionary.zstd.as_bytes())
+        parameters = zstandard.ZstdCompressionParameters.from_level(
+            self.compression_level, source_size=2 * size + 1, dict_size=size
+        )
+        window_log = min(max(parameters.window_log, (2 * size).bit_length()), 27)
+        return zstandard.ZstdCompressor(
+            compression_params=zstandard.ZstdCompressionParameters(
+                window_log=window_log,
+                hash_log=min(parameters.hash_log, window_log),
+                chain_log=min(parameters.chain_log, window_log),
+                search_log=parameters.search_log,
+                min_match=parameters.min_match,
+                target_length=parameters.target_length,
+                strategy=parameters.strategy,
+                write_checksum=1,
+                write_content_size=1,
+                write_dict_id=0,
+            ),
+            dict_data=dictionary.zstd,
+        )
+
+    def decode(self, digest: str, size: int, frame: bytes, *, dictionary: FrameDictionary | None = None) -> bytes:
         """
         Decompress a frame and check that it holds exactly the content `digest` names.
 
         :param digest: The 64-hex BLAKE3 digest the content must have.
         :param size: The content's size as the index recorded it.
         :param frame: The stored frame.
+        :param dictionary: The trained dictionary or base the frame was compressed with (its blob verified already).
         :returns: The content bytes.
         :raises CorruptBlobError: If the frame is not zstd, declares another size, does not decompress, or decodes to
             content with another digest.
@@ -65,9 +188,18 @@ class FrameCodec:
             raise CorruptBlobError(
                 f"Blob {digest} declares {declared} bytes of content, but {size} were stored.", digest=digest
             )
-        decompressor: zstandard.ZstdDecompressor | None = getattr(self._contexts, "decompressor", None)
-        if decompressor is None:
-            decompressor = self._contexts.decompressor = zstandard.ZstdDecompressor()
+        decompressor: zstandard.ZstdDecompressor | None
+        if dictionary is not None and dictionary.encoding == DICTIONARY:
+            decompressor = getattr(dictionary.contexts, "decompressor", None)
+            if decompressor is None:
+                decompressor = dictionary.contexts.decompressor = zstandard.ZstdDecompressor(dict_data=dictionary.zstd)
+        elif dictionary is not None:
+            decompressor = self._bound(dictionary, compressing=False)  # type: ignore[assignment]
+        else:
+            decompressor = getattr(self._contexts, "decompressor", None)
+            if decompressor is None:
+                decompressor = self._contexts.decompressor = zstandard.ZstdDecompressor()
+        assert decompressor is not None
         try:
             data = decompressor.decompress(frame)
         except zstandard.ZstdError as error:

@@ -231,10 +231,16 @@ def forget(
 
 
 def unreferenced_digests(connection: sqlite3.Connection) -> list[str]:
-    """:returns: Digests of blobs that no write references any more."""
-    return [
-        row[0] for row in connection.execute("SELECT digest FROM blobs EXCEPT SELECT digest FROM visible_references")
-    ]
+    """
+    :returns: Digests of blobs that no write references any more and that nothing else keeps: no other blob needs
+        them (as its dictionary or base) and they are not a dictionary in use.
+    """
+    rows = connection.execute(
+        "SELECT digest FROM blobs b WHERE NOT EXISTS (SELECT 1 FROM visible_references v WHERE v.digest = b.digest) "
+        "AND NOT EXISTS (SELECT 1 FROM blob_dependencies d WHERE d.needs_id = b.id) "
+        "AND NOT EXISTS (SELECT 1 FROM dictionaries k WHERE k.blob_id = b.id AND k.active = 1)"
+    )
+    return [row[0] for row in rows]
 
 
 def dangling_writes(connection: sqlite3.Connection) -> list[tuple[str, str]]:

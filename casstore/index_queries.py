@@ -230,16 +230,31 @@ class NeededBlob:
 # The blobs the writes (of one namespace, or all) still need, each with the newest write that needs it, newest first.
 # This is the one statement that answers "what must be kept for these writes": a blob that others depend on (a
 # dictionary, a delta base) belongs here too, with the newest write of any blob that depends on it.
+# A blob a kept write names is needed, and so is every blob it needs to be read (its dictionary, its delta's base, and
+# what those need: a chain the learner bounds, and the depth bounds here against a damaged, cyclic index), each for as
+# long as the newest write that needs it through any of its dependents is kept.
 _NEEDED_BLOBS_SQL = """
-    SELECT b.digest, b.stored_size, w.written_at, w.id
-    FROM (
+    WITH RECURSIVE newest_writes AS (
         SELECT digest, written_at, id,
                row_number() OVER (PARTITION BY digest ORDER BY written_at DESC, id DESC) AS newest
         FROM writes {where}
-    ) AS w
-    JOIN blobs b ON b.digest = w.digest
-    WHERE w.newest = 1
-    ORDER BY w.written_at DESC, w.id DESC
+    ), needed (blob_id, written_at, write_id, depth) AS (
+        SELECT b.id, w.written_at, w.id, 0
+        FROM newest_writes w JOIN blobs b ON b.digest = w.digest
+        WHERE w.newest = 1
+        UNION ALL
+        SELECT d.needs_id, n.written_at, n.write_id, n.depth + 1
+        FROM needed n JOIN blob_dependencies d ON d.blob_id = n.blob_id
+        WHERE n.depth < 16
+    ), newest_need AS (
+        SELECT blob_id, written_at, write_id,
+               row_number() OVER (PARTITION BY blob_id ORDER BY written_at DESC, write_id DESC) AS newest
+        FROM needed
+    )
+    SELECT b.digest, b.stored_size, n.written_at, n.write_id
+    FROM newest_need n JOIN blobs b ON b.id = n.blob_id
+    WHERE n.newest = 1
+    ORDER BY n.written_at DESC, n.write_id DESC
 """
 
 

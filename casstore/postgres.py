@@ -51,6 +51,8 @@ GC_LOCK_KEY = 0x63617373_746F7265  # "casstore"
 CASSTORE_TABLES = (
     "blobs",
     "blob_frames",
+    "blob_dependencies",
+    "dictionaries",
     "writes",
     "visible_references",
     "offloads",

@@ -20,10 +20,11 @@ Layers, top to bottom (each imports only those below it):
 """
 
 import dataclasses
+import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -35,14 +36,15 @@ from typing import Any, Protocol
 from casstore import index, index_queries, report_queries
 from casstore.blob_files import BlobDirectory
 from casstore.blob_hints import LAST_SEEN_RESOLUTION
-from casstore.blobs import BlobBackend, BlobStore, StagedBlob, WaitingBlobs
+from casstore.blobs import BlobBackend, BlobStore, LearnedFrameRefused, StagedBlob, WaitingBlobs
 from casstore.database import Database, UnitOfWork, ago
 from casstore.disk import local_footprint
 from casstore.errors import CasStoreError, CorruptBlobError, ReferenceNotFoundError, StorageError
-from casstore.frames import FrameCodec
+from casstore.frames import FrameCodec, content_digest
 from casstore.guard import OpenGuard
 from casstore.index import CompactionRecord, OffloadRecord
 from casstore.index_queries import CompactionRow, HistoryMark, NeededBlob, OffloadEntry, OffloadRow, WriteRow
+from casstore.learning import Learner, TrainingJob, learner_for
 from casstore.prepared import PreparedWrite
 from casstore.references import parse_reference
 from casstore.report_queries import ReportFigures, ResultRow, Scope
@@ -63,6 +65,7 @@ __all__ = [
     "WriteRow",
 ]
 
+_logger = logging.getLogger(__name__)
 _SEEN_AGO = ago(LAST_SEEN_RESOLUTION)
 INDEX_FILE_NAME = "index.db"
 BLOB_DIRECTORY_NAME = "blobs"
@@ -72,6 +75,9 @@ _BATCH = 500
 _BATCH_BYTES = 4 * 2**20
 # How often a write transaction the engine rolled back to break a deadlock is tried, in all.
 _CONFLICT_ATTEMPTS = 8
+# gc's passes over collectable blobs: a base or dictionary becomes collectable once the blobs that need it are gone,
+# so each pass may free the next link of a chain (whose length the learner bounds).
+_COLLECTION_PASSES = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +179,7 @@ class Repository:
         inline_max: int,
         footprint: Callable[[], tuple[int, int]],
         description: str,
+        learn: bool = True,
     ) -> None:
         """
         Join an opened index and blob backend; the repository owns them from now on and closes them.
@@ -183,6 +190,8 @@ class Repository:
         :param inline_max: Frames of at most this many bytes are kept in the index; `0` puts every blob in the backend.
         :param footprint: Returns the bytes the index and the blob backend occupy where they are kept.
         :param description: Where the repository is, for messages (no password).
+        :param learn: Store new content with the learned encodings (trained dictionaries, deltas against earlier
+            versions); False stores plain zstd frames. Blobs stored either way are read either way.
         """
         self._database = database
         self._guard = OpenGuard()
@@ -194,6 +203,8 @@ class Repository:
             codec=FrameCodec(compression_level=compression_level),
             inline_max=inline_max,
             file_access=self._guard,
+            reading=self._index_for_blobs,
+            learner=learner_for(description) if learn else None,
         )
         # Engine primitives where a round trip costs more than a statement (PostgreSQL); the local SQLite index has
         # none and keeps its statements. A stored-writes statement trusts blob rows, so it needs a backend whose rows
@@ -206,7 +217,14 @@ class Repository:
 
     @classmethod
     def local(
-        cls, root: Path, *, compression_level: int, inline_max: int, durable: bool, lazy: bool = True
+        cls,
+        root: Path,
+        *,
+        compression_level: int,
+        inline_max: int,
+        durable: bool,
+        learn: bool = True,
+        lazy: bool = True,
     ) -> "Repository":
         """
         Open the local repository at `root` (`index.db` and `blobs/`), bringing an existing index's schema up to date.
@@ -232,6 +250,7 @@ class Repository:
             inline_max=inline_max,
             footprint=partial(local_footprint, root),
             description=str(root),
+            learn=learn,
         )
 
     @contextmanager
@@ -243,6 +262,22 @@ class Repository:
         except self._database.failures as error:
             if isinstance(error, self._database.damage):
                 raise
+            raise self._engine_failed(error) from error
+
+    @contextmanager
+    def _index_for_blobs(self) -> Iterator[Any]:
+        """
+        The connection for the blob layer's own questions (the blob a learned frame needs), the engine's failures as
+        `StorageError` and a damaged index as `CorruptBlobError`, which is what they are to a read.
+        """
+        try:
+            with self._database.reading() as connection:
+                yield connection
+        except self._database.failures as error:
+            if isinstance(error, self._database.damage):
+                raise CorruptBlobError(
+                    f"Cannot look up a blob: the index is damaged ({error}). See 'Recovery' in the README."
+                ) from error
             raise self._engine_failed(error) from error
 
     def _engine_failed(self, error: Exception) -> StorageError:
@@ -265,6 +300,8 @@ class Repository:
                     create_index()
                     self._create_index = None  # an index, once there, stays: no later write needs to ask
                 self._store(namespace, writes)
+                if self._blobs.learner is not None:
+                    self._train_if_due()
         except CasStoreError:
             raise
         except self._failures as error:
@@ -312,6 +349,10 @@ class Repository:
                 for digest in missing.digests:
                     staged[digest] = self._blobs.stage(digest, data[digest])
                 continue
+            except LearnedFrameRefused as refused:
+                data = {write.digest: write.data for write in writes}
+                staged[refused.digest] = self._blobs.stage(refused.digest, data[refused.digest], plain=True)
+                continue
             return
 
     def _store_one(self, namespace: str, write: PreparedWrite) -> None:
@@ -332,9 +373,16 @@ class Repository:
         # New content (or collected meanwhile). Its blob is staged inside the transaction, under the writers' lock
         # (which only gc's exclusive one excludes): every removal of an object happens under gc's lock, so the object
         # written or found here stays until the commit, and `put` needs not look at it again.
-        with self._database.transaction() as work:
-            staged = self._blobs.stage(write.digest, write.data)
-            self._record_parts(work, namespace, [write], {write.digest: staged}, stored_under_lock=True)
+        plain = False
+        while True:
+            try:
+                with self._database.transaction() as work:
+                    staged = self._blobs.stage(write.digest, write.data, key=write.key, plain=plain)
+                    self._record_parts(work, namespace, [write], {write.digest: staged}, stored_under_lock=True)
+            except LearnedFrameRefused:
+                plain = True
+                continue
+            return
 
     def _stage_unknown(self, writes: Sequence[PreparedWrite]) -> dict[str, StagedBlob]:
         # Which parts are new is asked without the lock, and not at all for content this repository stored or found
@@ -348,7 +396,43 @@ class Repository:
             return {}
         with self._database.reading() as connection:
             new = {write.digest: write for write in unknown if not self._blobs.exists(connection, write.digest)}
-        return {digest: self._blobs.stage(digest, write.data) for digest, write in new.items()}
+        return {digest: self._blobs.stage(digest, write.data, key=write.key) for digest, write in new.items()}
+
+    def _train_if_due(self) -> None:
+        # After a write has committed, in the writer, outside any transaction: a dictionary due for a tool is trained
+        # on the samples the learner kept (bounded, tens of milliseconds) and stored. Nothing is re-encoded: writes
+        # after it use it. A failure here loses nothing and fails no write; it is logged, and plain frames go on.
+        learner = self._blobs.learner
+        assert learner is not None
+        job = learner.due()
+        if job is None:
+            return
+        failures: tuple[type[Exception], ...] = (CasStoreError, *self._failures)
+        try:
+            self._train(learner, job)
+        except failures as error:
+            _logger.warning(
+                "casstore could not store a dictionary for %r (%s); writes go on without it", job.tool, error
+            )
+
+    def _train(self, learner: Learner, job: TrainingJob) -> None:
+        with self._index() as connection:
+            active = self._blobs.active_dictionary(connection, job.tool)
+        if active is not None and active[0] != job.current and active[1] >= job.samples:
+            learner.adopt(job.tool, active[0], samples=active[1])  # another process trained one meanwhile
+            return
+        current = self._blobs.dictionary(active[0]) if active is not None else None
+        content = learner.train(job, None if current is None else current.zstd)
+        if content is None:
+            return
+        digest = content_digest(content)
+        staged = self._blobs.stage(digest, content)
+        with self._database.transaction() as work:
+            self._blobs.put(work, staged)
+            self._blobs.record_dictionary(
+                work, digest, tool=job.tool, samples=job.samples, sample_bytes=job.sample_bytes
+            )
+        learner.adopt(job.tool, digest, samples=job.samples)
 
     def _record_parts(
         self,
@@ -574,7 +658,7 @@ class Repository:
             try:
                 with self._index() as connection:
                     location = self._blobs.locate(connection, digest)
-                self._blobs.load(location, guarded=False)
+                self._blobs.load(location, guarded=False, fresh=True)
             except CorruptBlobError as error:
                 if not error.missing:
                     return BlobCheck("corrupt", str(error))
@@ -583,6 +667,27 @@ class Repository:
                         return BlobCheck("collected")  # a concurrent gc deleted it after the list was taken
                 return BlobCheck("missing", str(error))
         return BlobCheck("ok")
+
+    def blob_dependencies(self, digests: Iterable[str]) -> set[str]:
+        """
+        :param digests: Blobs by digest.
+        :returns: Every blob those need to be read (a trained dictionary, a delta's base, and what those need in turn),
+            which gc must keep while any of `digests` is kept; `digests` themselves only where one needs another.
+        """
+        with self._index() as connection:
+            return self._blobs.dependencies(connection, digests)
+
+    def encoding_counts(self) -> dict[str, int]:
+        """:returns: How many blobs are stored `plain`, with a `dictionary`, as a `delta`; and how many dictionaries."""
+        with self._index() as connection:
+            return self._blobs.encodings(connection)
+
+    def learning_figures(self) -> dict[str, float]:
+        """:returns: How often this repository object trained a dictionary, and the seconds it took in all."""
+        learner = self._blobs.learner
+        if learner is None:
+            return {"trainings": 0.0, "training_seconds": 0.0}
+        return {"trainings": float(learner.trainings), "training_seconds": learner.training_seconds}
 
     def stray_files(self, *, modified_before: float) -> tuple[int, int]:
         """
@@ -745,16 +850,20 @@ class Repository:
         """
         deleted = freed = 0
         with self._guard.held():
-            with self._index() as connection:
-                candidates = self._blobs.collectable(connection, grace=grace)
-            for batch in _sized_batches(candidates):
-                started = time.perf_counter()
-                with self._database.transaction(exclusive=True) as work:
-                    for digest, stored_size in batch:
-                        if self._blobs.delete_if_collectable(work, digest, grace=grace):
-                            deleted += 1
-                            freed += stored_size
-                self._database.yield_to_writers(time.perf_counter() - started)
+            for _ in range(_COLLECTION_PASSES):
+                with self._index() as connection:
+                    candidates = self._blobs.collectable(connection, grace=grace)
+                before = deleted
+                for batch in _sized_batches(candidates):
+                    started = time.perf_counter()
+                    with self._database.transaction(exclusive=True) as work:
+                        for digest, stored_size in batch:
+                            if self._blobs.delete_if_collectable(work, digest, grace=grace):
+                                deleted += 1
+                                freed += stored_size
+                    self._database.yield_to_writers(time.perf_counter() - started)
+                if deleted == before:
+                    break
         return Collection(blobs_deleted=deleted, blob_bytes_freed=freed)
 
     def remove_stray_files(self, *, modified_before: float, dry_run: bool) -> tuple[int, int]:

@@ -51,6 +51,7 @@ class SharedToolResultStore(RepositoryToolResultStore):
         namespace: str = DEFAULT_NAMESPACE,
         compression_level: int = 3,
         inline_max: int = DEFAULT_INLINE_MAX,
+        learn: bool = True,
     ) -> None:
         """
         Connect to the index and the object store, bringing the index's schema up to date if needed.
@@ -67,6 +68,9 @@ class SharedToolResultStore(RepositoryToolResultStore):
         :param compression_level: The zstd compression level, 1 (fastest) to 22 (smallest).
         :param inline_max: Blobs whose compressed size is at most this many bytes are kept inside PostgreSQL instead
             of as objects. `0` stores every blob as an object.
+        :param learn: Compress new content with what the store learned from what it holds: zstd dictionaries trained
+            per tool, and deltas against an earlier version of a result (docs/compression.md). False stores plain zstd
+            frames, as before; blobs stored either way are read either way.
         :raises ValueError: If `blob_options` hold credentials, or a setting is out of range or not a string.
         :raises StorageError: If PostgreSQL or the object store cannot be reached (the message says which).
         :raises SchemaError: If the database holds a newer casstore schema, or another application's tables of the
@@ -84,6 +88,7 @@ class SharedToolResultStore(RepositoryToolResultStore):
         self.blob_options = dict(blob_options) if blob_options is not None else None
         self.compression_level = compression_level
         self.inline_max = inline_max
+        self.learn = learn
         url = index_url.resolve_value()
         if not url:
             raise ValueError(
@@ -96,6 +101,7 @@ class SharedToolResultStore(RepositoryToolResultStore):
                 blob_options=self.blob_options,
                 compression_level=compression_level,
                 inline_max=inline_max,
+                learn=learn,
             ),
             namespace=namespace,
         )
@@ -126,6 +132,7 @@ class SharedToolResultStore(RepositoryToolResultStore):
             namespace=self.namespace,
             compression_level=self.compression_level,
             inline_max=self.inline_max,
+            learn=self.learn,
         )
 
     @classmethod
@@ -142,7 +149,13 @@ class SharedToolResultStore(RepositoryToolResultStore):
 
 
 def open_shared_repository(
-    *, index_url: str, blob_url: str, blob_options: dict[str, str] | None, compression_level: int, inline_max: int
+    *,
+    index_url: str,
+    blob_url: str,
+    blob_options: dict[str, str] | None,
+    compression_level: int,
+    inline_max: int,
+    learn: bool = True,
 ) -> Repository:
     """
     Open the repository of a shared store: the PostgreSQL index and the object store.
@@ -175,4 +188,5 @@ def open_shared_repository(
         inline_max=inline_max,
         footprint=footprint,
         description=f"{database.description} and {blob_url}",
+        learn=learn,
     )

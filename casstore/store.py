@@ -196,6 +196,7 @@ class ContentAddressedToolResultStore(RepositoryToolResultStore):
         compression_level: int = 3,
         inline_max: int = DEFAULT_INLINE_MAX,
         durable: bool = False,
+        learn: bool = True,
     ) -> None:
         """
         Open the store at `root`; a store that does not exist yet is created by its first write.
@@ -213,6 +214,9 @@ class ContentAddressedToolResultStore(RepositoryToolResultStore):
             of in a file of their own. `0` stores every blob as a file.
         :param durable: Fsync blob files and use SQLite's `synchronous=FULL`, so a write survives power loss. The
             default survives a crash of the process, but not of the machine.
+        :param learn: Compress new content with what the store learned from what it holds: zstd dictionaries trained
+            per tool, and deltas against an earlier version of a result (docs/compression.md). False stores plain zstd
+            frames, as before; blobs stored either way are read either way.
         :raises TypeError: If `namespace` is not a string.
         :raises ValueError: If `namespace` is empty, too long or contains control characters, or if
             `compression_level` or `inline_max` is out of range.
@@ -224,10 +228,11 @@ class ContentAddressedToolResultStore(RepositoryToolResultStore):
         self.root = Path(root)
         self.compression_level = compression_level
         self.inline_max = inline_max
+        self.learn = learn
         self.durable = durable
         super().__init__(
             repository=Repository.local(
-                self.root, compression_level=compression_level, inline_max=inline_max, durable=durable
+                self.root, compression_level=compression_level, inline_max=inline_max, durable=durable, learn=learn
             ),
             namespace=namespace,
         )
@@ -247,6 +252,7 @@ class ContentAddressedToolResultStore(RepositoryToolResultStore):
             namespace=self.namespace,
             compression_level=self.compression_level,
             inline_max=self.inline_max,
+            learn=self.learn,
             durable=self.durable,
         )
 

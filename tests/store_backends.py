@@ -32,7 +32,11 @@ class StoreFactory(Protocol):
     """`open_store(namespace=..., inline_max=...)`: a store on the backend's index and blobs, closed after the test."""
 
     def __call__(
-        self, namespace: str = "default", inline_max: int = DEFAULT_INLINE_MAX, compression_level: int = 3
+        self,
+        namespace: str = "default",
+        inline_max: int = DEFAULT_INLINE_MAX,
+        compression_level: int = 3,
+        learn: bool = True,
     ) -> RepositoryToolResultStore:
         """:returns: An opened store."""
         ...
@@ -48,14 +52,18 @@ class Backend:
     def __init__(self) -> None:
         self._opened: list[RepositoryToolResultStore] = []
 
-    def _make(self, namespace: str, inline_max: int, compression_level: int) -> RepositoryToolResultStore:
+    def _make(self, namespace: str, inline_max: int, compression_level: int, learn: bool) -> RepositoryToolResultStore:
         raise NotImplementedError
 
     def open(
-        self, namespace: str = "default", inline_max: int = DEFAULT_INLINE_MAX, compression_level: int = 3
+        self,
+        namespace: str = "default",
+        inline_max: int = DEFAULT_INLINE_MAX,
+        compression_level: int = 3,
+        learn: bool = True,
     ) -> RepositoryToolResultStore:
         """:returns: A new store object on this backend's index and blobs, closed when the test ends."""
-        store = self._make(namespace, inline_max, compression_level)
+        store = self._make(namespace, inline_max, compression_level, learn)
         self._opened.append(store)
         return store
 
@@ -108,9 +116,9 @@ class LocalBackend(Backend):
         self.root = root
         create_store(root)  # the index exists from the start, as the shared store's tables do
 
-    def _make(self, namespace: str, inline_max: int, compression_level: int) -> RepositoryToolResultStore:
+    def _make(self, namespace: str, inline_max: int, compression_level: int, learn: bool) -> RepositoryToolResultStore:
         return ContentAddressedToolResultStore(
-            self.root, namespace=namespace, inline_max=inline_max, compression_level=compression_level
+            self.root, namespace=namespace, inline_max=inline_max, compression_level=compression_level, learn=learn
         )
 
     def rows(self, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -157,7 +165,7 @@ class SharedBackend(Backend):
         self._connection: psycopg.Connection[Any] | None = None
         self.bucket, self.prefix = open_bucket(s3)
 
-    def _make(self, namespace: str, inline_max: int, compression_level: int) -> RepositoryToolResultStore:
+    def _make(self, namespace: str, inline_max: int, compression_level: int, learn: bool) -> RepositoryToolResultStore:
         return SharedToolResultStore(
             index_url=Secret.from_env_var(INDEX_URL_VARIABLE),
             blob_url=self.s3.url,
@@ -165,6 +173,7 @@ class SharedBackend(Backend):
             namespace=namespace,
             inline_max=inline_max,
             compression_level=compression_level,
+            learn=learn,
         )
 
     @property

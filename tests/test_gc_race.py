@@ -209,13 +209,15 @@ def test_a_read_whose_blob_was_collected_and_stored_again_meanwhile_returns_the_
         load = blobs.load
         collections: list[int] = []
 
-        def collect_and_store_again_around_unlocked_loads(location: Any, *, guarded: bool = True) -> bytes:
+        def collect_and_store_again_around_unlocked_loads(
+            location: Any, *, guarded: bool = True, fresh: bool = False
+        ) -> bytes:
             if not guarded:  # the read's look under the write lock: gc would wait
-                return load(location, guarded=guarded)
+                return load(location, guarded=guarded, fresh=fresh)
             _age_every_blob(store_root)
             collections.append(collect_garbage(store, namespace="reader", grace=timedelta(0)).blobs_deleted)
             try:
-                return load(location, guarded=guarded)
+                return load(location, guarded=guarded, fresh=fresh)
             finally:
                 store.write(key="r.txt", content=content)
 

@@ -54,6 +54,8 @@ INDEX_URL_VARIABLE = "CASSTORE_INDEX_URL"
 CASSTORE_TABLES = {
     "blobs",
     "blob_frames",
+    "blob_dependencies",
+    "dictionaries",
     "writes",
     "visible_references",
     "offloads",
