@@ -559,7 +559,7 @@ def _print_verify_report(report: maintenance.VerifyReport) -> None:
             f"{report.unreferenced_blobs} blobs no write references any more: gc deletes them after its grace period"
         )
     if not report.ok:
-        click.echo("damaged: see docs/gc.md, "Recovery", in the casstore repository")
+        click.echo("damaged: see 'Recovery' in casstore's docs/gc.md")
     else:
         click.echo("ok" if report.clean else "ok, but orphans: casstore gc removes those older than its grace period")
 
