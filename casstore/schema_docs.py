@@ -156,6 +156,8 @@ RELATIONS: dict[str, Relation] = {
             "size": "content bytes",
             "stored_in": "index or file (object in a shared store)",
             "frame": "the zstd frame, for a blob kept in the index (NULL otherwise)",
+            "encoding": "dictionary or delta for a blob that needs another to decode (NULL: plain)",
+            "needs": "the digest of the blob it needs (its dictionary or its delta's base; NULL: plain)",
         },
         view=True,
     ),
@@ -168,6 +170,40 @@ RELATIONS: dict[str, Relation] = {
             "size": "content bytes",
             "stored_in": "index or file (object in a shared store)",
             "frame": "the zstd frame, for a blob kept in the index (NULL otherwise)",
+            "encoding": "dictionary or delta for a blob that needs another to decode (NULL: plain)",
+            "needs": "the digest of the blob it needs (its dictionary or its delta's base; NULL: plain)",
+        },
+        view=True,
+    ),
+    "blob_dependencies": Relation(
+        "One row per blob whose frame does not decode alone (docs/compression.md): what it needs. A blob without a "
+        "row is plain. gc keeps a needed blob while anything needs it.",
+        {
+            "blob_id": "blobs.id of the blob whose frame needs another",
+            "needs_id": "blobs.id of the blob it needs",
+            "encoding": "dictionary (a trained zstd dictionary) or delta (an earlier content as its base)",
+        },
+    ),
+    "dictionaries": Relation(
+        "One row per trained zstd dictionary (its content is a blob like any other): one group of results each.",
+        {
+            "blob_id": "blobs.id of the dictionary's content",
+            "tool": "the group: the tool name Haystack's keys carry",
+            "samples": "how many results it was trained on",
+            "sample_bytes": "their bytes",
+            "trained_at": f"when it was trained ({_TIMES})",
+            "active": "1 for the dictionary new writes of its group use, else 0 (kept while any blob needs it)",
+        },
+    ),
+    "blob_encodings": Relation(
+        "Each blob with its encoding and the blob it needs to decode, for a person reading the index.",
+        {
+            "digest": "the blob's digest",
+            "encoding": "plain, dictionary or delta",
+            "needs": "the digest of the blob it needs (NULL for plain)",
+            "size": "content bytes",
+            "stored_size": "bytes of its frame",
+            "stored_in": "index or file (object in a shared store)",
         },
         view=True,
     ),
@@ -233,5 +269,24 @@ QUESTIONS: tuple[Question, ...] = (
         "JOIN writes w ON w.reference = part.value AND w.namespace = o.namespace\n"
         "JOIN blobs b ON b.digest = w.digest\n"
         "GROUP BY o.id, part.key ORDER BY o.id;",
+    ),
+    Question(
+        "encodings",
+        "How many blobs of each encoding, their bytes and what they hold.",
+        "SELECT encoding, count(*) AS blobs, sum(stored_size) AS stored_bytes, sum(size) AS content_bytes\n"
+        "FROM blob_encodings GROUP BY encoding ORDER BY encoding;",
+    ),
+    Question(
+        "dictionaries",
+        "The dictionaries: which tool, trained on what, in use or retired, and how many blobs need each.",
+        "SELECT d.tool, d.samples, d.sample_bytes, d.active, b.stored_size,\n"
+        "       (SELECT count(*) FROM blob_dependencies n WHERE n.needs_id = d.blob_id) AS blobs_using_it\n"
+        "FROM dictionaries d JOIN blobs b ON b.id = d.blob_id ORDER BY d.tool, d.trained_at;",
+    ),
+    Question(
+        "deltas",
+        "Deltas and their bases: how much smaller each delta is than its content.",
+        "SELECT digest, needs AS base, size, stored_size, round(1.0 * size / stored_size, 1) AS ratio\n"
+        "FROM blob_encodings WHERE encoding = 'delta' ORDER BY ratio DESC LIMIT 10;",
     ),
 )

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from casstore import ContentAddressedToolResultStore
 from casstore.datasette import DATABASE_NAME, metadata
 from casstore.demo import run_demo
 from casstore.schema_docs import QUESTIONS, RELATIONS
+from tests.helpers import create_store
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -62,7 +62,7 @@ def test_the_command_prints_datasettes_metadata_shape() -> None:
 
 
 def test_every_table_view_and_column_of_an_index_is_described(tmp_path: Path) -> None:
-    ContentAddressedToolResultStore(tmp_path / "store").close()
+    create_store(tmp_path / "store")  # a fresh index on disk (a store creates nothing until its first write)
     schema = _schema(tmp_path / "store")
     described = {name: set(relation.columns) for name, relation in RELATIONS.items()}
     missing = {name: columns - described.get(name, set()) for name, columns in schema.items()}
@@ -106,10 +106,16 @@ def test_the_canned_queries_are_the_docs_questions() -> None:
     assert {question.title: question.sql for question in QUESTIONS} == _docs_questions()
 
 
+# A short demo run trains no dictionary and writes few near-copies: these questions are answered, with rows, on a
+# store that learned, by tests/test_compression_docs.py (the page they come from).
+_LEARNED_ENCODINGS = {"dictionaries", "deltas"}
+
+
 def test_every_canned_query_answers_on_a_real_run(demo_root: Path) -> None:
     with contextlib.closing(sqlite3.connect(f"file:{demo_root / 'index.db'}?mode=ro", uri=True)) as connection:
         for question in QUESTIONS:
-            assert connection.execute(question.sql).fetchall(), question.title
+            rows = connection.execute(question.sql).fetchall()
+            assert rows or question.name in _LEARNED_ENCODINGS, question.title
 
 
 def _datasette(root: Path, tmp_path: Path, path: str) -> Any:
@@ -134,6 +140,6 @@ def test_datasette_accepts_the_metadata_and_runs_every_question(demo_root: Path,
     }
     for question in QUESTIONS:
         answer = _datasette(demo_root, tmp_path, f"/{DATABASE_NAME}/{question.name}.json?_shape=array")
-        assert isinstance(answer, list) and answer, question.title
+        assert isinstance(answer, list) and (answer or question.name in _LEARNED_ENCODINGS), question.title
     table = _datasette(demo_root, tmp_path, f"/{DATABASE_NAME}/compactions.json?_shape=objects")
     assert table["rows"] and set(table["rows"][0]) == set(RELATIONS["compactions"].columns)
