@@ -51,6 +51,7 @@ class SharedToolResultStore(RepositoryToolResultStore):
         namespace: str = DEFAULT_NAMESPACE,
         compression_level: int = 3,
         inline_max: int = DEFAULT_INLINE_MAX,
+        search_index: bool = False,
     ) -> None:
         """
         Connect to the index and the object store, bringing the index's schema up to date if needed.
@@ -67,12 +68,21 @@ class SharedToolResultStore(RepositoryToolResultStore):
         :param compression_level: The zstd compression level, 1 (fastest) to 22 (smallest).
         :param inline_max: Blobs whose compressed size is at most this many bytes are kept inside PostgreSQL instead
             of as objects. `0` stores every blob as an object.
-        :raises ValueError: If `blob_options` hold credentials, or a setting is out of range or not a string.
+        :param search_index: Must be False: the shared store has no search index yet (docs/search.md); the search
+            tool over it says so. Accepted so that code passing the local store's settings fails clearly.
+        :raises ValueError: If `blob_options` hold credentials, a setting is out of range or not a string, or
+            `search_index` is True.
         :raises StorageError: If PostgreSQL or the object store cannot be reached (the message says which).
         :raises SchemaError: If the database holds a newer casstore schema, or another application's tables of the
             same names.
         """
         check_settings(namespace=namespace, compression_level=compression_level, inline_max=inline_max)
+        if search_index:
+            raise ValueError(
+                "SharedToolResultStore has no search index yet: only ContentAddressedToolResultStore (SQLite) has one. "
+                "Pass search_index=False (the default); the search tool over a shared store answers that it cannot "
+                "search."
+            )
         if isinstance(index_url, str):
             index_url = Secret.from_token(index_url)
         if not isinstance(index_url, Secret):

@@ -271,6 +271,8 @@ _LAYERS_BELOW = {
     "casstore.frames",
     "casstore.schema",
     "casstore.index_queries",
+    "casstore.search_index",
+    "casstore.searching",
 }
 _PRIVATE_LAYER_ATTRIBUTES = {"_database", "_blobs", "_connection", "_files", "_hints"}
 
