@@ -75,6 +75,9 @@ def score(*, occurrences: dict[int, int], size: int, statistics: NamespaceStatis
 
 
 def rank_candidates(found: Sequence[tuple[Candidate, SearchHit]], *, limit: int) -> tuple[list[SearchHit], int]:
-    """:returns: The `limit` best hits, best first (ties by reference), and how many more there are."""
-    ordered = sorted(found, key=lambda pair: (-pair[1].score, pair[1].reference))
+    """
+    :returns: The `limit` best hits, best first, and how many more there are. Hits holding more of the terms come
+        first (as an agent's "where did I see X and Y" means both), then by BM25 score, then by reference.
+    """
+    ordered = sorted(found, key=lambda pair: (-len(pair[1].terms), -pair[1].score, pair[1].reference))
     return [hit for _, hit in ordered[:limit]], max(0, len(ordered) - limit)

@@ -275,7 +275,7 @@ def _block(position: int, hit: SearchHit, terms: list[str]) -> str:
             out.append("   ...")
         for index in range(start, end):
             marker = ":" if index == number or index in matching else "-"
-            out.append(f"   {index + 1}{marker} {_excerpt(lines[index], folded)}")
+            out.append(f"   {index + 1}{marker} {_excerpt(lines[index], folded)}".rstrip(" "))
         last = end - 1
     if len(matching) > len(listed):
         out.append(f"   ({len(matching) - len(listed)} more matching line(s); from line {matching[len(listed)] + 1})")
