@@ -134,7 +134,7 @@ def use_the_search(root: Path) -> None:
     assert indexed["indexed"] >= 2, indexed
     with ContentAddressedToolResultStore(root, namespace="smoke", search_index=True) as store:
         answer = make_search_tool(store).invoke(query='"an old sea"')
-        assert "8: line 7: an old search result" in answer, f"the search tool answered {answer!r}"
+        assert "   1: line 0: an old search result" in answer, f"the search tool answered {answer!r}"
         data = store.write(key="ci.json", content=json.dumps({"jobs": [{"name": "a", "ok": False}, {"name": "b"}]}))
         selected = make_read_tool(store).invoke(reference=data, jmespath="jobs[?ok==`false`].name")
         assert json.loads(selected) == ["a"], f"the read tool's jmespath answered {selected!r}"
