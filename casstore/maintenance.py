@@ -39,7 +39,8 @@ class VerifyReport:
     than its grace period: information, not a finding.
 
     The search index is checked against the blobs too: `search_mismatched` counts documents whose blob is gone or
-    whose trigrams do not hold their blob's text (damage to the search index, not to content: `ok` is False, and
+    whose trigrams do not hold their blob's text, and namespace entries of no document or of a forgotten reference
+    (damage to the search index, not to content: `ok` is False, and
     `casstore search-index --rebuild` repairs it); `search_stray_rows` counts trigram rows of no document, left when
     gc removed a damaged blob (an orphan: matched by nothing, removed by a rebuild).
     """
@@ -96,7 +97,7 @@ def verify(source: Repository | HasRepository, *, progress: Callable[[int, int],
     report.stray_files, report.stray_bytes = repository.stray_files(modified_before=started)
     search = repository.check_search_index()
     report.search_documents_checked = search.documents
-    report.search_mismatched = search.without_blob + search.mismatched
+    report.search_mismatched = search.without_blob + search.mismatched + search.stray_entries
     report.search_stray_rows = search.stray_rows
     return report
 

@@ -69,9 +69,9 @@ BLOB_DIRECTORY_NAME = "blobs"
 _BATCH = 500
 # A search reads every candidate when there are at most this many; otherwise this many per hit asked for, and at
 # least the second figure, best placed first.
-_READ_ALL_CANDIDATES = 200
-_READ_PER_HIT = 5
-_READ_AT_LEAST = 50
+_READ_ALL_CANDIDATES = 100
+_READ_PER_HIT = 3
+_READ_AT_LEAST = 30
 # How often a write transaction the engine rolled back to break a deadlock is tried, in all.
 _CONFLICT_ATTEMPTS = 8
 
@@ -109,18 +109,19 @@ class SearchCheck:
     The search index checked against the blobs: `documents` checked; documents whose blob row is gone
     (`without_blob`) or whose trigrams do not hold their blob's text (`mismatched`); rows of trigrams that belong to
     no document (`stray_rows`, left by gc removing a damaged blob's document). Any of these is repaired by
-    `rebuild_search_index`.
+    `build_search_index(rebuild=True)`.
     """
 
     documents: int = 0
     without_blob: int = 0
     mismatched: int = 0
     stray_rows: int = 0
+    stray_entries: int = 0
 
     @property
     def consistent(self) -> bool:
         """:returns: Whether every document matches its blob and nothing is left over."""
-        return not (self.without_blob or self.mismatched or self.stray_rows)
+        return not (self.without_blob or self.mismatched or self.stray_rows or self.stray_entries)
 
 
 class IndexDatabase(Protocol):
@@ -357,7 +358,7 @@ class Repository:
         for write in writes:
             was_visible = index.record_write(work, namespace, write)
             if self._search_index_writes:
-                _index_text(work, write)
+                _index_text(work, namespace, write)
             digest = write.digest
             if digest in staged or (was_visible and not needs_confirmation(digest)):
                 continue
@@ -558,6 +559,8 @@ class Repository:
         """Forget the writes and offloads of `namespace` (or all) older than `older_than` (or any age), in one go."""
         with self._guard.held(), self._database.transaction(exclusive=True) as work:
             writes, offloads = index.forget(work, namespace=namespace, older_than=older_than)
+            if writes and self._searchable:
+                search_index.forget_entries(work)  # a namespace's search sees only what it still holds
         return Collection(writes_forgotten=writes, offloads_forgotten=offloads)
 
     def delete_collectable_blobs(self, *, grace: timedelta) -> Collection:
@@ -830,6 +833,8 @@ class Repository:
                             indexed += 1
                 if progress is not None:
                     progress(indexed + skipped, total)
+            with self._database.transaction() as work:
+                search_index.add_missing_entries(work)
         return indexed, skipped
 
     def check_search_index(self) -> SearchCheck:
@@ -840,6 +845,7 @@ class Repository:
             with self._index() as connection:
                 documents: list[IndexedEntry] = search_index.entries(connection)
                 stray = search_index.stray_rows(connection)
+                stray_entries = search_index.stray_entries(connection) + search_index.miscounted(connection)
             without_blob = mismatched = 0
             for entry in documents:
                 if not entry.has_blob:
@@ -854,7 +860,13 @@ class Repository:
                 with self._index() as connection:
                     if not search_index.finds(connection, document=entry.document, text=text):
                         mismatched += 1
-        return SearchCheck(documents=len(documents), without_blob=without_blob, mismatched=mismatched, stray_rows=stray)
+        return SearchCheck(
+            documents=len(documents),
+            without_blob=without_blob,
+            mismatched=mismatched,
+            stray_rows=stray,
+            stray_entries=stray_entries,
+        )
 
     def search_index_bytes(self) -> int:
         """:returns: Bytes the search index's tables take in the index (0 where there is none)."""
@@ -928,14 +940,19 @@ def _damaged_index(digest: str, error: Exception) -> CorruptBlobError:
     )
 
 
-def _index_text(work: UnitOfWork, write: PreparedWrite) -> None:
-    """Index a write's text in its own transaction, if it is text and not indexed yet (`search_index.add`)."""
+def _index_text(work: UnitOfWork, namespace: str, write: PreparedWrite) -> None:
+    """
+    Index a write's text in its own transaction, if it is text (`search_index.add` once per blob), and record it as
+    the namespace's latest write of that blob.
+    """
     if write.is_text:
         search_index.add_text_write(work, digest=write.digest, data=write.data)
+    elif searchable_text(write.data, is_text=False) is not None:
+        if not search_index.is_indexed(work.connection, write.digest):
+            search_index.add(work, digest=write.digest, text=write.data.decode("utf-8"))
+    else:
         return
-    text = searchable_text(write.data, is_text=False)
-    if text is not None:
-        search_index.add(work, digest=write.digest, text=text)
+    search_index.add_entry(work, namespace=namespace, digest=write.digest, size=len(write.data))
 
 
 def _batches(items: Iterator[Any], size: int = _BATCH) -> Iterator[list[Any]]:

@@ -37,15 +37,28 @@ _ADD_DOCUMENT_SQL = (
     "INSERT INTO search_documents (digest, size) VALUES (?, ?) ON CONFLICT (digest) DO NOTHING RETURNING id"
 )
 _ADD_TEXT_SQL = "INSERT INTO search_text (rowid, body) VALUES (?, ?)"
+# CROSS JOIN keeps SQLite's planner from looping over a namespace's entries and matching each: the matches come
+# first, each looked up by key after.
 _CANDIDATES_SQL = """
-    SELECT d.id, d.digest, d.size FROM search_text s JOIN search_documents d ON d.id = s.rowid
+    SELECT d.id, d.digest, d.size FROM search_text s
+    CROSS JOIN search_documents d ON d.id = s.rowid
+    CROSS JOIN search_entries e ON e.namespace = ? AND e.digest = d.digest
     WHERE search_text MATCH ?
-      AND EXISTS (SELECT 1 FROM visible_references v WHERE v.digest = d.digest AND v.namespace = ?)
 """
-_DOCUMENT_COUNT_SQL = """
-    SELECT count(*), coalesce(sum(d.size), 0) FROM search_documents d
-    WHERE EXISTS (SELECT 1 FROM visible_references v WHERE v.digest = d.digest AND v.namespace = ?)
+_DOCUMENT_COUNT_SQL = "SELECT documents, bytes FROM search_namespaces WHERE namespace = ?"
+# The write just recorded in the caller's transaction is the highest id.
+_ADD_ENTRY_SQL = """
+    INSERT INTO search_entries (namespace, digest, size, write_id) VALUES (?, ?, ?, (SELECT max(id) FROM writes))
+    ON CONFLICT (namespace, digest) DO NOTHING RETURNING 1
 """
+_UPDATE_ENTRY_SQL = (
+    "UPDATE search_entries SET write_id = (SELECT max(id) FROM writes) WHERE namespace = ? AND digest = ?"
+)
+_COUNT_ENTRY_SQL = """
+    INSERT INTO search_namespaces (namespace, documents, bytes) VALUES (?, 1, ?)
+    ON CONFLICT (namespace) DO UPDATE SET documents = documents + 1, bytes = bytes + excluded.bytes
+"""
+_COUNTS_SQL = "SELECT namespace, count(*), sum(size) FROM search_entries GROUP BY namespace"
 
 
 class SearchTimeout(Exception):
@@ -146,6 +159,74 @@ def add_text_write(work: UnitOfWork, *, digest: str, data: bytes) -> bool:
     return True
 
 
+def add_entry(work: UnitOfWork, *, namespace: str, digest: str, size: int) -> None:
+    """
+    Record, inside the transaction of the write just recorded, that `namespace` holds the indexed blob `digest`, with
+    that write as its latest.
+    """
+    connection = work.connection
+    if connection.execute(_ADD_ENTRY_SQL, (namespace, digest, size)).fetchone() is None:
+        connection.execute(_UPDATE_ENTRY_SQL, (namespace, digest))
+    else:
+        connection.execute(_COUNT_ENTRY_SQL, (namespace, size))
+
+
+def recount(work: UnitOfWork) -> None:
+    """Count every namespace's entries again, inside the caller's transaction (after entries were added or removed)."""
+    work.connection.execute("DELETE FROM search_namespaces")
+    work.connection.execute(f"INSERT INTO search_namespaces (namespace, documents, bytes) {_COUNTS_SQL}")
+
+
+def miscounted(connection: sqlite3.Connection) -> bool:
+    """:returns: Whether the kept per-namespace counts differ from a count of the entries."""
+    kept = set(connection.execute("SELECT namespace, documents, bytes FROM search_namespaces"))
+    return kept != set(connection.execute(_COUNTS_SQL))
+
+
+def add_missing_entries(work: UnitOfWork) -> int:
+    """
+    Record every (namespace, indexed blob) the history holds and the entries lack, with its latest write, inside the
+    caller's transaction (the end of a build).
+
+    :returns: How many entries were added.
+    """
+    cursor = work.connection.execute(
+        "INSERT INTO search_entries (namespace, digest, size, write_id) "
+        "SELECT w.namespace, w.digest, d.size, max(w.id) FROM writes w JOIN search_documents d ON d.digest = w.digest "
+        "GROUP BY w.namespace, w.digest ON CONFLICT (namespace, digest) DO NOTHING"
+    )
+    recount(work)
+    return cursor.rowcount
+
+
+def forget_entries(work: UnitOfWork) -> None:
+    """
+    After writes were forgotten (gc), inside its transaction: drop the entries no write is left for, and point the
+    others at the latest write left.
+    """
+    connection = work.connection
+    connection.execute(
+        "DELETE FROM search_entries WHERE (namespace, digest) NOT IN (SELECT namespace, digest FROM writes)"
+    )
+    connection.execute(
+        "UPDATE search_entries SET write_id = latest.id "
+        "FROM (SELECT namespace, digest, max(id) AS id FROM writes GROUP BY namespace, digest) AS latest "
+        "WHERE latest.namespace = search_entries.namespace AND latest.digest = search_entries.digest "
+        "AND latest.id <> search_entries.write_id"
+    )
+    recount(work)
+
+
+def stray_entries(connection: sqlite3.Connection) -> int:
+    """:returns: How many entries have no document, or a reference no longer visible in their namespace."""
+    row = connection.execute(
+        "SELECT count(*) FROM search_entries e "
+        "WHERE NOT EXISTS (SELECT 1 FROM search_documents d WHERE d.digest = e.digest) "
+        "OR NOT EXISTS (SELECT 1 FROM visible_references v WHERE v.digest = e.digest AND v.namespace = e.namespace)"
+    ).fetchone()
+    return int(row[0])
+
+
 def remove(work: UnitOfWork, *, digest: str, text: str | None) -> bool:
     """
     Remove a blob's document, inside the caller's transaction (gc's, which deletes the blob).
@@ -157,6 +238,13 @@ def remove(work: UnitOfWork, *, digest: str, text: str | None) -> bool:
     """
     connection = work.connection
     row = connection.execute("DELETE FROM search_documents WHERE digest = ? RETURNING id", (digest,)).fetchone()
+    for namespace, size in connection.execute(
+        "DELETE FROM search_entries WHERE digest = ? RETURNING namespace, size", (digest,)
+    ).fetchall():
+        connection.execute(
+            "UPDATE search_namespaces SET documents = documents - 1, bytes = bytes - ? WHERE namespace = ?",
+            (size, namespace),
+        )
     if row is None:
         return False
     if text is not None:
@@ -168,6 +256,8 @@ def clear(work: UnitOfWork) -> None:
     """Remove every document and trigram, inside the caller's transaction (the start of a rebuild)."""
     connection = work.connection
     connection.execute("DELETE FROM search_documents")
+    connection.execute("DELETE FROM search_entries")
+    connection.execute("DELETE FROM search_namespaces")
     connection.execute("INSERT INTO search_text (search_text) VALUES ('delete-all')")
 
 
@@ -246,7 +336,7 @@ def candidates(
     per_term = []
     with _interrupted_at(connection, deadline):
         for position, term in enumerate(terms):
-            rows = connection.execute(_CANDIDATES_SQL, (term_query(term), namespace)).fetchall()
+            rows = connection.execute(_CANDIDATES_SQL, (namespace, term_query(term))).fetchall()
             per_term.append(len(rows))
             for document, digest, size in rows:
                 entry = found.get(document)
@@ -254,7 +344,8 @@ def candidates(
                     found[document] = (digest, size, {position})
                 else:
                     entry[2].add(position)
-        count, characters = connection.execute(_DOCUMENT_COUNT_SQL, (namespace,)).fetchone()
+        counts = connection.execute(_DOCUMENT_COUNT_SQL, (namespace,)).fetchone()
+    count, characters = counts if counts is not None else (0, 0)
     statistics = NamespaceStatistics(documents=count, characters=characters, candidates_per_term=tuple(per_term))
     listed = [
         Candidate(document=document, digest=digest, size=size, terms=frozenset(positions))
@@ -340,20 +431,20 @@ def tool_digests(connection: sqlite3.Connection, *, namespace: str, tool_name: s
 
 
 def hit_details(connection: sqlite3.Connection, *, namespace: str, digests: Sequence[str]) -> dict[str, HitDetails]:
-    """:returns: For each of `digests` written in `namespace`, what the history knows of its latest write."""
+    """:returns: For each of `digests` the namespace holds, what the history knows of its latest write."""
     if not digests:
         return {}
     marks = ", ".join("?" for _ in digests)
     latest: dict[str, tuple[str, str, str]] = {}
     for digest, reference, key, written_at in connection.execute(
-        f"SELECT digest, reference, key, written_at FROM writes WHERE namespace = ? AND digest IN ({marks}) "
-        f"ORDER BY id",
+        f"SELECT e.digest, w.reference, w.key, w.written_at FROM search_entries e JOIN writes w ON w.id = e.write_id "
+        f"WHERE e.namespace = ? AND e.digest IN ({marks})",
         (namespace, *digests),
     ):
         latest[digest] = (reference, key, written_at)
     tools: dict[str, str] = {}
     references = [reference for reference, _, _ in latest.values()]
-    if references:
+    if references and connection.execute("SELECT 1 FROM offloads WHERE namespace = ? LIMIT 1", (namespace,)).fetchone():
         marks = ", ".join("?" for _ in references)
         for reference, tool_name in connection.execute(
             f"SELECT part.value, o.tool_name FROM offloads o, json_each(o.refs) part "

@@ -16,6 +16,26 @@ CREATE TABLE search_documents (
 -- of the text it indexes (measured on the benchmark trace: see docs/search.md); without them it is about a fifth.
 CREATE VIRTUAL TABLE search_text USING fts5(body, content='', detail='none', tokenize='trigram');
 
+-- The indexed results of each namespace: one row per (namespace, blob) that a store with the index on wrote there (or
+-- `casstore search-index` found written there), with the blob's size and the namespace's latest write of it. A search
+-- counts and ranks over its namespace's rows alone, and a hit's key and time come from that write. gc deletes the
+-- rows of what it forgets, in the same transaction.
+CREATE TABLE search_entries (
+    namespace TEXT NOT NULL,
+    digest TEXT NOT NULL,                                    -- search_documents.digest
+    size INTEGER NOT NULL,                                   -- bytes of the content
+    write_id INTEGER NOT NULL,                               -- writes.id: the namespace's latest write of it
+    PRIMARY KEY (namespace, digest)
+) WITHOUT ROWID;
+
+-- Per namespace: how many entries it has and their bytes, kept with the entries, so a search's statistics cost one
+-- look-up however many results the namespace holds.
+CREATE TABLE search_namespaces (
+    namespace TEXT PRIMARY KEY,
+    documents INTEGER NOT NULL,
+    bytes INTEGER NOT NULL
+) WITHOUT ROWID;
+
 -- One row once the index is turned on: then a search says what it found, not that there is no index to search.
 CREATE TABLE search_state (
     id INTEGER PRIMARY KEY CHECK (id = 1),
