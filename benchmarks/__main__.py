@@ -144,10 +144,8 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
         )
         gc.collect()
         gc.freeze()
-        if arguments.shared:
-            return _run_shared(arguments, trace, workdir, progress)
-        if arguments.search:
-            return _run_search(arguments, trace, workdir, progress)
+        if arguments.shared or arguments.search:  # modes of their own
+            return (_run_shared if arguments.shared else _run_search)(arguments, trace, workdir, progress)
         summaries = []
         series = []
         for index in range(repetitions):
