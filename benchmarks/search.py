@@ -172,7 +172,7 @@ def _candidate(text: str, kind: str, chooser: random.Random) -> str | None:
     if kind == "line":
         lines = [line.strip() for line in text.splitlines() if 25 <= len(line.strip()) <= 100 and " " in line.strip()]
         return chooser.choice(lines) if lines else None
-    identifiers = [match for match in _IDENTIFIER.findall(text[:200_000]) if 6 <= len(match) <= 60]
+    identifiers: list[str] = [match for match in _IDENTIFIER.findall(text[:200_000]) if 6 <= len(match) <= 60]
     if not identifiers:
         return None
     identifier = chooser.choice(identifiers)

@@ -8,10 +8,11 @@ are the documents holding every trigram of it, a superset that the repository na
 blob, verified like any read) and keeping it only if the term is in it. Positions would have made the index twice
 the size of the text; without them it is a fraction of it (docs/search.md has the measurements).
 
-What a namespace sees is decided here, in SQL, by `visible_references`: candidates are only documents whose blob
-has a reference visible in the namespace, and every statistic a ranking uses (how many documents the namespace has,
-how many hold a term) is counted over those alone, so no other namespace's results can change a hit, its rank or a
-count.
+What a namespace sees is decided here, in SQL, by its entries (`search_entries`: the indexed results it holds, kept
+in the transactions that write and forget them, so always a subset of what `visible_references` lets it read):
+candidates are only documents with an entry of the namespace, and every statistic a ranking uses (how many results
+the namespace has, their bytes, how many hold a term) is counted over those alone (`search_namespaces` keeps the
+first two), so no other namespace's results can change a hit, its rank or a count.
 """
 
 import math

@@ -16,6 +16,7 @@ from haystack.tools import ToolsType, tool
 
 from casstore import ContentAddressedToolResultStore
 from casstore.compactor import keep_in_context, make_read_tool, make_search_tool
+from casstore.compactor.search_tool import SearchOffloadedResultsTool
 
 FILES = {
     f"module_{number}.py": "".join(f"def helper_{number}_{line}():\n    return {line}\n" for line in range(40))
@@ -51,7 +52,7 @@ class SearchingModel:
                 ]
             )
         if "read" not in by_id:
-            self.search_answer = by_id["search"]
+            self.search_answer = str(by_id["search"])
             hit = re.search(r"^1\. '([^']+)'", self.search_answer, flags=re.MULTILINE)
             line = re.search(r"^   (\d+): class ToolResultStore:", self.search_answer, flags=re.MULTILINE)
             assert hit and line, self.search_answer
@@ -59,7 +60,7 @@ class SearchingModel:
             return ChatMessage.from_assistant(
                 tool_calls=[ToolCall(tool_name="read_offloaded_result", arguments=arguments, id="read")]
             )
-        self.read_answer = by_id["read"]
+        self.read_answer = str(by_id["read"])
         return ChatMessage.from_assistant("ToolResultStore.write raises KeyError, in module_3.py.")
 
 
@@ -104,6 +105,8 @@ def test_the_agent_with_the_search_tool_round_trips(tmp_path: Path, allow_cassto
     data = json.loads(json.dumps(agent.to_dict()))
     restored = Agent.from_dict(json.loads(json.dumps(data)))  # from_dict changes what it is given
     assert restored.to_dict() == data
-    assert restored.tools[0].name == "search_offloaded_results"  # type: ignore[index,union-attr]
-    restored.tools[0].store.close()  # type: ignore[index,union-attr]
+    (restored_tool,) = restored.tools
+    assert isinstance(restored_tool, SearchOffloadedResultsTool) and restored_tool.name == "search_offloaded_results"
+    assert isinstance(restored_tool.store, ContentAddressedToolResultStore) and restored_tool.store.search_index
+    restored_tool.store.close()
     store.close()
