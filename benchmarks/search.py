@@ -32,6 +32,7 @@ from benchmarks.trace import PackedTrace
 from casstore import ContentAddressedToolResultStore
 from casstore.compactor import make_search_tool
 from casstore.references import parse_reference
+from casstore.search_index import searchable_text
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[._][A-Za-z0-9_]+)+")
 _WORD = re.compile(r"[A-Za-z_]{4,}")
@@ -135,8 +136,10 @@ def _distinct_texts(trace: PackedTrace) -> dict[str, str]:
     texts: dict[str, str] = {}
     for start in range(0, len(trace), 1000):
         for _key, content in trace.load(start, min(start + 1000, len(trace))):
-            if isinstance(content, str):
-                texts.setdefault(blake3.blake3(content.encode()).hexdigest(), content)
+            data = content.encode() if isinstance(content, str) else content
+            text = searchable_text(data, is_text=isinstance(content, str))
+            if text is not None:  # text, and files of UTF-8 text, as the store indexes them
+                texts.setdefault(blake3.blake3(data).hexdigest(), text)
     return texts
 
 

@@ -72,6 +72,8 @@ _BATCH = 500
 _READ_ALL_CANDIDATES = 100
 _READ_PER_HIT = 3
 _READ_AT_LEAST = 30
+# The bytes of candidates one search reads at most (past the first): a few huge results would cost more than the rest.
+_READ_BYTES = 16 * 1024 * 1024
 # How often a write transaction the engine rolled back to break a deadlock is tried, in all.
 _CONFLICT_ATTEMPTS = 8
 
@@ -698,7 +700,9 @@ class Repository:
                     if not search_index.is_enabled(connection):
                         return SearchOutcome(enabled=False)
                     allowed = (
-                        search_index.tool_digests(connection, namespace=namespace, tool_name=tool_name)
+                        search_index.documents_of(
+                            connection, search_index.tool_digests(connection, namespace=namespace, tool_name=tool_name)
+                        )
                         if tool_name is not None
                         else None
                     )
@@ -708,7 +712,7 @@ class Repository:
             except search_index.SearchTimeout:
                 return SearchOutcome(enabled=True, timed_out=True)
             if allowed is not None:
-                candidates = [candidate for candidate in candidates if candidate.digest in allowed]
+                candidates = [candidate for candidate in candidates if candidate.document in allowed]
             return self._read_candidates(
                 namespace=namespace,
                 terms=terms,
@@ -731,35 +735,45 @@ class Repository:
         deadline: float,
     ) -> SearchOutcome:
         # Every candidate is read when there are few; otherwise enough of the best-placed ones to rank the hits shown
-        # among several times as many, and the rest are counted as unread.
+        # among several times as many (more while fewer hits than asked for were found: a term whose trigrams are
+        # common has many candidates that do not hold it), within a budget of bytes, and the rest are counted unread.
+        # Every term is looked for in each text read, so the terms a hit holds are exact whatever the index handed over.
         budget = len(ordered) if len(ordered) <= _READ_ALL_CANDIDATES else max(_READ_PER_HIT * limit, _READ_AT_LEAST)
         folded = [term.lower() for term in terms]
         found: list[tuple[search_index.Candidate, str, dict[int, int]]] = []
-        read = unreadable = 0
+        read = unreadable = bytes_read = 0
         timed_out = False
-        for candidate in ordered[:budget]:
+        for candidate in ordered:
+            if read >= budget and len(found) >= limit:
+                break  # past the budget, reading goes on only while too few hits were found (bounded by bytes)
             if time.monotonic() > deadline:
                 timed_out = True
                 break
+            if read and bytes_read + candidate.size > _READ_BYTES:
+                break
             read += 1
+            bytes_read += candidate.size
             try:
                 with self._index() as connection:
-                    location = self._blobs.locate(connection, candidate.digest)
+                    digest = search_index.digest_of(connection, candidate.document)
+                    if digest is None:
+                        continue  # collected meanwhile
+                    location = self._blobs.locate(connection, digest)
                 text = self._blobs.load(location, guarded=False).decode("utf-8", "replace")
             except CorruptBlobError:
                 unreadable += 1
                 continue
             lowered = text.lower()
-            occurrences = {term: lowered.count(folded[term]) for term in candidate.terms if folded[term] in lowered}
+            occurrences = {term: lowered.count(word) for term, word in enumerate(folded) if word in lowered}
             if occurrences:
                 found.append((candidate, text, occurrences))
         with self._index() as connection:
             details = search_index.hit_details(
-                connection, namespace=namespace, digests=[candidate.digest for candidate, _, _ in found]
+                connection, namespace=namespace, documents=[candidate.document for candidate, _, _ in found]
             )
         hits = []
         for candidate, text, occurrences in found:
-            detail = details.get(candidate.digest)
+            detail = details.get(candidate.document)
             if detail is None:
                 continue  # forgotten meanwhile
             hit = SearchHit(
@@ -777,7 +791,8 @@ class Repository:
             enabled=True,
             hits=shown,
             more_hits=more,
-            unread=len(ordered) - read,
+            # Past the per-term bound, the candidates not handed over are counted too (a tool's filter saw them all).
+            unread=(len(ordered) if tool_name is not None else max(len(ordered), statistics.most_candidates)) - read,
             unreadable=unreadable,
             timed_out=timed_out,
         )
@@ -952,7 +967,7 @@ def _index_text(work: UnitOfWork, namespace: str, write: PreparedWrite) -> None:
             search_index.add(work, digest=write.digest, text=write.data.decode("utf-8"))
     else:
         return
-    search_index.add_entry(work, namespace=namespace, digest=write.digest, size=len(write.data))
+    search_index.add_entry(work, namespace=namespace, digest=write.digest)
 
 
 def _batches(items: Iterator[Any], size: int = _BATCH) -> Iterator[list[Any]]:

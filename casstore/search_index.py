@@ -31,29 +31,35 @@ from casstore.references import parse_reference
 MIN_TERM_CHARS = 3
 # The trigrams of one term that a look-up asks for, spread over the term: more add work and hardly narrow it.
 _MAX_TRIGRAMS = 24
+# The candidates of one term handed to the ranking at most, the shortest first; the rest are counted.
+MAX_CANDIDATES_PER_TERM = 1_000
 # SQLite virtual machine steps between two checks of the deadline.
 _PROGRESS_STEPS = 2_000
 
 _ADD_DOCUMENT_SQL = (
-    "INSERT INTO search_documents (digest, size) VALUES (?, ?) ON CONFLICT (digest) DO NOTHING RETURNING id"
+    "INSERT INTO search_documents (digest, size, tiebreak) VALUES (?, ?, ?) ON CONFLICT (digest) DO NOTHING "
+    "RETURNING id"
 )
 _ADD_TEXT_SQL = "INSERT INTO search_text (rowid, body) VALUES (?, ?)"
 # CROSS JOIN keeps SQLite's planner from looping over a namespace's entries and matching each: the matches come
 # first, each looked up by key after.
+# The shortest first (where a term weighs most), at most a bound, with how many there are in all.
 _CANDIDATES_SQL = """
-    SELECT d.id, d.digest, d.size FROM search_text s
-    CROSS JOIN search_documents d ON d.id = s.rowid
-    CROSS JOIN search_entries e ON e.namespace = ? AND e.digest = d.digest
+    SELECT e.document, e.size, e.tiebreak, count(*) OVER () FROM search_text s
+    CROSS JOIN search_entries e ON e.namespace = ? AND e.document = s.rowid
     WHERE search_text MATCH ?
+    ORDER BY e.size, e.tiebreak LIMIT ?
 """
 _DOCUMENT_COUNT_SQL = "SELECT documents, bytes FROM search_namespaces WHERE namespace = ?"
 # The write just recorded in the caller's transaction is the highest id.
 _ADD_ENTRY_SQL = """
-    INSERT INTO search_entries (namespace, digest, size, write_id) VALUES (?, ?, ?, (SELECT max(id) FROM writes))
-    ON CONFLICT (namespace, digest) DO NOTHING RETURNING 1
+    INSERT INTO search_entries (namespace, document, size, tiebreak, write_id)
+    SELECT ?, id, size, tiebreak, (SELECT max(id) FROM writes) FROM search_documents WHERE digest = ?
+    ON CONFLICT (namespace, document) DO NOTHING RETURNING size
 """
 _UPDATE_ENTRY_SQL = (
-    "UPDATE search_entries SET write_id = (SELECT max(id) FROM writes) WHERE namespace = ? AND digest = ?"
+    "UPDATE search_entries SET write_id = (SELECT max(id) FROM writes) "
+    "WHERE namespace = ? AND document = (SELECT id FROM search_documents WHERE digest = ?)"
 )
 _COUNT_ENTRY_SQL = """
     INSERT INTO search_namespaces (namespace, documents, bytes) VALUES (?, 1, ?)
@@ -68,11 +74,11 @@ class SearchTimeout(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """A document that holds every trigram of at least one term: its id, digest, size in bytes, and which terms."""
+    """A document that holds every trigram of at least one term: its id, size in bytes, tiebreak, and which terms."""
 
     document: int
-    digest: str
     size: int
+    tiebreak: int
     terms: frozenset[int]
 
 
@@ -85,6 +91,11 @@ class NamespaceStatistics:
     characters: int
     # For each term (by index), how many of the namespace's documents are candidates for it.
     candidates_per_term: tuple[int, ...]
+
+    @property
+    def most_candidates(self) -> int:
+        """:returns: At most how many of the namespace's documents are candidates for some term."""
+        return min(self.documents, sum(self.candidates_per_term))
 
     def weight(self, term: int) -> float:
         """:returns: BM25's inverse document frequency of a term, from this namespace's counts alone."""
@@ -138,7 +149,9 @@ def add(work: UnitOfWork, *, digest: str, text: str) -> bool:
     :returns: Whether a document was added.
     """
     connection = work.connection
-    row = connection.execute(_ADD_DOCUMENT_SQL, (digest, len(text.encode("utf-8", "surrogatepass")))).fetchone()
+    row = connection.execute(
+        _ADD_DOCUMENT_SQL, (digest, len(text.encode("utf-8", "surrogatepass")), tiebreak(digest))
+    ).fetchone()
     if row is None:
         return False
     connection.execute(_ADD_TEXT_SQL, (row[0], text))
@@ -153,23 +166,29 @@ def add_text_write(work: UnitOfWork, *, digest: str, data: bytes) -> bool:
     :returns: Whether a document was added.
     """
     connection = work.connection
-    row = connection.execute(_ADD_DOCUMENT_SQL, (digest, len(data))).fetchone()
+    row = connection.execute(_ADD_DOCUMENT_SQL, (digest, len(data), tiebreak(digest))).fetchone()
     if row is None:
         return False
     connection.execute(_ADD_TEXT_SQL, (row[0], data.decode("utf-8")))
     return True
 
 
-def add_entry(work: UnitOfWork, *, namespace: str, digest: str, size: int) -> None:
+def tiebreak(digest: str) -> int:
+    """:returns: The order of documents of equal size: the digest's first 60 bits, which no write can change."""
+    return int(digest[:15], 16)
+
+
+def add_entry(work: UnitOfWork, *, namespace: str, digest: str) -> None:
     """
     Record, inside the transaction of the write just recorded, that `namespace` holds the indexed blob `digest`, with
     that write as its latest.
     """
     connection = work.connection
-    if connection.execute(_ADD_ENTRY_SQL, (namespace, digest, size)).fetchone() is None:
+    added = connection.execute(_ADD_ENTRY_SQL, (namespace, digest)).fetchone()
+    if added is None:
         connection.execute(_UPDATE_ENTRY_SQL, (namespace, digest))
     else:
-        connection.execute(_COUNT_ENTRY_SQL, (namespace, size))
+        connection.execute(_COUNT_ENTRY_SQL, (namespace, added[0]))
 
 
 def recount(work: UnitOfWork) -> None:
@@ -192,9 +211,10 @@ def add_missing_entries(work: UnitOfWork) -> int:
     :returns: How many entries were added.
     """
     cursor = work.connection.execute(
-        "INSERT INTO search_entries (namespace, digest, size, write_id) "
-        "SELECT w.namespace, w.digest, d.size, max(w.id) FROM writes w JOIN search_documents d ON d.digest = w.digest "
-        "GROUP BY w.namespace, w.digest ON CONFLICT (namespace, digest) DO NOTHING"
+        "INSERT INTO search_entries (namespace, document, size, tiebreak, write_id) "
+        "SELECT w.namespace, d.id, d.size, d.tiebreak, max(w.id) FROM writes w "
+        "JOIN search_documents d ON d.digest = w.digest "
+        "GROUP BY w.namespace, d.id ON CONFLICT (namespace, document) DO NOTHING"
     )
     recount(work)
     return cursor.rowcount
@@ -206,13 +226,16 @@ def forget_entries(work: UnitOfWork) -> None:
     others at the latest write left.
     """
     connection = work.connection
-    connection.execute(
-        "DELETE FROM search_entries WHERE (namespace, digest) NOT IN (SELECT namespace, digest FROM writes)"
+    latest = (
+        "SELECT w.namespace, d.id AS document, max(w.id) AS id FROM writes w "
+        "JOIN search_documents d ON d.digest = w.digest GROUP BY w.namespace, d.id"
     )
     connection.execute(
-        "UPDATE search_entries SET write_id = latest.id "
-        "FROM (SELECT namespace, digest, max(id) AS id FROM writes GROUP BY namespace, digest) AS latest "
-        "WHERE latest.namespace = search_entries.namespace AND latest.digest = search_entries.digest "
+        f"DELETE FROM search_entries WHERE (namespace, document) NOT IN (SELECT namespace, document FROM ({latest}))"
+    )
+    connection.execute(
+        f"UPDATE search_entries SET write_id = latest.id FROM ({latest}) AS latest "
+        "WHERE latest.namespace = search_entries.namespace AND latest.document = search_entries.document "
         "AND latest.id <> search_entries.write_id"
     )
     recount(work)
@@ -221,9 +244,8 @@ def forget_entries(work: UnitOfWork) -> None:
 def stray_entries(connection: sqlite3.Connection) -> int:
     """:returns: How many entries have no document, or a reference no longer visible in their namespace."""
     row = connection.execute(
-        "SELECT count(*) FROM search_entries e "
-        "WHERE NOT EXISTS (SELECT 1 FROM search_documents d WHERE d.digest = e.digest) "
-        "OR NOT EXISTS (SELECT 1 FROM visible_references v WHERE v.digest = e.digest AND v.namespace = e.namespace)"
+        "SELECT count(*) FROM search_entries e WHERE NOT EXISTS (SELECT 1 FROM search_documents d "
+        "JOIN visible_references v ON v.digest = d.digest AND v.namespace = e.namespace WHERE d.id = e.document)"
     ).fetchone()
     return int(row[0])
 
@@ -239,15 +261,15 @@ def remove(work: UnitOfWork, *, digest: str, text: str | None) -> bool:
     """
     connection = work.connection
     row = connection.execute("DELETE FROM search_documents WHERE digest = ? RETURNING id", (digest,)).fetchone()
+    if row is None:
+        return False
     for namespace, size in connection.execute(
-        "DELETE FROM search_entries WHERE digest = ? RETURNING namespace, size", (digest,)
+        "DELETE FROM search_entries WHERE document = ? RETURNING namespace, size", (row[0],)
     ).fetchall():
         connection.execute(
             "UPDATE search_namespaces SET documents = documents - 1, bytes = bytes - ? WHERE namespace = ?",
             (size, namespace),
         )
-    if row is None:
-        return False
     if text is not None:
         connection.execute("INSERT INTO search_text (search_text, rowid, body) VALUES ('delete', ?, ?)", (row[0], text))
     return True
@@ -326,31 +348,34 @@ def candidates(
     connection: sqlite3.Connection, *, namespace: str, terms: Sequence[str], deadline: float
 ) -> tuple[list[Candidate], NamespaceStatistics]:
     """
-    Find the namespace's documents that hold every trigram of at least one term, and the namespace's statistics.
+    Find the namespace's documents that hold every trigram of at least one term (for each term the
+    `MAX_CANDIDATES_PER_TERM` shortest), and the namespace's statistics (each term's candidates counted in full).
 
     :param terms: Each at least `MIN_TERM_CHARS` characters (shorter ones cannot be looked up).
     :param deadline: A `time.monotonic()` value: a look-up still running then is interrupted.
     :returns: The candidates (any order), and the statistics a ranking may use.
     :raises SearchTimeout: If the deadline passed.
     """
-    found: dict[int, tuple[str, int, set[int]]] = {}
+    found: dict[int, tuple[int, int, set[int]]] = {}
     per_term = []
     with _interrupted_at(connection, deadline):
         for position, term in enumerate(terms):
-            rows = connection.execute(_CANDIDATES_SQL, (namespace, term_query(term))).fetchall()
-            per_term.append(len(rows))
-            for document, digest, size in rows:
+            rows = connection.execute(
+                _CANDIDATES_SQL, (namespace, term_query(term), MAX_CANDIDATES_PER_TERM)
+            ).fetchall()
+            per_term.append(rows[0][3] if rows else 0)
+            for document, size, order, _ in rows:
                 entry = found.get(document)
                 if entry is None:
-                    found[document] = (digest, size, {position})
+                    found[document] = (size, order, {position})
                 else:
                     entry[2].add(position)
         counts = connection.execute(_DOCUMENT_COUNT_SQL, (namespace,)).fetchone()
     count, characters = counts if counts is not None else (0, 0)
     statistics = NamespaceStatistics(documents=count, characters=characters, candidates_per_term=tuple(per_term))
     listed = [
-        Candidate(document=document, digest=digest, size=size, terms=frozenset(positions))
-        for document, (digest, size, positions) in found.items()
+        Candidate(document=document, size=size, tiebreak=order, terms=frozenset(positions))
+        for document, (size, order, positions) in found.items()
     ]
     return listed, statistics
 
@@ -431,18 +456,37 @@ def tool_digests(connection: sqlite3.Connection, *, namespace: str, tool_name: s
     return digests
 
 
-def hit_details(connection: sqlite3.Connection, *, namespace: str, digests: Sequence[str]) -> dict[str, HitDetails]:
-    """:returns: For each of `digests` the namespace holds, what the history knows of its latest write."""
-    if not digests:
+def digest_of(connection: sqlite3.Connection, document: int) -> str | None:
+    """:returns: The digest of the blob `document` indexes, or None if it is gone."""
+    row = connection.execute("SELECT digest FROM search_documents WHERE id = ?", (document,)).fetchone()
+    return row[0] if row else None
+
+
+def documents_of(connection: sqlite3.Connection, digests: set[str]) -> set[int]:
+    """:returns: The documents of those of `digests` that are indexed."""
+    found: set[int] = set()
+    listed = sorted(digests)
+    for start in range(0, len(listed), 500):
+        chunk = listed[start : start + 500]
+        marks = ", ".join("?" for _ in chunk)
+        found.update(
+            row[0] for row in connection.execute(f"SELECT id FROM search_documents WHERE digest IN ({marks})", chunk)
+        )
+    return found
+
+
+def hit_details(connection: sqlite3.Connection, *, namespace: str, documents: Sequence[int]) -> dict[int, HitDetails]:
+    """:returns: For each of `documents` the namespace holds, what the history knows of its latest write."""
+    if not documents:
         return {}
-    marks = ", ".join("?" for _ in digests)
-    latest: dict[str, tuple[str, str, str]] = {}
-    for digest, reference, key, written_at in connection.execute(
-        f"SELECT e.digest, w.reference, w.key, w.written_at FROM search_entries e JOIN writes w ON w.id = e.write_id "
-        f"WHERE e.namespace = ? AND e.digest IN ({marks})",
-        (namespace, *digests),
+    marks = ", ".join("?" for _ in documents)
+    latest: dict[int, tuple[str, str, str]] = {}
+    for document, reference, key, written_at in connection.execute(
+        f"SELECT e.document, w.reference, w.key, w.written_at FROM search_entries e JOIN writes w ON w.id = e.write_id "
+        f"WHERE e.namespace = ? AND e.document IN ({marks})",
+        (namespace, *documents),
     ):
-        latest[digest] = (reference, key, written_at)
+        latest[document] = (reference, key, written_at)
     tools: dict[str, str] = {}
     references = [reference for reference, _, _ in latest.values()]
     if references and connection.execute("SELECT 1 FROM offloads WHERE namespace = ? LIMIT 1", (namespace,)).fetchone():
@@ -454,13 +498,13 @@ def hit_details(connection: sqlite3.Connection, *, namespace: str, digests: Sequ
         ):
             tools[reference] = tool_name
     return {
-        digest: HitDetails(
+        document: HitDetails(
             reference=reference,
             key=key,
             written_at=written_at,
             tool_name=tools.get(reference) or _tool_of_key(key),
         )
-        for digest, (reference, key, written_at) in latest.items()
+        for document, (reference, key, written_at) in latest.items()
     }
 
 

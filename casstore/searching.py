@@ -51,13 +51,15 @@ class SearchOutcome:
 def read_order(candidates: Sequence[Candidate], statistics: NamespaceStatistics) -> list[Candidate]:
     """
     :returns: The candidates in the order they are worth reading: those holding the rarer terms (in this namespace)
-        first, then the shorter (where a term's occurrences weigh more), then by digest, so the order is the same
-        whatever order the index returned them in.
+        first, then the shorter (where a term's occurrences weigh more), then by the digest's first bits, so the
+        order is the same whatever order the index returned them in and whatever else was written.
     """
+    if len(statistics.candidates_per_term) == 1:
+        return list(candidates)  # one term: the index handed them over in this order already
     weights = [statistics.weight(term) for term in range(len(statistics.candidates_per_term))]
     return sorted(
         candidates,
-        key=lambda candidate: (-sum(weights[term] for term in candidate.terms), candidate.size, candidate.digest),
+        key=lambda candidate: (-sum(weights[term] for term in candidate.terms), candidate.size, candidate.tiebreak),
     )
 
 

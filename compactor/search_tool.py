@@ -223,7 +223,7 @@ def _render(outcome: SearchOutcome, *, terms: list[str], notes: list[str], tool:
     if not outcome.hits:
         more = f" ({outcome.unreadable} could not be read)" if outcome.unreadable else ""
         return "\n".join([f"No offloaded result holds {_shown(searched)}{scope}{more}.", *lines_notes])
-    blocks = [_block(position, hit, terms) for position, hit in enumerate(outcome.hits, start=1)]
+    blocks = [_block(position, hit) for position, hit in enumerate(outcome.hits, start=1)]
     shown: list[str] = []
     header = f"Results holding {_shown(searched)}{scope}, best first:"
     for block in blocks:
@@ -256,32 +256,84 @@ def _footer(outcome: SearchOutcome, *, left_out: int) -> str:
     return f"{'; '.join(parts).capitalize()}: narrow the query or pass tool_name to see others. {tail}"
 
 
-def _block(position: int, hit: SearchHit, terms: list[str]) -> str:
-    lines = hit.text.split("\n")
-    folded = [term.lower() for term in terms]
+def _block(position: int, hit: SearchHit) -> str:
+    text = hit.text
+    lowered = text.lower()
+    line_count = text.count("\n") + 1
     about = [
         f"tool {hit.tool_name}" if hit.tool_name else None,
         f"written {hit.written_at} UTC" if hit.written_at else None,
+        f"{hit.size:,} bytes, {line_count:,} lines",
+        "holds " + ", ".join(_shown(term, 60) for term in hit.terms),
     ]
-    about.append(f"{hit.size:,} bytes, {len(lines):,} lines")
-    about.append("holds " + ", ".join(_shown(term, 60) for term in hit.terms))
     out = [f"{position}. {quoted(hit.reference)} ({'; '.join(part for part in about if part)})"]
-    matching = [number for number, line in enumerate(lines) if any(term in line.lower() for term in folded)]
-    listed = matching[:_LINES_PER_HIT]
-    last = -1
-    for number in listed:
-        start, end = max(0, number - _CONTEXT, last + 1), min(len(lines), number + _CONTEXT + 1)
-        if last >= 0 and start > last + 1:
-            out.append("   ...")
-        for index in range(start, end):
-            marker = ":" if index == number or index in matching else "-"
-            out.append(f"   {index + 1}{marker} {_excerpt(lines[index], folded)}".rstrip(" "))
-        last = end - 1
-    if len(matching) > len(listed):
-        out.append(f"   ({len(matching) - len(listed)} more matching line(s); from line {matching[len(listed)] + 1})")
-    if not matching:
+    # The first matching lines, found by searching the whole text (fast on a long one), not line by line.
+    folded = [term.lower() for term in hit.terms]
+    starts, more = _first_matching_lines(text, lowered, folded)
+    if not starts:
         out.append("   (the match spans lines)")
+        return "\n".join(out)
+    lines = {start: number for number, start in starts}
+    last_shown = -1
+    for number, start in starts:
+        first = max(number - _CONTEXT, last_shown + 1)
+        if last_shown >= 0 and first > last_shown + 1:
+            out.append("   ...")
+        for index in range(first, number + _CONTEXT + 1):
+            if index >= line_count:
+                break
+            line = _line(text, start, index - number)
+            marker = ":" if index == number or _line_start(text, start, index - number) in lines else "-"
+            out.append(f"   {index + 1}{marker} {_excerpt(line, folded)}".rstrip(" "))
+            last_shown = index
+    if more:
+        out.append(f"   (and {more} more match(es) after line {starts[-1][0] + 1})")
     return "\n".join(out)
+
+
+def _first_matching_lines(text: str, lowered: str, folded: list[str]) -> tuple[list[tuple[int, int]], int]:
+    """:returns: `(line number from 0, start of line)` of the first matching lines, and how many matches follow."""
+    found: list[tuple[int, int]] = []
+    position = 0
+    number = 0
+    counted = 0
+    while len(found) < _LINES_PER_HIT:
+        hits = [index for index in (lowered.find(term, position) for term in folded) if index >= 0]
+        if not hits:
+            return found, 0
+        at = min(hits)
+        start = lowered.rfind("\n", 0, at) + 1
+        number += text.count("\n", counted, start)
+        counted = start
+        found.append((number, start))
+        end = lowered.find("\n", at)
+        if end < 0:
+            return found, 0
+        position = end + 1
+    more = sum(lowered.count(term, position) for term in folded)
+    return found, more
+
+
+def _line_start(text: str, start: int, offset: int) -> int:
+    """:returns: Where the line `offset` lines from the one starting at `start` starts (-1 before the first)."""
+    for _ in range(offset):
+        end = text.find("\n", start)
+        if end < 0:
+            return -1
+        start = end + 1
+    for _ in range(-offset):
+        if start == 0:
+            return -1
+        start = text.rfind("\n", 0, start - 1) + 1
+    return start
+
+
+def _line(text: str, start: int, offset: int) -> str:
+    begin = _line_start(text, start, offset)
+    if begin < 0:
+        return ""
+    end = text.find("\n", begin)
+    return text[begin : end if end >= 0 else len(text)]
 
 
 def _excerpt(line: str, folded: list[str]) -> str:

@@ -7,7 +7,8 @@
 CREATE TABLE search_documents (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     digest TEXT NOT NULL UNIQUE,                             -- blobs.digest
-    size INTEGER NOT NULL                                    -- bytes of the content (blobs.size)
+    size INTEGER NOT NULL,                                   -- bytes of the content (blobs.size)
+    tiebreak INTEGER NOT NULL                                -- the digest's first 60 bits: an order no write changes
 );
 
 -- The trigrams of each document's text, case-folded, without positions and without a copy of the text (which the
@@ -22,11 +23,13 @@ CREATE VIRTUAL TABLE search_text USING fts5(body, content='', detail='none', tok
 -- rows of what it forgets, in the same transaction.
 CREATE TABLE search_entries (
     namespace TEXT NOT NULL,
-    digest TEXT NOT NULL,                                    -- search_documents.digest
-    size INTEGER NOT NULL,                                   -- bytes of the content
+    document INTEGER NOT NULL,                               -- search_documents.id
+    size INTEGER NOT NULL,                                   -- the document's size and tiebreak, kept here so a
+    tiebreak INTEGER NOT NULL,                               -- search orders its candidates without another look-up
     write_id INTEGER NOT NULL,                               -- writes.id: the namespace's latest write of it
-    PRIMARY KEY (namespace, digest)
+    PRIMARY KEY (namespace, document)
 ) WITHOUT ROWID;
+CREATE INDEX search_entries_by_document ON search_entries (document);
 
 -- Per namespace: how many entries it has and their bytes, kept with the entries, so a search's statistics cost one
 -- look-up however many results the namespace holds.
