@@ -958,7 +958,7 @@ def _damaged_index(digest: str, error: Exception) -> CorruptBlobError:
 def _index_text(work: UnitOfWork, namespace: str, write: PreparedWrite) -> None:
     """
     Index a write's text in its own transaction, if it is text (`search_index.add` once per blob), and record it as
-    the namespace's latest write of that blob.
+    the namespace's first write of that blob (a repeat changes nothing).
     """
     if write.is_text:
         search_index.add_text_write(work, digest=write.digest, data=write.data)

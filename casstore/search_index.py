@@ -51,16 +51,13 @@ _CANDIDATES_SQL = """
     ORDER BY e.size, e.tiebreak LIMIT ?
 """
 _DOCUMENT_COUNT_SQL = "SELECT documents, bytes FROM search_namespaces WHERE namespace = ?"
-# The write just recorded in the caller's transaction is the highest id.
+# The write just recorded in the caller's transaction is the highest id. A repeat in the namespace changes nothing
+# (the entry keeps the first write), so it dirties no page.
 _ADD_ENTRY_SQL = """
     INSERT INTO search_entries (namespace, document, size, tiebreak, write_id)
     SELECT ?, id, size, tiebreak, (SELECT max(id) FROM writes) FROM search_documents WHERE digest = ?
     ON CONFLICT (namespace, document) DO NOTHING RETURNING size
 """
-_UPDATE_ENTRY_SQL = (
-    "UPDATE search_entries SET write_id = (SELECT max(id) FROM writes) "
-    "WHERE namespace = ? AND document = (SELECT id FROM search_documents WHERE digest = ?)"
-)
 _COUNT_ENTRY_SQL = """
     INSERT INTO search_namespaces (namespace, documents, bytes) VALUES (?, 1, ?)
     ON CONFLICT (namespace) DO UPDATE SET documents = documents + 1, bytes = bytes + excluded.bytes
@@ -181,13 +178,11 @@ def tiebreak(digest: str) -> int:
 def add_entry(work: UnitOfWork, *, namespace: str, digest: str) -> None:
     """
     Record, inside the transaction of the write just recorded, that `namespace` holds the indexed blob `digest`, with
-    that write as its latest.
+    that write as its first (unless it holds it already).
     """
     connection = work.connection
     added = connection.execute(_ADD_ENTRY_SQL, (namespace, digest)).fetchone()
-    if added is None:
-        connection.execute(_UPDATE_ENTRY_SQL, (namespace, digest))
-    else:
+    if added is not None:
         connection.execute(_COUNT_ENTRY_SQL, (namespace, added[0]))
 
 
@@ -205,14 +200,14 @@ def miscounted(connection: sqlite3.Connection) -> bool:
 
 def add_missing_entries(work: UnitOfWork) -> int:
     """
-    Record every (namespace, indexed blob) the history holds and the entries lack, with its latest write, inside the
+    Record every (namespace, indexed blob) the history holds and the entries lack, with its first write, inside the
     caller's transaction (the end of a build).
 
     :returns: How many entries were added.
     """
     cursor = work.connection.execute(
         "INSERT INTO search_entries (namespace, document, size, tiebreak, write_id) "
-        "SELECT w.namespace, d.id, d.size, d.tiebreak, max(w.id) FROM writes w "
+        "SELECT w.namespace, d.id, d.size, d.tiebreak, min(w.id) FROM writes w "
         "JOIN search_documents d ON d.digest = w.digest "
         "GROUP BY w.namespace, d.id ON CONFLICT (namespace, document) DO NOTHING"
     )
@@ -223,20 +218,20 @@ def add_missing_entries(work: UnitOfWork) -> int:
 def forget_entries(work: UnitOfWork) -> None:
     """
     After writes were forgotten (gc), inside its transaction: drop the entries no write is left for, and point the
-    others at the latest write left.
+    others at the first write left.
     """
     connection = work.connection
-    latest = (
-        "SELECT w.namespace, d.id AS document, max(w.id) AS id FROM writes w "
+    first = (
+        "SELECT w.namespace, d.id AS document, min(w.id) AS id FROM writes w "
         "JOIN search_documents d ON d.digest = w.digest GROUP BY w.namespace, d.id"
     )
     connection.execute(
-        f"DELETE FROM search_entries WHERE (namespace, document) NOT IN (SELECT namespace, document FROM ({latest}))"
+        f"DELETE FROM search_entries WHERE (namespace, document) NOT IN (SELECT namespace, document FROM ({first}))"
     )
     connection.execute(
-        f"UPDATE search_entries SET write_id = latest.id FROM ({latest}) AS latest "
-        "WHERE latest.namespace = search_entries.namespace AND latest.document = search_entries.document "
-        "AND latest.id <> search_entries.write_id"
+        f"UPDATE search_entries SET write_id = first.id FROM ({first}) AS first "
+        "WHERE first.namespace = search_entries.namespace AND first.document = search_entries.document "
+        "AND first.id <> search_entries.write_id"
     )
     recount(work)
 
@@ -425,7 +420,7 @@ def _interrupted_at(connection: sqlite3.Connection, deadline: float) -> Iterator
 
 @dataclass(frozen=True, slots=True)
 class HitDetails:
-    """What the history knows of a hit in one namespace: its latest write's reference, key and time, and its tool."""
+    """What the history knows of a hit in one namespace: its first write's reference, key and time, and its tool."""
 
     reference: str
     key: str
@@ -476,19 +471,19 @@ def documents_of(connection: sqlite3.Connection, digests: set[str]) -> set[int]:
 
 
 def hit_details(connection: sqlite3.Connection, *, namespace: str, documents: Sequence[int]) -> dict[int, HitDetails]:
-    """:returns: For each of `documents` the namespace holds, what the history knows of its latest write."""
+    """:returns: For each of `documents` the namespace holds, what the history knows of its first write there."""
     if not documents:
         return {}
     marks = ", ".join("?" for _ in documents)
-    latest: dict[int, tuple[str, str, str]] = {}
+    first: dict[int, tuple[str, str, str]] = {}
     for document, reference, key, written_at in connection.execute(
         f"SELECT e.document, w.reference, w.key, w.written_at FROM search_entries e JOIN writes w ON w.id = e.write_id "
         f"WHERE e.namespace = ? AND e.document IN ({marks})",
         (namespace, *documents),
     ):
-        latest[document] = (reference, key, written_at)
+        first[document] = (reference, key, written_at)
     tools: dict[str, str] = {}
-    references = [reference for reference, _, _ in latest.values()]
+    references = [reference for reference, _, _ in first.values()]
     if references and connection.execute("SELECT 1 FROM offloads WHERE namespace = ? LIMIT 1", (namespace,)).fetchone():
         marks = ", ".join("?" for _ in references)
         for reference, tool_name in connection.execute(
@@ -504,7 +499,7 @@ def hit_details(connection: sqlite3.Connection, *, namespace: str, documents: Se
             written_at=written_at,
             tool_name=tools.get(reference) or _tool_of_key(key),
         )
-        for document, (reference, key, written_at) in latest.items()
+        for document, (reference, key, written_at) in first.items()
     }
 
 

@@ -19,8 +19,9 @@ _B = 0.75
 @dataclass(frozen=True, slots=True)
 class SearchHit:
     """
-    One result that holds at least one term: its latest reference in the namespace, the tool when known, when it
-    was written, its size in bytes, its text, and which of the query's terms it holds (as given).
+    One result that holds at least one term: its reference in the namespace (of its first write there), the tool when
+    known, when it was first written there, its size in bytes, its text, and which of the query's terms it holds (as
+    given).
     """
 
     reference: str

@@ -18,7 +18,7 @@ CREATE TABLE search_documents (
 CREATE VIRTUAL TABLE search_text USING fts5(body, content='', detail='none', tokenize='trigram');
 
 -- The indexed results of each namespace: one row per (namespace, blob) that a store with the index on wrote there (or
--- `casstore search-index` found written there), with the blob's size and the namespace's latest write of it. A search
+-- `casstore search-index` found written there), with the blob's size and the namespace's first write of it. A search
 -- counts and ranks over its namespace's rows alone, and a hit's key and time come from that write. gc deletes the
 -- rows of what it forgets, in the same transaction.
 CREATE TABLE search_entries (
@@ -26,7 +26,7 @@ CREATE TABLE search_entries (
     document INTEGER NOT NULL,                               -- search_documents.id
     size INTEGER NOT NULL,                                   -- the document's size and tiebreak, kept here so a
     tiebreak INTEGER NOT NULL,                               -- search orders its candidates without another look-up
-    write_id INTEGER NOT NULL,                               -- writes.id: the namespace's latest write of it
+    write_id INTEGER NOT NULL,                               -- writes.id: the namespace's first write of it
     PRIMARY KEY (namespace, document)
 ) WITHOUT ROWID;
 CREATE INDEX search_entries_by_document ON search_entries (document);
