@@ -158,7 +158,14 @@ def test_a_store_reads_only_what_it_wrote_in_its_namespace(
 
 def test_serialized_settings(haystack: FileSystemToolResultStore, ours: ContentAddressedToolResultStore) -> None:
     assert set(haystack.to_dict()["init_parameters"]) == {"root"}
-    assert set(ours.to_dict()["init_parameters"]) == {"root", "namespace", "compression_level", "inline_max", "durable"}
+    assert set(ours.to_dict()["init_parameters"]) == {
+        "root",
+        "namespace",
+        "compression_level",
+        "inline_max",
+        "durable",
+        "search_index",
+    }
 
 
 def _conversation(*results: str) -> list[ChatMessage]:
