@@ -6,6 +6,7 @@
     python -m benchmarks --size scale          # 120k results, mostly small: does per-write cost stay flat?
     python -m benchmarks --inline-sweep        # also measure casstore's inline_max from 0 to 64 KiB
     python -m benchmarks --shared              # SharedToolResultStore (PostgreSQL + SeaweedFS on loopback), a few min
+    python -m benchmarks --search --size medium  # the search index: latency against grep -rF, recall, size
 
 Prints the trace's figures first, then a markdown table, and writes everything as JSON (`--json`, by default
 `benchmarks/results/<size>-seed<seed>.json`).
@@ -16,6 +17,7 @@ import gc
 import os
 import platform
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -69,6 +71,14 @@ def _parser() -> argparse.ArgumentParser:
         "--process-rounds", type=int, default=3, help="with --shared: rounds of the writer-process runs (default: 3)"
     )
     parser.add_argument("--results", type=int, default=None, help="cut the trace to its first N results")
+    parser.add_argument(
+        "--search",
+        action="store_true",
+        help="benchmark the search index: search latency against grep -rF, recall at 3, index size, write p50 on/off",
+    )
+    parser.add_argument(
+        "--search-queries", type=int, default=200, help="with --search: known-answer queries (default: 200)"
+    )
     return parser
 
 
@@ -134,8 +144,8 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
         )
         gc.collect()
         gc.freeze()
-        if arguments.shared:
-            return _run_shared(arguments, trace, workdir, progress)
+        if arguments.shared or arguments.search:  # modes of their own
+            return (_run_shared if arguments.shared else _run_search)(arguments, trace, workdir, progress)
         summaries = []
         series = []
         for index in range(repetitions):
@@ -220,6 +230,36 @@ def _run_shared(
         "seed": trace.seed,
         "fingerprint": trace.fingerprint,
         "cpus": os.cpu_count(),
+        "casstore_source": _source_state(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    }
+    result["trace"] = trace.stats.to_dict()
+    return result
+
+
+def _run_search(
+    arguments: argparse.Namespace, trace: PackedTrace, workdir: Path, progress: Callable[[str], None]
+) -> dict[str, Any]:
+    from benchmarks.search import run_search
+
+    result = run_search(
+        trace,
+        workdir,
+        chunk_writes=arguments.chunk,
+        seed=arguments.seed,
+        queries=arguments.search_queries,
+        rounds=arguments.repetitions or 3,
+        progress=progress,
+    )
+    result["meta"] = {
+        "command": " ".join(["python -m benchmarks", *sys.argv[1:]]),
+        "size": trace.size,
+        "results": trace.stats.results,
+        "seed": trace.seed,
+        "fingerprint": trace.fingerprint,
+        "cpus": os.cpu_count(),
+        "filesystem": _filesystem(workdir),
+        "sqlite": sqlite3.sqlite_version,
         "casstore_source": _source_state(),
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
     }
@@ -337,6 +377,14 @@ def main(argv: list[str] | None = None) -> int:
         name = f"shared-{arguments.size}-seed{arguments.seed}.json"
         path = arguments.json or Path(__file__).resolve().parent / "results" / name
         write_result(result, path)
+        print(f"\nJSON: {path}")
+        return 0
+    if arguments.search:
+        from benchmarks.search import report_search
+
+        print(report_search(result))
+        path = arguments.json or Path(__file__).resolve().parent / "results" / f"search-{arguments.size}.json"
+        write_json(result, path)
         print(f"\nJSON: {path}")
         return 0
     print(table(result))

@@ -558,10 +558,55 @@ def _print_verify_report(report: maintenance.VerifyReport) -> None:
         click.echo(
             f"{report.unreferenced_blobs} blobs no write references any more: gc deletes them after its grace period"
         )
+    if report.search_documents_checked:
+        click.echo(f"{report.search_documents_checked} search index documents checked")
+    if report.search_mismatched:
+        click.echo(
+            f"search   {report.search_mismatched} search index documents do not match their blobs: "
+            f"casstore search-index --rebuild repairs the index"
+        )
+    if report.search_stray_rows:
+        click.echo(
+            f"orphan   {report.search_stray_rows} search index rows of no document (matched by nothing; "
+            f"casstore search-index --rebuild removes them)"
+        )
     if not report.ok:
         click.echo("damaged: see 'Recovery' in casstore's docs/gc.md")
     else:
         click.echo("ok" if report.clean else "ok, but orphans: casstore gc removes those older than its grace period")
+
+
+@cli.command("search-index")
+@_location_options
+@click.option(
+    "--rebuild", is_flag=True, help="Drop the search index and build it again (after verify found it damaged)."
+)
+@_json_option
+def search_index(location: StoreLocation, rebuild: bool, as_json: bool) -> None:
+    """
+    Turn the search index on and index every stored result not indexed yet, so the search tool finds it. Safe to run
+    beside writers and to interrupt: what was indexed stays, and running it again goes on.
+    """
+    with _open(location) as store:
+        if not store.repository.searchable:
+            raise click.ClickException(
+                "this store has no search index: only a local store (--root) has one; the shared store's search tool "
+                "answers that it cannot search."
+            )
+        try:
+            if not as_json and sys.stderr.isatty():
+                with _ProgressBar("indexing") as bar:
+                    indexed, skipped = store.repository.build_search_index(rebuild=rebuild, progress=bar.update)
+            else:
+                indexed, skipped = store.repository.build_search_index(rebuild=rebuild)
+        except CasStoreError as error:
+            raise click.ClickException(str(error)) from error
+        size = store.repository.search_index_bytes()
+    if as_json:
+        _print_json({"indexed": indexed, "skipped": skipped, "index_bytes": size})
+        return
+    click.echo(f"indexed {indexed} results ({skipped} skipped: binary content that is not text, or unreadable)")
+    click.echo(f"search index {format_bytes(size)}; writes of a store opened with search_index=True are indexed as they come")
 
 
 @cli.command()

@@ -38,6 +38,12 @@ class VerifyReport:
     counted) and rows of unreferenced blobs whose file is gone (`stale_rows`, as a crash during `gc` can leave).
     `unreferenced_blobs` counts blobs no write references any more, healthy, which `gc` deletes once they are older
     than its grace period: information, not a finding.
+
+    The search index is checked against the blobs too: `search_mismatched` counts documents whose blob is gone or
+    whose trigrams do not hold their blob's text, and namespace entries of no document or of a forgotten reference
+    (damage to the search index, not to content: `ok` is False, and
+    `casstore search-index --rebuild` repairs it); `search_stray_rows` counts trigram rows of no document, left when
+    gc removed a damaged blob (an orphan: matched by nothing, removed by a rebuild).
     """
 
     blobs_checked: int = 0
@@ -48,16 +54,19 @@ class VerifyReport:
     stray_files: int = 0
     stray_bytes: int = 0
     unreferenced_blobs: int = 0
+    search_documents_checked: int = 0
+    search_mismatched: int = 0
+    search_stray_rows: int = 0
 
     @property
     def ok(self) -> bool:
-        """:returns: Whether every blob verified and every write has its blob."""
-        return not (self.corrupt or self.missing or self.dangling_writes)
+        """:returns: Whether every blob verified, every write has its blob, and the search index matches the blobs."""
+        return not (self.corrupt or self.missing or self.dangling_writes or self.search_mismatched)
 
     @property
     def clean(self) -> bool:
         """:returns: Whether the store is `ok` and holds no orphans either (no stray file, no stale row)."""
-        return self.ok and not (self.stray_files or self.stale_rows)
+        return self.ok and not (self.stray_files or self.stale_rows or self.search_stray_rows)
 
 
 def verify(source: Repository | HasRepository, *, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
@@ -87,6 +96,10 @@ def verify(source: Repository | HasRepository, *, progress: Callable[[int, int],
             progress(done, len(snapshot.digests))
     report.unreferenced_blobs = len(snapshot.unreferenced) - report.stale_rows
     report.stray_files, report.stray_bytes = repository.stray_files(modified_before=started)
+    search = repository.check_search_index()
+    report.search_documents_checked = search.documents
+    report.search_mismatched = search.without_blob + search.mismatched + search.stray_entries
+    report.search_stray_rows = search.stray_rows
     return report
 
 

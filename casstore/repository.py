@@ -33,7 +33,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
 
-from casstore import index, index_queries, report_queries
+from casstore import index, index_queries, report_queries, search_index
 from casstore.blob_files import BlobDirectory
 from casstore.blob_hints import LAST_SEEN_RESOLUTION
 from casstore.blobs import BlobBackend, BlobStore, LearnedFrameRefused, StagedBlob, WaitingBlobs
@@ -48,8 +48,11 @@ from casstore.learning import Learner, TrainingJob, learner_for
 from casstore.prepared import PreparedWrite
 from casstore.references import parse_reference
 from casstore.report_queries import ReportFigures, ResultRow, Scope
+from casstore.search_index import MIN_TERM_CHARS, IndexedEntry, searchable_text
+from casstore.searching import SearchHit, SearchOutcome, rank_candidates, read_order, score
 
 __all__ = [
+    "MIN_TERM_CHARS",
     "BlobCheck",
     "Collection",
     "CollectionPreview",
@@ -61,6 +64,9 @@ __all__ = [
     "ReportFigures",
     "Repository",
     "ResultRow",
+    "SearchCheck",
+    "SearchHit",
+    "SearchOutcome",
     "WaitingBlobs",
     "WriteRow",
 ]
@@ -73,6 +79,13 @@ BLOB_DIRECTORY_NAME = "blobs"
 _BATCH = 500
 # Stored bytes deleted per transaction at most (a blob kept in the index frees its pages inside that transaction).
 _BATCH_BYTES = 4 * 2**20
+# A search reads every candidate when there are at most this many; otherwise this many per hit asked for, and at
+# least the second figure, best placed first.
+_READ_ALL_CANDIDATES = 100
+_READ_PER_HIT = 3
+_READ_AT_LEAST = 30
+# The bytes of candidates one search reads at most (past the first): a few huge results would cost more than the rest.
+_READ_BYTES = 16 * 1024 * 1024
 # How often a write transaction the engine rolled back to break a deadlock is tried, in all.
 _CONFLICT_ATTEMPTS = 8
 # gc's passes over collectable blobs: a base or dictionary becomes collectable once the blobs that need it are gone,
@@ -132,6 +145,27 @@ class CollectionPreview:
     needed_bytes_after: int | None
 
 
+@dataclass(frozen=True, slots=True)
+class SearchCheck:
+    """
+    The search index checked against the blobs: `documents` checked; documents whose blob row is gone
+    (`without_blob`) or whose trigrams do not hold their blob's text (`mismatched`); rows of trigrams that belong to
+    no document (`stray_rows`, left by gc removing a damaged blob's document). Any of these is repaired by
+    `build_search_index(rebuild=True)`.
+    """
+
+    documents: int = 0
+    without_blob: int = 0
+    mismatched: int = 0
+    stray_rows: int = 0
+    stray_entries: int = 0
+
+    @property
+    def consistent(self) -> bool:
+        """:returns: Whether every document matches its blob and nothing is left over."""
+        return not (self.without_blob or self.mismatched or self.stray_rows or self.stray_entries)
+
+
 class IndexDatabase(Protocol):
     """The engine under the index: SQLite (`casstore.database.Database`) or PostgreSQL (`casstore.postgres`)."""
 
@@ -180,6 +214,8 @@ class Repository:
         footprint: Callable[[], tuple[int, int]],
         description: str,
         learn: bool = True,
+        searchable: bool = False,
+        search_index_writes: bool = False,
     ) -> None:
         """
         Join an opened index and blob backend; the repository owns them from now on and closes them.
@@ -192,8 +228,12 @@ class Repository:
         :param description: Where the repository is, for messages (no password).
         :param learn: Store new content with the learned encodings (trained dictionaries, deltas against earlier
             versions); False stores plain zstd frames. Blobs stored either way are read either way.
+        :param searchable: The index has the search index's tables (`casstore.search_index`: SQLite's).
+        :param search_index_writes: Index the text of every write as it is stored, and turn the search index on.
         """
         self._database = database
+        self._searchable = searchable
+        self._search_index_writes = searchable and search_index_writes
         self._guard = OpenGuard()
         self._footprint = footprint
         self.description = description
@@ -214,6 +254,8 @@ class Repository:
         # A lazy index (the local one) is created by the first write, before its first blob file: a first write that
         # fails then leaves at most an empty index, never blob files in a folder without one.
         self._create_index: Callable[[], None] | None = getattr(database, "create", None)
+        if self._search_index_writes:
+            self._enable_search_index()
 
     @classmethod
     def local(
@@ -225,6 +267,7 @@ class Repository:
         durable: bool,
         learn: bool = True,
         lazy: bool = True,
+        search_index: bool = False,
     ) -> "Repository":
         """
         Open the local repository at `root` (`index.db` and `blobs/`), bringing an existing index's schema up to date.
@@ -233,6 +276,7 @@ class Repository:
         :param lazy: Create nothing on disk until the first write (the default): a repository never written to
             leaves no folder, no `index.db` and no `blobs/` behind, and reads it as an empty store. False creates
             `root`, `index.db` and `blobs/` now.
+        :param search_index: Index the text of every write as it is stored (`casstore.search_index`).
         :raises SchemaError: If `index.db` exists and was written by a newer casstore or is not a casstore index
             (`IndexDamagedError` if SQLite finds it damaged).
         :raises CasStoreError: If the blob folder is a symlink or not a folder.
@@ -251,6 +295,8 @@ class Repository:
             footprint=partial(local_footprint, root),
             description=str(root),
             learn=learn,
+            searchable=True,
+            search_index_writes=search_index,
         )
 
     @contextmanager
@@ -452,6 +498,8 @@ class Repository:
         needs_confirmation = self._blobs.needs_confirmation
         for write in writes:
             was_visible = index.record_write(work, namespace, write)
+            if self._search_index_writes:
+                _index_text(work, namespace, write)
             digest = write.digest
             if digest in staged or (was_visible and not needs_confirmation(digest)):
                 continue
@@ -788,6 +836,8 @@ class Repository:
             by_size = index.forget(work, namespace=namespace, older_than=None, through=cut, with_digests=True)
             writes, offloads = writes + by_size.writes, offloads + by_size.offloads
             released |= by_size.digests
+        if writes and self._searchable:
+            search_index.forget_entries(work)  # a namespace's search sees only what it still holds
         return Collection(
             writes_forgotten=writes, offloads_forgotten=offloads, needed_bytes_before=needed_before, released=released
         )
@@ -858,7 +908,11 @@ class Repository:
                     started = time.perf_counter()
                     with self._database.transaction(exclusive=True) as work:
                         for digest, stored_size in batch:
+                            # An indexed blob's text is read before the blob goes: the trigrams are removed with it.
+                            indexed, text = self._indexed_text(work, digest)
                             if self._blobs.delete_if_collectable(work, digest, grace=grace):
+                                if indexed:
+                                    search_index.remove(work, digest=digest, text=text)
                                 deleted += 1
                                 freed += stored_size
                     self._database.yield_to_writers(time.perf_counter() - started)
@@ -951,6 +1005,245 @@ class Repository:
         with self._guard.held(), self._database.transaction() as work:
             index.import_compactions(work, rows)
 
+    # Searching (`casstore.search_index`).
+
+    @property
+    def searchable(self) -> bool:
+        """Whether this repository's index can hold a search index (the local SQLite one can)."""
+        return self._searchable
+
+    def _enable_search_index(self) -> None:
+        with self._guard.held():
+            with self._index() as connection:
+                if search_index.is_enabled(connection):
+                    return
+            with self._database.transaction() as work:
+                search_index.enable(work)
+
+    def search(
+        self, *, namespace: str, terms: Sequence[str], tool_name: str | None, limit: int, seconds: float
+    ) -> SearchOutcome:
+        """
+        Find the namespace's text results that hold any of `terms` (each a case-insensitive substring of at least
+        `search_index.MIN_TERM_CHARS` characters), best first.
+
+        Candidates come from the search index; each is read (and its digest checked, as any read) and kept only if a
+        term is in it. Ranking uses only the namespace's own results.
+
+        :param tool_name: Only results of this tool (see `search_index.tool_digests`).
+        :param limit: At most this many hits.
+        :param seconds: The search answers with what it has after about this long.
+        :returns: The hits and what more there is; `enabled=False` if the store has no search index.
+        """
+        deadline = time.monotonic() + seconds
+        with self._guard.held():
+            if not self._searchable:
+                return SearchOutcome(enabled=False)
+            try:
+                with self._index() as connection:
+                    if not search_index.is_enabled(connection):
+                        return SearchOutcome(enabled=False)
+                    allowed = (
+                        search_index.documents_of(
+                            connection, search_index.tool_digests(connection, namespace=namespace, tool_name=tool_name)
+                        )
+                        if tool_name is not None
+                        else None
+                    )
+                    candidates, statistics = search_index.candidates(
+                        connection, namespace=namespace, terms=terms, deadline=deadline
+                    )
+            except search_index.SearchTimeout:
+                return SearchOutcome(enabled=True, timed_out=True)
+            if allowed is not None:
+                candidates = [candidate for candidate in candidates if candidate.document in allowed]
+            return self._read_candidates(
+                namespace=namespace,
+                terms=terms,
+                tool_name=tool_name,
+                ordered=read_order(candidates, statistics),
+                statistics=statistics,
+                limit=limit,
+                deadline=deadline,
+            )
+
+    def _read_candidates(
+        self,
+        *,
+        namespace: str,
+        terms: Sequence[str],
+        tool_name: str | None,
+        ordered: list[search_index.Candidate],
+        statistics: search_index.NamespaceStatistics,
+        limit: int,
+        deadline: float,
+    ) -> SearchOutcome:
+        # Every candidate is read when there are few; otherwise enough of the best-placed ones to rank the hits shown
+        # among several times as many (more while fewer hits than asked for were found: a term whose trigrams are
+        # common has many candidates that do not hold it), within a budget of bytes, and the rest are counted unread.
+        # Every term is looked for in each text read, so the terms a hit holds are exact whatever the index handed over.
+        budget = len(ordered) if len(ordered) <= _READ_ALL_CANDIDATES else max(_READ_PER_HIT * limit, _READ_AT_LEAST)
+        folded = [term.lower() for term in terms]
+        found: list[tuple[search_index.Candidate, str, dict[int, int]]] = []
+        read = unreadable = bytes_read = 0
+        timed_out = False
+        for candidate in ordered:
+            if read >= budget and len(found) >= limit:
+                break  # past the budget, reading goes on only while too few hits were found (bounded by bytes)
+            if time.monotonic() > deadline:
+                timed_out = True
+                break
+            if read and bytes_read + candidate.size > _READ_BYTES:
+                break
+            read += 1
+            bytes_read += candidate.size
+            try:
+                with self._index() as connection:
+                    digest = search_index.digest_of(connection, candidate.document)
+                    if digest is None:
+                        continue  # collected meanwhile
+                    location = self._blobs.locate(connection, digest)
+                text = self._blobs.load(location, guarded=False).decode("utf-8", "replace")
+            except CorruptBlobError:
+                unreadable += 1
+                continue
+            lowered = text.lower()
+            occurrences = {term: lowered.count(word) for term, word in enumerate(folded) if word in lowered}
+            if occurrences:
+                found.append((candidate, text, occurrences))
+        with self._index() as connection:
+            details = search_index.hit_details(
+                connection, namespace=namespace, documents=[candidate.document for candidate, _, _ in found]
+            )
+        hits = []
+        for candidate, text, occurrences in found:
+            detail = details.get(candidate.document)
+            if detail is None:
+                continue  # forgotten meanwhile
+            hit = SearchHit(
+                reference=detail.reference,
+                tool_name=detail.tool_name or tool_name,
+                written_at=detail.written_at,
+                size=candidate.size,
+                text=text,
+                terms=tuple(terms[term] for term in sorted(occurrences)),
+                score=score(occurrences=occurrences, size=candidate.size, statistics=statistics),
+            )
+            hits.append((candidate, hit))
+        shown, more = rank_candidates(hits, limit=limit)
+        return SearchOutcome(
+            enabled=True,
+            hits=shown,
+            more_hits=more,
+            # Past the per-term bound, the candidates not handed over are counted too (a tool's filter saw them all).
+            unread=(len(ordered) if tool_name is not None else max(len(ordered), statistics.most_candidates)) - read,
+            unreadable=unreadable,
+            timed_out=timed_out,
+        )
+
+    def build_search_index(
+        self, *, rebuild: bool = False, progress: Callable[[int, int], None] | None = None
+    ) -> tuple[int, int]:
+        """
+        Turn the search index on and index every stored result that has no document yet (all of them, with
+        `rebuild`), in batches of one transaction each: a crash keeps what committed, and running it again goes on.
+
+        :param rebuild: Remove every document first (after a `verify` that found the index inconsistent).
+        :param progress: Called as `progress(done, total)` after each batch (`total` is what is left at the start).
+        :returns: How many blobs were indexed, and how many were skipped (binary content that is not text, or
+            unreadable).
+        :raises CasStoreError: If this store's index has no search index (the shared store).
+        """
+        if not self._searchable:
+            raise CasStoreError(
+                f"The {self._database.kind} at {self._database.description} has no search index: only the local store "
+                f"(ContentAddressedToolResultStore) has one."
+            )
+        indexed = skipped = 0
+        with self._guard.held():
+            with self._database.transaction() as work:
+                search_index.enable(work)
+                if rebuild:
+                    search_index.clear(work)
+            with self._index() as connection:
+                total = len(search_index.unindexed_blobs(connection, after="", limit=-1))
+            after = ""
+            while True:
+                with self._index() as connection:
+                    batch = search_index.unindexed_blobs(connection, after=after, limit=_BATCH)
+                if not batch:
+                    break
+                after = batch[-1][0]
+                texts: list[tuple[str, str]] = []
+                for digest, written_as_text in batch:
+                    try:
+                        with self._index() as connection:
+                            location = self._blobs.locate(connection, digest)
+                        text = searchable_text(self._blobs.load(location, guarded=False), is_text=written_as_text)
+                    except CorruptBlobError:
+                        text = None
+                    if text is None:
+                        skipped += 1
+                    else:
+                        texts.append((digest, text))
+                with self._database.transaction() as work:
+                    for digest, text in texts:
+                        if search_index.add(work, digest=digest, text=text):
+                            indexed += 1
+                if progress is not None:
+                    progress(indexed + skipped, total)
+            with self._database.transaction() as work:
+                search_index.add_missing_entries(work)
+        return indexed, skipped
+
+    def check_search_index(self) -> SearchCheck:
+        """:returns: The search index checked against the blobs (each document's blob re-read); see `SearchCheck`."""
+        if not self._searchable:
+            return SearchCheck()
+        with self._guard.held():
+            with self._index() as connection:
+                documents: list[IndexedEntry] = search_index.entries(connection)
+                stray = search_index.stray_rows(connection)
+                stray_entries = search_index.stray_entries(connection) + search_index.miscounted(connection)
+            without_blob = mismatched = 0
+            for entry in documents:
+                if not entry.has_blob:
+                    without_blob += 1
+                    continue
+                try:
+                    with self._index() as connection:
+                        location = self._blobs.locate(connection, entry.digest)
+                    text = self._blobs.load(location, guarded=False).decode("utf-8", "replace")
+                except CorruptBlobError:
+                    continue  # verify reports the blob itself
+                with self._index() as connection:
+                    if not search_index.finds(connection, document=entry.document, text=text):
+                        mismatched += 1
+        return SearchCheck(
+            documents=len(documents),
+            without_blob=without_blob,
+            mismatched=mismatched,
+            stray_rows=stray,
+            stray_entries=stray_entries,
+        )
+
+    def search_index_bytes(self) -> int:
+        """:returns: Bytes the search index's tables take in the index (0 where there is none)."""
+        if not self._searchable:
+            return 0
+        with self._index() as connection:
+            return search_index.index_bytes(connection)
+
+    def _indexed_text(self, work: UnitOfWork, digest: str) -> tuple[bool, str | None]:
+        # What gc needs to remove a blob's document: whether there is one, and the text its trigrams came from.
+        if not self._searchable or not search_index.is_indexed(work.connection, digest):
+            return False, None
+        try:
+            data = self._blobs.load(self._blobs.locate(work.connection, digest), guarded=False)
+        except CorruptBlobError:
+            return True, None
+        return True, data.decode("utf-8", "replace")
+
     # Lifetime.
 
     def close(self) -> None:
@@ -1021,6 +1314,21 @@ def _sized_batches(candidates: list[tuple[str, int]]) -> Iterator[list[tuple[str
         size += candidate[1]
     if batch:
         yield batch
+
+
+def _index_text(work: UnitOfWork, namespace: str, write: PreparedWrite) -> None:
+    """
+    Index a write's text in its own transaction, if it is text (`search_index.add` once per blob), and record it as
+    the namespace's first write of that blob (a repeat changes nothing).
+    """
+    if write.is_text:
+        search_index.add_text_write(work, digest=write.digest, data=write.data)
+    elif searchable_text(write.data, is_text=False) is not None:
+        if not search_index.is_indexed(work.connection, write.digest):
+            search_index.add(work, digest=write.digest, text=write.data.decode("utf-8"))
+    else:
+        return
+    search_index.add_entry(work, namespace=namespace, digest=write.digest)
 
 
 def _batches(items: Iterator[Any], size: int = _BATCH) -> Iterator[list[Any]]:

@@ -52,6 +52,7 @@ class SharedToolResultStore(RepositoryToolResultStore):
         compression_level: int = 3,
         inline_max: int = DEFAULT_INLINE_MAX,
         learn: bool = True,
+        search_index: bool = False,
     ) -> None:
         """
         Connect to the index and the object store, bringing the index's schema up to date if needed.
@@ -71,12 +72,21 @@ class SharedToolResultStore(RepositoryToolResultStore):
         :param learn: Compress new content with what the store learned from what it holds: zstd dictionaries trained
             per tool, and deltas against an earlier version of a result (docs/compression.md). False stores plain zstd
             frames, as before; blobs stored either way are read either way.
-        :raises ValueError: If `blob_options` hold credentials, or a setting is out of range or not a string.
+        :param search_index: Must be False: the shared store has no search index yet (docs/search.md); the search
+            tool over it says so. Accepted so that code passing the local store's settings fails clearly.
+        :raises ValueError: If `blob_options` hold credentials, a setting is out of range or not a string, or
+            `search_index` is True.
         :raises StorageError: If PostgreSQL or the object store cannot be reached (the message says which).
         :raises SchemaError: If the database holds a newer casstore schema, or another application's tables of the
             same names.
         """
         check_settings(namespace=namespace, compression_level=compression_level, inline_max=inline_max)
+        if search_index:
+            raise ValueError(
+                "SharedToolResultStore has no search index yet: only ContentAddressedToolResultStore (SQLite) has one. "
+                "Pass search_index=False (the default); the search tool over a shared store answers that it cannot "
+                "search."
+            )
         if isinstance(index_url, str):
             index_url = Secret.from_token(index_url)
         if not isinstance(index_url, Secret):

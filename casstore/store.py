@@ -18,7 +18,7 @@ from casstore.index import CompactionRecord, OffloadRecord
 from casstore.namespaces import DEFAULT_NAMESPACE, check_namespace
 from casstore.prepared import PreparedWrite, prepare
 from casstore.references import split_reference
-from casstore.repository import BLOB_DIRECTORY_NAME, INDEX_FILE_NAME, Repository
+from casstore.repository import BLOB_DIRECTORY_NAME, INDEX_FILE_NAME, MIN_TERM_CHARS, Repository, SearchOutcome
 
 __all__ = [
     "BLOB_DIRECTORY_NAME",
@@ -123,6 +123,31 @@ class RepositoryToolResultStore(ToolResultStore):
         data = self._repository.read(namespace=self.namespace, digest=digest, reference=reference)
         return data.decode("utf-8") if is_text else data
 
+    def search(
+        self, *, terms: Sequence[str], tool_name: str | None = None, limit: int = 10, seconds: float = 3.0
+    ) -> SearchOutcome:
+        """
+        Find this namespace's text results holding any of `terms`, best first, through the search index.
+
+        :param terms: Case-insensitive substrings, each at least 3 characters (`search_index.MIN_TERM_CHARS`); what
+            they hold is text, never query syntax.
+        :param tool_name: Only results of this tool: those the offload history names for it, or whose key has the
+            form Haystack gives that tool's keys (`<step>_<tool>_...`, `compacted_<tool>_...`).
+        :param limit: At most this many hits.
+        :param seconds: Answer with what was found after about this long.
+        :returns: The hits (each distinct result once) and how many more there are; `enabled` is False if the store
+            has no search index (open it with `search_index=True`, or run `casstore search-index`).
+        :raises ValueError: If a term is shorter than 3 characters, or `limit` or `seconds` is not positive.
+        """
+        if limit < 1 or not seconds > 0:
+            raise ValueError(f"`limit` and `seconds` must be positive, got {limit} and {seconds}.")
+        short = [term for term in terms if len(term) < MIN_TERM_CHARS]
+        if short:
+            raise ValueError(f"Search terms must be at least {MIN_TERM_CHARS} characters: {short[0]!r} is not.")
+        return self._repository.search(
+            namespace=self.namespace, terms=list(terms), tool_name=tool_name, limit=limit, seconds=seconds
+        )
+
     def record_offloads(self, *, compaction_id: str, offloads: list[OffloadRecord]) -> None:
         """
         Append a compaction's offloads to the index's `offloads` table, in one transaction.
@@ -197,6 +222,7 @@ class ContentAddressedToolResultStore(RepositoryToolResultStore):
         inline_max: int = DEFAULT_INLINE_MAX,
         durable: bool = False,
         learn: bool = True,
+        search_index: bool = False,
     ) -> None:
         """
         Open the store at `root`; a store that does not exist yet is created by its first write.
@@ -217,6 +243,9 @@ class ContentAddressedToolResultStore(RepositoryToolResultStore):
         :param learn: Compress new content with what the store learned from what it holds: zstd dictionaries trained
             per tool, and deltas against an earlier version of a result (docs/compression.md). False stores plain zstd
             frames, as before; blobs stored either way are read either way.
+        :param search_index: Index the text of every result as it is written, in the write's own transaction, so the
+            search tool (`casstore.compactor.make_search_tool`) finds it. Off by default: the write path is then
+            unchanged. Results written before (or by a store with it off) are indexed by `casstore search-index`.
         :raises TypeError: If `namespace` is not a string.
         :raises ValueError: If `namespace` is empty, too long or contains control characters, or if
             `compression_level` or `inline_max` is out of range.
@@ -230,9 +259,15 @@ class ContentAddressedToolResultStore(RepositoryToolResultStore):
         self.inline_max = inline_max
         self.learn = learn
         self.durable = durable
+        self.search_index = search_index
         super().__init__(
             repository=Repository.local(
-                self.root, compression_level=compression_level, inline_max=inline_max, durable=durable, learn=learn
+                self.root,
+                compression_level=compression_level,
+                inline_max=inline_max,
+                durable=durable,
+                learn=learn,
+                search_index=search_index,
             ),
             namespace=namespace,
         )
@@ -254,6 +289,7 @@ class ContentAddressedToolResultStore(RepositoryToolResultStore):
             inline_max=self.inline_max,
             learn=self.learn,
             durable=self.durable,
+            search_index=self.search_index,
         )
 
     @classmethod

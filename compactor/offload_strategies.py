@@ -1,8 +1,9 @@
 """
 `keep_in_context`: offload strategies for Haystack's `ToolResultOffloadHook` that never offload casstore's own tools.
 
-The read tool's answer is what the model asked to see. Offloaded again, by a `"*": AlwaysOffload()` entry say, the
-model asks for lines and gets another reference, and no number of calls gets it further. Haystack's hook takes the
+The read tool's answer (and the search tool's) is what the model asked to see. Offloaded again, by a
+`"*": AlwaysOffload()` entry say, the model asks for lines and gets another reference, and no number of calls gets it
+further. Haystack's hook takes the
 policy of an exact tool name before a tuple of names holding it and before `"*"`, so an exact entry of `NeverOffload()`
 per tool name keeps those answers in the conversation whatever the rest of the mapping says.
 """
@@ -11,10 +12,11 @@ from collections.abc import Iterable, Mapping
 
 from haystack.hooks.tool_result_offloading import NeverOffload, OffloadPolicy
 
-from casstore.compactor.read_tool import DEFAULT_NAME
+from casstore.compactor.read_tool import DEFAULT_NAME as READ_TOOL_NAME
+from casstore.compactor.search_tool import DEFAULT_NAME as SEARCH_TOOL_NAME
 
-# The tools casstore ships for the model: the read tool, under the name `make_read_tool` gives it by default.
-CASSTORE_TOOL_NAMES: tuple[str, ...] = (DEFAULT_NAME,)
+# The tools casstore ships for the model, under the names `make_read_tool` and `make_search_tool` give them by default.
+CASSTORE_TOOL_NAMES: tuple[str, ...] = (READ_TOOL_NAME, SEARCH_TOOL_NAME)
 
 StrategyKey = str | tuple[str, ...]
 
@@ -36,16 +38,17 @@ def keep_in_context(
     # Agent(..., tools=[*my_tools, make_read_tool(store)], hooks={"after_tool": [hook]})
     ```
 
-    Each of casstore's tool names (`read_offloaded_result`, the read tool's default name) and each name in
-    `tool_names` maps to Haystack's `NeverOffload()` under an exact key, which Haystack's hook resolves before a tuple
-    key and before `"*"`. An exact entry the caller gave for one of those names is replaced: the read tool's answer
-    must reach the model, or the model asks for lines and gets a reference back. A tuple key naming one of them is
-    kept as it is, so it still applies to its other names. Every other entry is kept, and `strategies` is not changed.
+    Each of casstore's tool names (`read_offloaded_result` and `search_offloaded_results`, the read and search tools'
+    default names) and each name in `tool_names` maps to Haystack's `NeverOffload()` under an exact key, which
+    Haystack's hook resolves before a tuple key and before `"*"`. An exact entry the caller gave for one of those
+    names is replaced: the read tool's answer must reach the model, or the model asks for lines and gets a reference
+    back. A tuple key naming one of them is kept as it is, so it still applies to its other names. Every other entry
+    is kept, and `strategies` is not changed.
 
     :param strategies: The mapping for `ToolResultOffloadHook(offload_strategies=...)`: tool name, tuple of tool
         names or `"*"` to an `OffloadPolicy`.
-    :param tool_names: More names to keep in context: the `name` given to `make_read_tool` when it is not the
-        default. The default name is kept in context either way.
+    :param tool_names: More names to keep in context: the `name` given to `make_read_tool` or `make_search_tool`
+        when it is not the default. The default names are kept in context either way.
     :returns: A new dictionary, for `offload_strategies`.
     :raises TypeError: If `strategies` is not a mapping, `tool_names` is a single string rather than a collection of
         names, or a name is not a string.

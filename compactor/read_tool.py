@@ -21,6 +21,7 @@ from haystack.utils.deserialization import deserialize_component_inplace
 
 from casstore import CasStoreError, CorruptBlobError, InvalidReferenceError, ReferenceNotFoundError
 from casstore.compactor.binary_content import binary_answer, binary_as_text, quoted
+from casstore.compactor.json_query import JsonQueryError, select
 from casstore.compactor.patterns import PatternError, compile_pattern
 from casstore.compactor.text_search import search
 from casstore.compactor.text_window import Position, PositionError, read_window
@@ -46,8 +47,9 @@ _DESCRIPTION = (
     "in windows of lines, each ending with a line that names the arguments for the next window (offset, and "
     "char_offset for a very long line). To find something in a long result without reading all of it, pass `pattern` "
     "(an RE2 regular expression, matched line by line): the answer lists the matching lines with their numbers and a "
-    "few lines of context, and `offset` then reads around them. Files of text (such as CSV or JSON) read the same "
-    "way; images come back as images."
+    "few lines of context, and `offset` then reads around them. For a JSON result, `jmespath` (a JMESPath "
+    "expression such as 'items[?status==`failed`].name') answers with only the selected part, paged the same way. "
+    "Files of text (such as CSV or JSON) read the same way; images come back as images."
 )
 
 _PARAMETERS: dict[str, Any] = {
@@ -80,6 +82,12 @@ _PARAMETERS: dict[str, Any] = {
             "type": "string",
             "description": "A regular expression in RE2 syntax, matched within each line, such as 'error|warn' or "
             "'(?i)timeout'. No backreferences or lookaround. Lists the matching lines instead of reading.",
+        },
+        "jmespath": {
+            "type": "string",
+            "description": "For a JSON result: a JMESPath expression, such as 'items[0]', 'items[*].name' or "
+            "\"items[?status=='failed']\"; the answer is the selected part as JSON, read (or searched with `pattern`) "
+            "like any text.",
         },
         "context": {
             "type": "integer",
@@ -122,6 +130,7 @@ class _Reader:
         char_offset: int | None = None,
         pattern: str | None = None,
         context: int | None = None,
+        jmespath: str | None = None,
         **unexpected: Any,
     ) -> str | list[TextContent | ImageContent]:
         """
@@ -137,9 +146,10 @@ class _Reader:
                 char_offset=char_offset,
                 pattern=pattern,
                 context=context,
+                jmespath=jmespath,
                 unexpected=unexpected,
             )
-        except (_ArgumentError, PatternError, PositionError) as error:
+        except (_ArgumentError, PatternError, PositionError, JsonQueryError) as error:
             answer = f"Error: {error}"
         except Exception as error:
             # A bug, or a store failing in an unexpected way: the model gets a message, the log gets the trace.
@@ -159,13 +169,14 @@ class _Reader:
         char_offset: object,
         pattern: object,
         context: object,
+        jmespath: object,
         unexpected: dict[str, Any],
     ) -> str | list[TextContent | ImageContent]:
         if unexpected:
             names = ", ".join(f"{name[:40]!r}" for name in sorted(unexpected)[:5])
             raise _ArgumentError(
-                f"Unknown argument(s) {names}; the arguments are reference, offset, limit, char_offset, pattern and "
-                f"context."
+                f"Unknown argument(s) {names}; the arguments are reference, offset, limit, char_offset, pattern, "
+                f"context and jmespath."
             )
         checked = _reference(reference)
         start = Position(_integer("offset", offset, 1, 1), _integer("char_offset", char_offset, 0, 0))
@@ -179,8 +190,13 @@ class _Reader:
             # A file of text (CSV, JSON, a log) is read like text, as Haystack's store would return it.
             text = binary_as_text(checked, content)
             if text is None:
+                if jmespath is not None:
+                    raise _ArgumentError(f"the result at {quoted(checked)} is binary content, not JSON text.")
                 return binary_answer(checked, content, max_image_bytes=self.max_image_bytes)
             content = text
+        if jmespath is not None:
+            # The selection is answered like a text of its own: whole, in windows, or searched with `pattern`.
+            content = select(content, jmespath, reference=checked)
         if regex is not None and pattern is not None:
             return search(
                 content,
@@ -323,9 +339,11 @@ def make_read_tool(
 
     The model passes `reference`, and optionally `offset` (first line, from 1), `limit` (lines), `char_offset`
     (characters of line `offset` to skip, for a line too long for one answer), `pattern` (an RE2 regular expression:
-    list matching lines instead) and `context` (lines around each match). A text that fits `max_chars` comes back
-    whole; otherwise the answer is `header + "\\n" + window + "\\n" + footer`, where the window is an exact slice of
-    the text and the footer names the arguments for the next window, such as `offset=1200`.
+    list matching lines instead), `context` (lines around each match) and `jmespath` (for a JSON result, a JMESPath
+    expression: the answer is the selected part as indented JSON, read like any text with the other arguments; a
+    result that is not JSON, or an expression that is invalid or fails, gets a message saying so). A text that fits
+    `max_chars` comes back whole; otherwise the answer is `header + "\\n" + window + "\\n" + footer`, where the window
+    is an exact slice of the text and the footer names the arguments for the next window, such as `offset=1200`.
 
     A binary reference (a tool's `FileContent`, which the store keeps as bytes) that decodes as UTF-8, holds no NUL
     byte and is not an image is read exactly as text, with the same arguments: Haystack's `FileSystemToolResultStore`

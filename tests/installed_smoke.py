@@ -122,6 +122,26 @@ def use_the_compactor(root: Path) -> list[str | bytes]:
         return [store.read(reference) for reference in references]
 
 
+def use_the_search(root: Path) -> None:
+    """
+    Index the store with `casstore search-index`, find a result with the search tool, and query a JSON result with
+    the read tool's `jmespath` (the `jmespath` dependency).
+    """
+    from casstore import ContentAddressedToolResultStore
+    from casstore.compactor import make_read_tool, make_search_tool
+
+    indexed = casstore_command(root, "search-index")
+    assert indexed["indexed"] >= 2, indexed
+    with ContentAddressedToolResultStore(root, namespace="smoke", search_index=True) as store:
+        answer = make_search_tool(store).invoke(query='"an old sea"')
+        assert "   1: line 0: an old search result" in answer, f"the search tool answered {answer!r}"
+        data = store.write(key="ci.json", content=json.dumps({"jobs": [{"name": "a", "ok": False}, {"name": "b"}]}))
+        selected = make_read_tool(store).invoke(reference=data, jmespath="jobs[?ok==`false`].name")
+        assert json.loads(selected) == ["a"], f"the read tool's jmespath answered {selected!r}"
+        found = make_search_tool(store).invoke(query='"ok": false')  # indexed as it was written
+        assert f"1. '{data}'" in found, f"the search tool answered {found!r}"
+
+
 def casstore_command(root: Path, *arguments: str) -> Any:
     executable = shutil.which("casstore", path=str(Path(sys.executable).parent))
     assert executable is not None, f"no casstore console script beside {sys.executable}"
@@ -155,6 +175,7 @@ def main() -> None:
     written = use_the_store(root)
     offloaded = use_the_compactor(root)
     use_the_command(root, written=written, offloaded=offloaded)
+    use_the_search(root)
     print("casstore works")
 
 

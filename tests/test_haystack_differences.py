@@ -165,6 +165,7 @@ def test_serialized_settings(haystack: FileSystemToolResultStore, ours: ContentA
         "inline_max",
         "durable",
         "learn",
+        "search_index",
     }
 
 

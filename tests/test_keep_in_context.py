@@ -22,6 +22,7 @@ from casstore import compactor
 from casstore.compactor import keep_in_context
 
 READ = "read_offloaded_result"
+SEARCH = "search_offloaded_results"
 Strategies = dict[str | tuple[str, ...], OffloadPolicy]
 
 
@@ -33,6 +34,13 @@ def _policy(strategies: Strategies, tool_name: str) -> OffloadPolicy | None:
 
 def test_it_is_exported_where_the_compactor_is() -> None:
     assert "keep_in_context" in compactor.__all__
+
+
+def test_the_search_tool_is_kept_in_context_under_a_wildcard_too() -> None:
+    """The search tool's answer is what the model asked to see: offloaded, it would be another reference to read."""
+    kept = keep_in_context({"*": AlwaysOffload(), SEARCH: OffloadOverChars(10)})
+    assert isinstance(_policy(kept, SEARCH), NeverOffload)
+    assert isinstance(_policy(kept, "run_tests"), AlwaysOffload)
 
 
 def test_the_read_tool_is_kept_in_context_under_a_wildcard() -> None:
@@ -75,7 +83,7 @@ def test_a_renamed_read_tool_is_named_with_tool_names() -> None:
 def test_without_a_wildcard_no_other_tool_starts_being_offloaded() -> None:
     kept = keep_in_context({"search": AlwaysOffload()})
     assert _policy(kept, "run_tests") is None
-    assert set(kept) == {"search", READ}
+    assert set(kept) == {"search", READ, SEARCH}
 
 
 @pytest.mark.parametrize(
@@ -94,7 +102,7 @@ def test_bad_arguments_say_what_to_pass(
         keep_in_context(strategies, tool_names=tool_names)  # type: ignore[arg-type]
 
 
-_NAMES = [READ, "read_back", "search", "run_tests", "list_dir"]
+_NAMES = [READ, SEARCH, "read_back", "search", "run_tests", "list_dir"]
 _POLICIES: list[OffloadPolicy] = [AlwaysOffload(), NeverOffload(), OffloadOverChars(0), OffloadOverChars(50)]
 _KEYS = st.one_of(
     st.sampled_from([*_NAMES, "*"]),
@@ -112,7 +120,7 @@ def test_only_casstores_tools_change_policy(strategies: Strategies, renamed: lis
 
     assert strategies == before  # same keys, same policy objects
     for name in [*_NAMES, "unlisted"]:
-        if name == READ or name in renamed:
+        if name in {READ, SEARCH} or name in renamed:
             assert isinstance(_policy(kept, name), NeverOffload)
         else:
             assert _policy(kept, name) is _policy(strategies, name)

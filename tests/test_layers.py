@@ -274,6 +274,8 @@ _LAYERS_BELOW = {
     "casstore.schema",
     "casstore.index_queries",
     "casstore.report_queries",
+    "casstore.search_index",
+    "casstore.searching",
 }
 _PRIVATE_LAYER_ATTRIBUTES = {"_database", "_blobs", "_connection", "_files", "_hints"}
 

@@ -628,6 +628,7 @@ class TestTheTool:
             "char_offset",
             "pattern",
             "context",
+            "jmespath",
         }
         assert all(len(spec["description"]) > 30 for spec in tool.parameters["properties"].values())
         assert "reference" in tool.description and "pattern" in tool.description

@@ -1,0 +1,86 @@
+"""
+Ranking a search's candidates: the order in which they are read, and the score of those that hold a term.
+
+Pure functions over what `casstore.search_index` found and what reading a candidate showed; the repository runs
+them. Every figure they use is either the document's own (its size, how often a term occurs in it) or counted over
+the searching namespace's documents alone (`NamespaceStatistics`), so another namespace's results change no score.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from casstore.search_index import Candidate, NamespaceStatistics
+
+# BM25's usual constants: how fast repeated occurrences stop adding to a score, and how much a long text is damped.
+_K1 = 1.2
+_B = 0.75
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """
+    One result that holds at least one term: its reference in the namespace (of its first write there), the tool when
+    known, when it was first written there, its size in bytes, its text, and which of the query's terms it holds (as
+    given).
+    """
+
+    reference: str
+    tool_name: str | None
+    written_at: str | None
+    size: int
+    text: str
+    terms: tuple[str, ...]
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class SearchOutcome:
+    """
+    What a search found: `hits`, best first, at most the limit asked for; `more_hits`, how many more results hold a
+    term; `unread`, candidates not read before the search stopped (each may or may not hold a term, so there are at
+    most `more_hits + unread` more); whether it stopped at its deadline; whether the store has a search index at all.
+    """
+
+    enabled: bool
+    hits: list[SearchHit] = field(default_factory=list)
+    more_hits: int = 0
+    unread: int = 0
+    unreadable: int = 0
+    timed_out: bool = False
+
+
+def read_order(candidates: Sequence[Candidate], statistics: NamespaceStatistics) -> list[Candidate]:
+    """
+    :returns: The candidates in the order they are worth reading: those holding the rarer terms (in this namespace)
+        first, then the shorter (where a term's occurrences weigh more), then by the digest's first bits, so the
+        order is the same whatever order the index returned them in and whatever else was written.
+    """
+    if len(statistics.candidates_per_term) == 1:
+        return list(candidates)  # one term: the index handed them over in this order already
+    weights = [statistics.weight(term) for term in range(len(statistics.candidates_per_term))]
+    return sorted(
+        candidates,
+        key=lambda candidate: (-sum(weights[term] for term in candidate.terms), candidate.size, candidate.tiebreak),
+    )
+
+
+def score(*, occurrences: dict[int, int], size: int, statistics: NamespaceStatistics) -> float:
+    """
+    :param occurrences: How often each term (by index) occurs in the document, for the terms it holds.
+    :param size: The document's size.
+    :returns: Its BM25 score, with the namespace's document count, average size and candidate counts.
+    """
+    average = statistics.characters / statistics.documents if statistics.documents else 1.0
+    damping = _K1 * (1 - _B + _B * size / max(average, 1.0))
+    return sum(
+        statistics.weight(term) * count * (_K1 + 1) / (count + damping) for term, count in occurrences.items() if count
+    )
+
+
+def rank_candidates(found: Sequence[tuple[Candidate, SearchHit]], *, limit: int) -> tuple[list[SearchHit], int]:
+    """
+    :returns: The `limit` best hits, best first, and how many more there are. Hits holding more of the terms come
+        first (as an agent's "where did I see X and Y" means both), then by BM25 score, then by reference.
+    """
+    ordered = sorted(found, key=lambda pair: (-len(pair[1].terms), -pair[1].score, pair[1].reference))
+    return [hit for _, hit in ordered[:limit]], max(0, len(ordered) - limit)

@@ -1,0 +1,40 @@
+"""
+A smoke run of `python -m benchmarks --search` on a tiny trace: it runs and its numbers hang together. Nothing about
+speed is asserted: the benchmark itself reports the targets.
+"""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from benchmarks.__main__ import main
+
+
+@pytest.mark.slow
+def test_tiny_search_benchmark(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result_path = tmp_path / "search.json"
+    arguments = ["--search", "--results", "150", "--search-queries", "20", "--repetitions", "1", "--chunk", "50"]
+    assert main([*arguments, "--json", str(result_path), "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    result = json.loads(result_path.read_text())
+
+    writes = result["writes"]
+    assert writes["writes"] == result["trace"]["writes"]
+    for key in ("on_p50_us", "off_p50_us", "on_new_p50_us", "off_duplicate_p50_us"):
+        assert math.isfinite(writes[key]) and writes[key] > 0, key
+    size = result["size"]
+    assert size["search_index_bytes"] > 0 and 0 < size["indexed_text_bytes"] <= result["trace"]["logical_bytes"]
+    assert size["index_over_text"] == pytest.approx(size["search_index_bytes"] / size["indexed_text_bytes"])
+    assert sum(result["queries"].values()) > 0
+    for method in ("trigram", "word", "mix"):
+        assert 0 <= result["recall"][method]["all"] <= 1
+    # The trigram index finds every known answer's text: recall is what the search returns, not a constant.
+    assert result["recall"]["mix"]["all"] >= result["recall"]["word"]["all"]
+    for kind in ("rare token", "common token", "phrase"):
+        figures = result["latency"][kind]
+        assert 0 < figures["p50_ms"] <= figures["p99_ms"] and figures["grep_p50_ms"] > 0
+        assert figures["over_grep"] == pytest.approx(figures["p50_ms"] / figures["grep_p50_ms"])
+    assert {check["name"] for check in result["targets"]} >= {"recall at 3 (trigram index)"}
+    assert "| recall at 3 | all |" in printed and "| target | value | met |" in printed

@@ -1,0 +1,345 @@
+"""
+The search index as the repository keeps it: the `search_index` switch, `casstore search-index`, namespaces that
+never see or sway each other, gc removing what it deletes, verify checking the index against the blobs, and crashes.
+"""
+
+import json
+import os
+import random
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from contextlib import closing
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from casstore import ContentAddressedToolResultStore, SharedToolResultStore, search_index
+from casstore.cli import cli
+from casstore.compactor import make_search_tool
+from casstore.maintenance import collect_garbage, verify
+from tests.servers import S3Location
+
+
+def _rows(root: Path, sql: str) -> list[tuple[Any, ...]]:
+    with closing(sqlite3.connect(root / "index.db")) as connection:
+        return connection.execute(sql).fetchall()
+
+
+def _found(store: ContentAddressedToolResultStore, *terms: str) -> list[str]:
+    return [hit.reference for hit in store.search(terms=list(terms), limit=100).hits]
+
+
+def _as_long_ago(root: Path) -> None:
+    # gc adds `last_seen`'s resolution to any grace period; blobs seen "long ago" need not wait it out.
+    with closing(sqlite3.connect(root / "index.db")) as connection, connection:
+        connection.execute("UPDATE blobs SET last_seen = '2020-01-01 00:00:00.000'")
+
+
+def test_off_by_default_the_write_path_writes_no_search_rows(store: ContentAddressedToolResultStore) -> None:
+    store.write(key="a.txt", content="some text to find")
+    assert not store.search_index
+    assert _rows(store.root, "SELECT count(*) FROM search_documents") == [(0,)]
+    assert _rows(store.root, "SELECT count(*) FROM search_state") == [(0,)]
+    assert not store.search(terms=["text"]).enabled
+
+
+def test_on_it_indexes_text_as_written_in_the_same_transaction(store_root: Path) -> None:
+    with ContentAddressedToolResultStore(store_root, search_index=True) as store:
+        text = store.write(key="a.txt", content="searchable words here")
+        json_file = store.write(key="data.json", content=b'{"status": "searchable"}')
+        store.write(key="plot.png", content=b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+        store.write(key="nul.bin", content=b"searchable\x00bytes")
+        assert sorted(_found(store, "searchable")) == sorted([text, json_file])
+        assert _rows(store_root, "SELECT count(*) FROM search_documents") == [(2,)]
+        # A repeat adds no document.
+        store.write(key="b.txt", content="searchable words here")
+        assert _rows(store_root, "SELECT count(*) FROM search_documents") == [(2,)]
+
+
+def test_an_indexing_store_indexes_a_repeat_of_what_a_store_without_it_wrote(store_root: Path) -> None:
+    with ContentAddressedToolResultStore(store_root) as plain:
+        reference = plain.write(key="a.txt", content="written before the index")
+    with ContentAddressedToolResultStore(store_root, search_index=True) as indexing:
+        assert _found(indexing, "before the index") == []
+        assert indexing.write(key="b.txt", content="written before the index") == reference
+        assert _found(indexing, "before the index") == [reference]
+
+
+def test_the_setting_round_trips_through_to_dict(store_root: Path) -> None:
+    with ContentAddressedToolResultStore(store_root, search_index=True) as store:
+        data = store.to_dict()
+    assert data["init_parameters"]["search_index"] is True
+    with ContentAddressedToolResultStore.from_dict(data) as restored:
+        assert restored.search_index
+
+
+def test_casstore_search_index_indexes_an_existing_store_and_goes_on_where_it_stopped(store_root: Path) -> None:
+    with ContentAddressedToolResultStore(store_root, namespace="alice", inline_max=0) as store:
+        references = [store.write(key=f"{n}.txt", content=f"result number {n} token{n:04}x") for n in range(1_200)]
+        store.write(key="img.png", content=b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+    result = CliRunner().invoke(cli, ["search-index", "--root", str(store_root), "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["indexed"] == 1_200 and json.loads(result.output)["skipped"] == 1
+    again = CliRunner().invoke(cli, ["search-index", "--root", str(store_root), "--json"], catch_exceptions=False)
+    assert json.loads(again.output)["indexed"] == 0  # nothing left to index
+    with ContentAddressedToolResultStore(store_root, namespace="alice") as store:
+        assert _found(store, "token0042x") == [references[42]]
+        assert verify(store).search_documents_checked == 1_200
+
+
+def test_the_shared_store_refuses_the_switch_clearly() -> None:
+    with pytest.raises(ValueError, match="SharedToolResultStore has no search index yet"):
+        SharedToolResultStore(index_url="postgresql://nobody@127.0.0.1:1/none", blob_url="file:///x", search_index=True)
+
+
+def test_the_shared_store_has_no_search_and_the_tool_says_so(postgres_url: str, s3_bucket_url: S3Location) -> None:
+    with SharedToolResultStore(index_url=postgres_url, blob_url=s3_bucket_url.url, namespace="alice") as store:
+        store.write(key="a.txt", content="some text to find")
+        assert not store.search(terms=["text"]).enabled
+        assert make_search_tool(store).invoke(query="text").startswith("This store has no search index")
+        assert verify(store).ok  # nothing of a search index to check
+    result = CliRunner().invoke(
+        cli, ["search-index", "--index", postgres_url, "--blobs", s3_bucket_url.url], catch_exceptions=False
+    )
+    assert result.exit_code != 0 and "only a local store (--root) has one" in result.output
+
+
+# Namespaces: nothing of another namespace is seen, counted or ranked.
+
+_WORDS = ["alpha", "beta", "gamma", "delta", "omega", "error", "trace", "value"]
+_TEXTS = st.lists(st.sampled_from(_WORDS), min_size=1, max_size=12).map(" ".join)
+
+
+def _answer_of(store: ContentAddressedToolResultStore, query: list[str]) -> list[Any]:
+    outcome = store.search(terms=query, limit=5)
+    return [
+        [(hit.reference, hit.terms, round(hit.score, 12), hit.size) for hit in outcome.hits],
+        outcome.more_hits,
+        outcome.unread,
+    ]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    mine=st.lists(_TEXTS, min_size=1, max_size=12),
+    theirs=st.lists(_TEXTS, max_size=25),
+    shared=st.lists(st.integers(min_value=0, max_value=11), max_size=6),
+    query=st.lists(st.sampled_from([*_WORDS, "lph", "mma de"]), min_size=1, max_size=3, unique=True),
+    theirs_first=st.booleans(),
+)
+def test_another_namespaces_results_change_no_hit_order_or_count(
+    tmp_path_factory: pytest.TempPathFactory,
+    *,
+    mine: list[str],
+    theirs: list[str],
+    shared: list[int],
+    query: list[str],
+    theirs_first: bool,
+) -> None:
+    # The other namespace also writes some of the same content (one blob, one document), before or after.
+    theirs = theirs + [mine[index % len(mine)] for index in shared]
+    answers = []
+    for with_theirs in (False, True):
+        root = tmp_path_factory.mktemp("isolation")
+        with (
+            ContentAddressedToolResultStore(root, namespace="alice", search_index=True) as alice,
+            ContentAddressedToolResultStore(root, namespace="bob", search_index=True) as bob,
+        ):
+            if with_theirs and theirs_first:
+                for number, text in enumerate(theirs):
+                    bob.write(key=f"{number}_bob.txt", content=text)
+            for number, text in enumerate(mine):
+                alice.write(key=f"{number}_alice.txt", content=text)
+            if with_theirs and not theirs_first:
+                for number, text in enumerate(theirs):
+                    bob.write(key=f"{number}_bob.txt", content=text)
+            answers.append(_answer_of(alice, query))
+            tool_answer = make_search_tool(alice).invoke(query=" ".join(f'"{term}"' for term in query))
+            answers[-1].append(_without_times(tool_answer))
+    assert answers[0] == answers[1]
+
+
+def _without_times(answer: str) -> str:
+    return re.sub(r"written \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} UTC", "written <time>", answer)
+
+
+def test_a_namespace_never_finds_what_only_another_wrote(store_root: Path) -> None:
+    with (
+        ContentAddressedToolResultStore(store_root, namespace="alice", search_index=True) as alice,
+        ContentAddressedToolResultStore(store_root, namespace="bob", search_index=True) as bob,
+    ):
+        bob.write(key="1_t_c.txt", content="bob's secret token xyzzy")
+        mine = alice.write(key="1_t_c.txt", content="alice has plugh")
+        assert _found(alice, "xyzzy") == []
+        assert _found(alice, "plugh") == [mine]
+        assert _found(bob, "plugh") == []
+        # Forgetting a namespace takes its results out of its search, even while the blob stays for another.
+        shared = bob.write(key="2_t_c.txt", content="both wrote this")
+        alice.write(key="2_t_c.txt", content="both wrote this")
+        collect_garbage(alice, namespace="alice", grace=timedelta(0))
+        assert _found(alice, "both wrote") == [] and _found(bob, "both wrote") == [shared]
+
+
+# gc and verify.
+
+
+@pytest.mark.parametrize("inline_max", [0, 65536], ids=["file", "inline"])
+def test_gc_removes_what_it_deletes_from_the_search_index(store_root: Path, inline_max: int) -> None:
+    with ContentAddressedToolResultStore(store_root, namespace="old", search_index=True, inline_max=inline_max) as old:
+        old.write(key="a.txt", content="goes away with gc: quux")
+    with ContentAddressedToolResultStore(store_root, namespace="new", search_index=True, inline_max=inline_max) as new:
+        kept = new.write(key="b.txt", content="stays: quux")
+        _as_long_ago(store_root)
+        report = collect_garbage(new, namespace="old", grace=timedelta(0))
+        assert report.blobs_deleted == 1
+        assert _rows(store_root, "SELECT count(*) FROM search_documents") == [(1,)]
+        assert _found(new, "quux") == [kept]
+        checked = verify(new)
+        assert checked.ok and checked.clean and checked.search_documents_checked == 1
+        # The trigrams went with the document: only the kept document's row is left in the FTS table.
+        assert _rows(store_root, "SELECT count(*) FROM search_text") == [(1,)]
+
+
+def test_gc_of_a_damaged_blob_leaves_trigrams_that_match_nothing_and_verify_counts_them(store_root: Path) -> None:
+    with ContentAddressedToolResultStore(store_root, namespace="old", search_index=True) as old:
+        reference = old.write(key="a.txt", content="damaged then collected: frobnicate")
+    with closing(sqlite3.connect(store_root / "index.db")) as connection, connection:
+        connection.execute("UPDATE blob_frames SET frame = x'00'")
+    with ContentAddressedToolResultStore(store_root, namespace="new", search_index=True) as new:
+        _as_long_ago(store_root)
+        collect_garbage(new, namespace="old", grace=timedelta(0))
+        report = verify(new)
+        assert report.ok and not report.clean and report.search_stray_rows == 1
+        # Written again, the same content gets a new document: the stray trigrams never match it or anything.
+        assert new.write(key="b.txt", content="damaged then collected: frobnicate") == reference
+        assert _found(new, "frobnicate") == [reference]
+        new.repository.build_search_index(rebuild=True)
+        assert verify(new).clean
+
+
+def test_verify_finds_a_document_that_does_not_match_its_blob_and_a_rebuild_repairs_it(store_root: Path) -> None:
+    with ContentAddressedToolResultStore(store_root, search_index=True) as store:
+        reference = store.write(key="a.txt", content="the real text of the result")
+        store.write(key="b.txt", content="another result entirely")
+    with closing(sqlite3.connect(store_root / "index.db")) as connection, connection:
+        # Swap the trigrams of one document for another text's, as a damaged index would hold them.
+        (document,) = connection.execute("SELECT min(id) FROM search_documents").fetchone()
+        connection.execute(
+            "INSERT INTO search_text (search_text, rowid, body) VALUES ('delete', ?, ?)",
+            (document, "the real text of the result"),
+        )
+        connection.execute("INSERT INTO search_text (rowid, body) VALUES (?, 'something else')", (document,))
+    with ContentAddressedToolResultStore(store_root) as store:
+        report = verify(store)
+        assert not report.ok and report.search_mismatched == 1
+        result = CliRunner().invoke(cli, ["verify", "--root", str(store_root)])
+        assert result.exit_code == 1 and "casstore search-index --rebuild" in result.output
+        CliRunner().invoke(cli, ["search-index", "--root", str(store_root), "--rebuild"], catch_exceptions=False)
+        assert verify(store).ok
+        assert _found(store, "real text") == [reference]
+
+
+def test_a_failure_inside_gcs_transaction_keeps_the_blob_and_its_document(
+    store_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with ContentAddressedToolResultStore(store_root, namespace="old", search_index=True) as old:
+        old.write(key="a.txt", content="kept when gc fails: wibble")
+    with ContentAddressedToolResultStore(store_root, namespace="new", search_index=True) as new:
+        _as_long_ago(store_root)
+
+        def fail(*args: object, **kwargs: object) -> bool:
+            raise OSError("disk on fire")
+
+        monkeypatch.setattr(search_index, "remove", fail)
+        with pytest.raises(OSError, match="disk on fire"):
+            collect_garbage(new, namespace="old", grace=timedelta(0))
+        assert _rows(store_root, "SELECT count(*) FROM blobs") == [(1,)]
+        assert _rows(store_root, "SELECT count(*) FROM search_documents") == [(1,)]
+        assert verify(new).clean
+
+
+# Crashes: SIGKILL in real subprocesses.
+
+_WRITER = textwrap.dedent(
+    """
+    import sys
+    from datetime import timedelta
+    from casstore import ContentAddressedToolResultStore
+    from casstore.maintenance import collect_garbage
+
+    root, seed = sys.argv[1], int(sys.argv[2])
+    with ContentAddressedToolResultStore(root, namespace="writer", search_index=True, inline_max=2048) as store:
+        for number in range(100_000):
+            filler = "lorem ipsum dolor " * ((number * 37 + seed) % 400)
+            reference = store.write(key=f"{number}_t_c.txt", content=f"{filler} marker{seed}x{number:06}y\\n")
+            print(number, reference, flush=True)
+            if number % 50 == 49:
+                collect_garbage(store, grace=timedelta(0))  # collects nothing visible, runs gc's transactions
+    """
+)
+
+
+@pytest.mark.slow
+def test_sigkilled_indexing_writers_leave_the_index_consistent(store_root: Path) -> None:
+    chooser = random.Random(20261201)
+    ContentAddressedToolResultStore(store_root, search_index=True).close()
+    reported: dict[str, tuple[int, int]] = {}
+    for kill in range(6):
+        seed = kill % 4
+        child = subprocess.Popen(
+            [sys.executable, "-c", _WRITER, str(store_root), str(seed)], stdout=subprocess.PIPE, text=True
+        )
+        assert child.stdout is not None
+        first = child.stdout.readline()  # started and writing: the kill lands among writes and gc's transactions
+        time.sleep(chooser.uniform(0.05, 1.0))
+        os.kill(child.pid, signal.SIGKILL)
+        output, _ = child.communicate(timeout=60)
+        assert child.returncode == -signal.SIGKILL
+        for line in (first + output).splitlines():
+            parts = line.split()
+            if len(parts) == 2:
+                reported[parts[1]] = (seed, int(parts[0]))
+        with ContentAddressedToolResultStore(store_root, namespace="writer") as store:
+            check = store.repository.check_search_index()
+            assert check.consistent, f"after kill {kill}: {check}"
+    assert len(reported) > 20
+    with ContentAddressedToolResultStore(store_root, namespace="writer") as store:
+        for reference, (seed, number) in sorted(reported.items())[::7]:
+            assert _found(store, f"marker{seed}x{number:06}y") == [reference]
+        assert verify(store).ok
+
+
+@pytest.mark.slow
+def test_a_sigkilled_search_index_build_is_rebuildable(store_root: Path) -> None:
+    with ContentAddressedToolResultStore(store_root, namespace="alice") as store:
+        references = [
+            store.write(key=f"{n}.txt", content=f"{'padding text ' * (n % 300)} needle{n:05}z") for n in range(3_000)
+        ]
+    command = [sys.executable, "-m", "casstore", "search-index", "--root", str(store_root)]
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # kill it once some batches have committed, before it is done
+        (count,) = _rows(store_root, "SELECT count(*) FROM search_documents")[0]
+        if count >= 500 or child.poll() is not None:
+            break
+        time.sleep(0.01)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(timeout=60)
+    (partial,) = _rows(store_root, "SELECT count(*) FROM search_documents")[0]
+    assert 0 < partial < len(references), partial
+    with ContentAddressedToolResultStore(store_root, namespace="alice") as store:
+        assert store.repository.check_search_index().consistent
+        indexed, _ = store.repository.build_search_index()
+        assert indexed == len(references) - partial
+        assert _found(store, "needle02321z") == [references[2321]]
+        assert verify(store).ok
