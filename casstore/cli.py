@@ -606,7 +606,9 @@ def search_index(location: StoreLocation, rebuild: bool, as_json: bool) -> None:
         _print_json({"indexed": indexed, "skipped": skipped, "index_bytes": size})
         return
     click.echo(f"indexed {indexed} results ({skipped} skipped: binary content that is not text, or unreadable)")
-    click.echo(f"search index {format_bytes(size)}; writes of a store opened with search_index=True are indexed as they come")
+    click.echo(
+        f"search index {format_bytes(size)}; writes of a store opened with search_index=True are indexed as they come"
+    )
 
 
 @cli.command()
