@@ -155,6 +155,13 @@ class Database:
         except sqlite3.DatabaseError as error:
             raise _unusable(self.path, error) from error
 
+    @property
+    def exists(self) -> bool:
+        """Whether the index file exists (a lazy index not created yet: False, until any process creates it)."""
+        if self._pending or self._generation != forks.generation:
+            self._catch_up()
+        return not self._pending
+
     def create(self) -> None:
         """
         Create the index now if it is lazy and does not exist yet: its folder, `index.db` and the schema. Processes

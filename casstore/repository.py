@@ -522,7 +522,13 @@ class Repository:
         compaction: CompactionRecord,
         offloads: Sequence[OffloadRecord] = (),
     ) -> None:
-        """Append a compaction to the `compactions` table and its offloads to `offloads`, in one transaction."""
+        """
+        Append a compaction to the `compactions` table and its offloads to `offloads`, in one transaction. A compaction
+        that offloaded nothing is recorded only in an index that exists: it never creates a store (only a write does,
+        as Haystack's own store makes its folder on the first write).
+        """
+        if not offloads and not getattr(self._database, "exists", True):
+            return
         with self._guard.held(), self._database.transaction() as work:
             index.record_compaction(work, namespace=namespace, compaction_id=compaction_id, compaction=compaction)
             if offloads:
