@@ -207,6 +207,38 @@ RELATIONS: dict[str, Relation] = {
         },
         view=True,
     ),
+    "search_documents": Relation(
+        "One row per blob in the search index (docs/search.md): the row of search_text that holds its trigrams.",
+        {
+            "id": "the document's id (search_text's rowid; never reused)",
+            "digest": "blobs.digest",
+            "size": "content bytes (blobs.size)",
+            "tiebreak": "the digest's first 60 bits: an order no write changes",
+        },
+    ),
+    "search_text": Relation(
+        "SQLite FTS5 over each document's text as case-folded trigrams, without positions and without a copy of the "
+        "text (the blob holds it): which documents hold every trigram of a term.",
+        {"body": "the indexed text (not stored: content='')"},
+    ),
+    "search_entries": Relation(
+        "One row per (namespace, blob) the search index holds: a search counts and ranks over its namespace's rows.",
+        {
+            "namespace": "the namespace that wrote it",
+            "document": "search_documents.id",
+            "size": "the document's size",
+            "tiebreak": "the document's tiebreak",
+            "write_id": "writes.id of the namespace's first write of it",
+        },
+    ),
+    "search_namespaces": Relation(
+        "Per namespace: how many results the search index holds for it and their bytes (its ranking statistics).",
+        {"namespace": "the namespace", "documents": "its indexed results", "bytes": "their bytes"},
+    ),
+    "search_state": Relation(
+        "One row once the search index is turned on.",
+        {"id": "always 1", "enabled_at": f"when it was turned on ({_TIMES})"},
+    ),
     "_sqlite_migrations": Relation(
         "sqlite-utils' record of the applied schema migrations.",
         {

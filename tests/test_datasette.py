@@ -34,12 +34,16 @@ def demo_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _schema(root: Path) -> dict[str, set[str]]:
-    """Every table and view of the index, with its columns, as SQLite reports them."""
+    """
+    Every table and view of the index, with its columns, as SQLite reports them; not the shadow tables FTS5 keeps
+    for `search_text` (`search_text_data`, `_idx`, `_config`, ...), which are FTS5's, not casstore's.
+    """
     with contextlib.closing(sqlite3.connect(root / "index.db")) as connection:
         names = [
             row[0]
             for row in connection.execute(
-                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%'"
+                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%' "
+                "AND name NOT LIKE 'search_text_%'"
             )
         ]
         return {name: {row[1] for row in connection.execute(f"PRAGMA table_info({name})")} for name in names}
