@@ -80,12 +80,12 @@ _RESOLUTION_SECONDS = LAST_SEEN_RESOLUTION.total_seconds()
 _REFERENCED = "SELECT 1 FROM visible_references WHERE digest = blobs.digest"
 # Digests per statement when a question names many (SQLite allows 32,766 parameters; PostgreSQL 65,535).
 _CHUNK = 500
-# A blob is collectable when no reference to it is visible, no other blob needs it (as its dictionary or base), it is
-# not a dictionary in use, and it was not seen within the grace period.
+# A blob is collectable when no reference to it is visible, no other blob needs it (as its dictionary or base), and it
+# was not seen within the grace period: a dictionary in use that nothing was written with since the grace period
+# began goes too (a store whose writes are all forgotten shrinks to an empty one; a writer then trains anew).
 _COLLECTABLE = (
     f"last_seen <= {SHIFTED_NOW_SQL} AND NOT EXISTS ({_REFERENCED}) "
-    "AND NOT EXISTS (SELECT 1 FROM blob_dependencies WHERE needs_id = blobs.id) "
-    "AND NOT EXISTS (SELECT 1 FROM dictionaries WHERE blob_id = blobs.id AND active = 1)"
+    "AND NOT EXISTS (SELECT 1 FROM blob_dependencies WHERE needs_id = blobs.id)"
 )
 # A delta of at most this share of its content's size is kept without comparing it with a plain frame (which would
 # have to compress the content more than 20-fold to be smaller than the delta by DELTA_KEEP_BELOW).
@@ -196,6 +196,16 @@ class _ContentCache:
         with self._lock:
             if (kind, digest) not in self._items:
                 self._store(kind, digest, value, size)
+
+    def discard(self, digest: str) -> None:
+        """Forget `digest` under every kind (a blob gc deleted: it must be looked up, and found gone, again)."""
+        if self._generation != forks.generation:
+            self._after_fork()
+        with self._lock:
+            for kind in (DICTIONARY, DELTA):
+                old = self._items.pop((kind, digest), None)
+                if old is not None:
+                    self._bytes -= old[0]
 
     def replace(self, kind: str, digest: str, value: object, size: int) -> None:
         if self._generation != forks.generation:
@@ -508,6 +518,9 @@ class BlobStore:
         connection = work.connection
         row = connection.execute("SELECT id, stored_in FROM blobs WHERE digest = ?", (staged.needs,)).fetchone()
         if row is None:
+            # gc deleted it (a dictionary or base nothing needed): the next write looks it up and trains or finds anew.
+            self._trained.pop(staged.needs or "", None)
+            self._cache.discard(staged.needs or "")
             raise LearnedFrameRefused(staged.digest)
         needs_id, stored_in = row
         if stored_in != _STORED_IN_INDEX and self._can_vanish and not self._files.exists(staged.needs or ""):

@@ -257,13 +257,23 @@ def test_gc_keeps_the_dictionary_in_use_and_the_retired_one_while_blobs_need_it(
     assert backend.rows("SELECT count(*) FROM blobs WHERE id = ?", (dictionary,)) == [(0,)]
     assert backend.count("dictionaries") == 0
     assert other.read(kept) == "kept by bob"
-    # A dictionary in use stays even when nothing needs it yet.
+    # A dictionary in use stays through the grace period even when nothing needs it yet, and goes after it: a store
+    # whose writes are all forgotten keeps nothing they taught it.
     third = backend.open(namespace="carol")
     train_a_dictionary(third, tool="find")
-    _age_everything(backend)
-    collect_garbage(third, namespace="carol", grace=timedelta(0))
+    backend.execute(
+        "UPDATE blobs SET last_seen = ? WHERE id NOT IN (SELECT blob_id FROM dictionaries)", (LONG_AGO,)
+    )  # carol's results are old; the dictionary was trained just now
+    collect_garbage(third, namespace="carol", grace=timedelta(hours=1))
     assert backend.count("dictionaries") == 1
     assert backend.rows("SELECT count(*) FROM blob_encodings WHERE encoding != 'plain'") == [(0,)]
+    _age_everything(backend)
+    collect_garbage(third, grace=timedelta(0))
+    assert backend.count("dictionaries") == 0 and backend.rows("SELECT count(*) FROM blobs") == [(1,)]  # bob's
+    # The writer that trained it finds it gone: its next results of that tool are stored plain, and read back.
+    again = {third.write(key=f"{n}_find_call_{n:016x}.txt", content=record(20_000 + n)): n for n in range(5)}
+    assert all(third.read(reference) == record(20_000 + n) for reference, n in again.items())
+    assert verify(third).clean
 
 
 def _damage_frame(backend: Backend, digest: str) -> None:

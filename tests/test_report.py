@@ -196,6 +196,7 @@ def test_time_buckets_never_outnumber_the_limit(
 
 
 def _spread_compactions(root: Path, count: int, *, hours: float) -> None:
+    create_store(root)  # compactions that offloaded nothing are recorded only in a store that exists
     with ContentAddressedToolResultStore(root, namespace="many") as store:
         for number in range(count):
             store.record_compaction(
