@@ -1,0 +1,76 @@
+"""The copying part of the `Repository` (`casstore.copying`): every row and blob read out, and imported here."""
+
+from collections import Counter
+from collections.abc import Sequence
+
+from casstore import index, index_queries
+from casstore.errors import CorruptBlobError
+from casstore.index_queries import CompactionRow, OffloadRow, WriteRow
+from casstore.repository.core import RepositoryCore
+
+
+class Copies(RepositoryCore):
+    """Reading a store out whole and importing another store's rows and blobs, times kept."""
+
+    def blob_seen_times(self) -> dict[str, tuple[str, str]]:
+        """:returns: Every blob's digest with its `(first_seen, last_seen)`."""
+        with self._index() as connection:
+            return self._blobs.seen_times(connection)
+
+    def blob_content(self, digest: str) -> bytes:
+        """
+        :returns: The verified content of the blob `digest`, whoever references it.
+        :raises CorruptBlobError: If the blob is missing or damaged.
+        """
+        with self._guard.held():
+            with self._index() as connection:
+                location = self._blobs.locate(connection, digest)
+            return self._blobs.load(location, guarded=False)
+
+    def import_blob(self, digest: str, data: bytes, *, seen: tuple[str, str]) -> None:
+        """Store a blob copied from another store (`data` already verified against `digest`), keeping its times."""
+        with self._guard.held():
+            staged = self._blobs.stage(digest, data)
+            with self._database.transaction() as work:
+                self._blobs.put(work, staged, seen=seen)
+
+    def write_rows(self) -> "Counter[WriteRow]":
+        """:returns: How many writes there are of each `(namespace, key, digest, kind, size, reference, written_at)`."""
+        with self._index() as connection:
+            return index_queries.write_rows(connection)
+
+    def offload_rows(self) -> "Counter[OffloadRow]":
+        """:returns: How many offloads there are of each row's values."""
+        with self._index() as connection:
+            return index_queries.offload_rows(connection)
+
+    def compaction_rows(self) -> dict[str, CompactionRow]:
+        """:returns: Every compaction's `(compaction_id, namespace, tokens_before, tokens_after, target_tokens,
+        context_window, compacted_at)`, by id."""
+        with self._index() as connection:
+            return index_queries.compaction_rows(connection)
+
+    def import_writes(self, rows: Sequence[WriteRow]) -> None:
+        """
+        Append writes copied from another store, with their own times, in one transaction.
+
+        :raises CorruptBlobError: If a write's blob is not stored here (copy the blobs first); nothing is appended.
+        """
+        with self._guard.held(), self._database.transaction() as work:
+            for digest in sorted({row[2] for row in rows}):
+                if not self._blobs.is_stored(work, digest):
+                    raise CorruptBlobError(
+                        f"Blob {digest} is not stored here; copy it before its writes.", digest=digest
+                    )
+            index.import_writes(work, rows)
+
+    def import_offloads(self, rows: Sequence[OffloadRow]) -> None:
+        """Append offloads copied from another store, with their own times, in one transaction."""
+        with self._guard.held(), self._database.transaction() as work:
+            index.import_offloads(work, rows)
+
+    def import_compactions(self, rows: Sequence[CompactionRow]) -> None:
+        """Append compactions copied from another store, with their own times, in one transaction (ids held already
+        are skipped)."""
+        with self._guard.held(), self._database.transaction() as work:
+            index.import_compactions(work, rows)

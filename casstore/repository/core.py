@@ -1,0 +1,237 @@
+"""
+The repository's core: the index and the blob layer it owns, opened and closed; the connection every question uses.
+
+The other modules of `casstore.repository` add the protocols (writes, reads, history, search, retention, copies) to
+this core, each as a part of the one `Repository` object.
+"""
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from functools import partial
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Protocol, Self
+
+from casstore import search_index
+from casstore.blob_files import BlobDirectory
+from casstore.blobs import BlobBackend, BlobStore
+from casstore.database import Database, UnitOfWork
+from casstore.disk import local_footprint
+from casstore.errors import CorruptBlobError, ReferenceNotFoundError, StorageError
+from casstore.frames import FrameCodec
+from casstore.guard import OpenGuard
+from casstore.learning import learner_for
+
+INDEX_FILE_NAME = "index.db"
+BLOB_DIRECTORY_NAME = "blobs"
+# Rows changed per transaction by gc and by the search index's build, so writers never wait long for the write lock.
+ROWS_PER_TRANSACTION = 500
+
+
+class IndexDatabase(Protocol):
+    """The engine under the index: SQLite (`casstore.database.Database`) or PostgreSQL (`casstore.postgres`)."""
+
+    failures: tuple[type[Exception], ...]
+    damage: tuple[type[Exception], ...]
+    conflicts: tuple[type[Exception], ...]
+    kind: str
+    description: str
+
+    def reading(self) -> AbstractContextManager[Any]: ...
+    def snapshot(self) -> AbstractContextManager[Any]: ...
+    def transaction(self, *, exclusive: bool = False) -> AbstractContextManager[UnitOfWork]: ...
+    def rolled_back(self) -> AbstractContextManager[UnitOfWork]: ...
+    def close(self) -> None: ...
+
+    # Giving the space of deleted rows back (see each engine).
+    def space_policy(self, *, rebuilt: bool) -> str: ...
+    def yield_to_writers(self, held: float) -> None: ...
+    def estimated_bytes(self, work: UnitOfWork, *, rebuilt: bool) -> int | None: ...
+    def return_free_space(self) -> bool: ...
+    def rebuild(self) -> None: ...
+
+
+class StoredWriteRecorder(Protocol):
+    """
+    An engine's faster primitive for a write of one part whose blob is stored: the whole write transaction (the
+    writers' lock, the blob row checked and its `last_seen` refreshed, the write and its visibility) in one statement.
+    :returns: Whether it was recorded (False: the blob has no row, and nothing was written).
+    """
+
+    def __call__(
+        self, *, namespace: str, key: str, digest: str, kind: str, size: int, reference: str, seen_ago: str
+    ) -> bool: ...
+
+
+class RepositoryCore:
+    """A store's index and its blobs, opened: what every part of the `Repository` works with."""
+
+    def __init__(
+        self,
+        *,
+        database: IndexDatabase,
+        blob_backend: BlobBackend,
+        compression_level: int,
+        inline_max: int,
+        footprint: Callable[[], tuple[int, int]],
+        description: str,
+        learn: bool = True,
+        searchable: bool = False,
+        search_index_writes: bool = False,
+    ) -> None:
+        """
+        Join an opened index and blob backend; the repository owns them from now on and closes them.
+
+        :param database: The index, its schema up to date.
+        :param blob_backend: Where blobs too large for the index are kept.
+        :param compression_level: The zstd level for new blobs, 1 to 22.
+        :param inline_max: Frames of at most this many bytes are kept in the index; `0` puts every blob in the backend.
+        :param footprint: Returns the bytes the index and the blob backend occupy where they are kept.
+        :param description: Where the repository is, for messages (no password).
+        :param learn: Store new content with the learned encodings (trained dictionaries, deltas against earlier
+            versions); False stores plain zstd frames. Blobs stored either way are read either way.
+        :param searchable: The index has the search index's tables (`casstore.search_index`: SQLite's).
+        :param search_index_writes: Index the text of every write as it is stored, and turn the search index on.
+        """
+        self._database = database
+        self._searchable = searchable
+        self._search_index_writes = searchable and search_index_writes
+        self._guard = OpenGuard()
+        self._footprint = footprint
+        self.description = description
+        self._failures: tuple[type[Exception], ...] = (OSError, *database.failures)
+        self._blobs = BlobStore(
+            files=blob_backend,
+            codec=FrameCodec(compression_level=compression_level),
+            inline_max=inline_max,
+            file_access=self._guard,
+            reading=self._index_for_blobs,
+            learner=learner_for(description) if learn else None,
+        )
+        # Engine primitives where a round trip costs more than a statement (PostgreSQL); the local SQLite index has
+        # none and keeps its statements. A stored-writes statement trusts blob rows, so it needs a backend whose rows
+        # imply presence.
+        recorder: StoredWriteRecorder | None = getattr(database, "record_stored_write", None)
+        self._record_stored_write = recorder if self._blobs.rows_imply_presence else None
+        # A lazy index (the local one) is created by the first write, before its first blob file: a first write that
+        # fails then leaves at most an empty index, never blob files in a folder without one.
+        self._create_index: Callable[[], None] | None = getattr(database, "create", None)
+        if self._search_index_writes:
+            self._enable_search_index()
+
+    @classmethod
+    def local(
+        cls,
+        root: Path,
+        *,
+        compression_level: int,
+        inline_max: int,
+        durable: bool,
+        learn: bool = True,
+        lazy: bool = True,
+        search_index: bool = False,
+    ) -> Self:
+        """
+        Open the local repository at `root` (`index.db` and `blobs/`), bringing an existing index's schema up to date.
+
+        :param durable: Fsync blob files and use SQLite's `synchronous=FULL`.
+        :param lazy: Create nothing on disk until the first write (the default): a repository never written to
+            leaves no folder, no `index.db` and no `blobs/` behind, and reads it as an empty store. False creates
+            `root`, `index.db` and `blobs/` now.
+        :param search_index: Index the text of every write as it is stored (`casstore.search_index`).
+        :raises SchemaError: If `index.db` exists and was written by a newer casstore or is not a casstore index
+            (`IndexDamagedError` if SQLite finds it damaged).
+        :raises CasStoreError: If the blob folder is a symlink or not a folder.
+        """
+        database = Database(root / INDEX_FILE_NAME, durable=durable, lazy=lazy)
+        try:
+            files = BlobDirectory(root / BLOB_DIRECTORY_NAME, durable=durable, lazy=lazy)
+        except BaseException:
+            database.close()
+            raise
+        return cls(
+            database=database,
+            blob_backend=files,
+            compression_level=compression_level,
+            inline_max=inline_max,
+            footprint=partial(local_footprint, root),
+            description=str(root),
+            learn=learn,
+            searchable=True,
+            search_index_writes=search_index,
+        )
+
+    @contextmanager
+    def _index(self) -> Iterator[Any]:
+        """The connection for one question, a failure of the engine reported as `StorageError` naming it."""
+        try:
+            with self._database.reading() as connection:
+                yield connection
+        except self._database.failures as error:
+            if isinstance(error, self._database.damage):
+                raise
+            raise self._engine_failed(error) from error
+
+    @contextmanager
+    def _index_for_blobs(self) -> Iterator[Any]:
+        """
+        The connection for the blob layer's own questions (the blob a learned frame needs), the engine's failures as
+        `StorageError` and a damaged index as `CorruptBlobError`, which is what they are to a read.
+        """
+        try:
+            with self._database.reading() as connection:
+                yield connection
+        except self._database.failures as error:
+            if isinstance(error, self._database.damage):
+                raise CorruptBlobError(
+                    f"Cannot look up a blob: the index is damaged ({error}). See 'Recovery' in the README."
+                ) from error
+            raise self._engine_failed(error) from error
+
+    def _engine_failed(self, error: Exception) -> StorageError:
+        return StorageError(f"The {self._database.kind} at {self._database.description} failed: {error}")
+
+    @property
+    def searchable(self) -> bool:
+        """Whether this repository's index can hold a search index (the local SQLite one can)."""
+        return self._searchable
+
+    def _enable_search_index(self) -> None:
+        with self._guard.held():
+            with self._index() as connection:
+                if search_index.is_enabled(connection):
+                    return
+            with self._database.transaction() as work:
+                search_index.enable(work)
+
+    def close(self) -> None:
+        """
+        Close the index and the blob folder, after waiting for operations in flight in other threads.
+
+        Later calls raise `StoreClosedError`; closing twice is harmless.
+        """
+        if self._guard.close():
+            self._database.close()
+            self._blobs.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def not_found_error(namespace: str, reference: str) -> ReferenceNotFoundError:
+    return ReferenceNotFoundError(
+        f"No result {reference} in namespace {namespace!r}. References are only readable in the namespace that "
+        f"wrote them."
+    )
+
+
+def damaged_index_error(digest: str, error: Exception) -> CorruptBlobError:
+    return CorruptBlobError(
+        f"Cannot look up blob {digest}: the index is damaged ({error}). See 'Recovery' in casstore's docs/gc.md.",
+        digest=digest,
+    )

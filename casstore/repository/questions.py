@@ -1,0 +1,126 @@
+"""The history questions of the `Repository`: stats, log and report figures, with typed arguments."""
+
+from datetime import timedelta
+from typing import Any
+
+from casstore import index_queries, report_queries
+from casstore.index_queries import HistoryMark, OffloadEntry
+from casstore.references import parse_reference
+from casstore.report_queries import ReportFigures, Scope
+from casstore.repository.core import RepositoryCore
+
+
+class HistoryQuestions(RepositoryCore):
+    """What happened: writes, offloads and compactions, asked of the index."""
+
+    def summary(self) -> dict[str, Any]:
+        """:returns: The view `dedup_summary`'s one row: writes, blobs, bytes and ratios over the whole store."""
+        with self._index() as connection:
+            return index_queries.summary(connection)
+
+    def namespace_totals(self, *, namespace: str) -> dict[str, int]:
+        """:returns: Writes and logical bytes of `namespace`, and the blobs and bytes of what they reference."""
+        with self._index() as connection:
+            return index_queries.namespace_totals(connection, namespace=namespace)
+
+    def namespace_rows(self, *, namespace: str | None = None) -> list[dict[str, Any]]:
+        """:returns: Writes, distinct results, bytes, offloads and tokens saved per namespace (or of `namespace`)."""
+        with self._index() as connection:
+            return index_queries.namespace_rows(connection, namespace=namespace)
+
+    def tool_rows(self, *, namespace: str | None = None) -> list[dict[str, Any]]:
+        """:returns: Offloads and tokens per namespace and tool (or of `namespace`)."""
+        with self._index() as connection:
+            return index_queries.tool_rows(connection, namespace=namespace)
+
+    def offload_entries(
+        self,
+        *,
+        namespace: str | None = None,
+        tool: str | None = None,
+        since: timedelta | None = None,
+        limit: int | None = None,
+    ) -> list[OffloadEntry]:
+        """:returns: Offloads matching every filter given, newest first, at most `limit`."""
+        with self._index() as connection:
+            return index_queries.offload_entries(connection, namespace=namespace, tool=tool, since=since, limit=limit)
+
+    def offload_count(
+        self, *, namespace: str | None = None, tool: str | None = None, since: timedelta | None = None
+    ) -> int:
+        """:returns: How many offloads match every filter given."""
+        with self._index() as connection:
+            return index_queries.offload_count(connection, namespace=namespace, tool=tool, since=since)
+
+    def namespaces(self) -> list[str]:
+        """:returns: Every namespace that has writes or offloads, in order."""
+        with self._index() as connection:
+            return index_queries.namespaces(connection)
+
+    def namespaces_holding(self, reference: str) -> list[str]:
+        """
+        :returns: The namespaces in which `reference` was written and is not forgotten, in order.
+        :raises InvalidReferenceError: If `reference` is malformed.
+        """
+        digest = parse_reference(reference).digest
+        with self._index() as connection:
+            return index_queries.namespaces_holding(connection, digest=digest, reference=reference)
+
+    def history_mark(self) -> HistoryMark:
+        """:returns: How far the history reaches now, for `figures_since` and `writes_since`."""
+        with self._index() as connection:
+            return index_queries.history_mark(connection)
+
+    def figures_since(self, *, namespace: str, mark: HistoryMark) -> dict[str, int]:
+        """:returns: Offloads, tokens and bytes of what `namespace` did after `mark` (`index_queries.figures_since`)."""
+        with self._index() as connection:
+            return index_queries.figures_since(connection, namespace=namespace, mark=mark)
+
+    def writes_since(self, *, namespace: str, mark: HistoryMark) -> list[tuple[str, str]]:
+        """:returns: `(key, reference)` of every write of `namespace` after `mark`, in order."""
+        with self._index() as connection:
+            return index_queries.writes_since(connection, namespace=namespace, mark=mark)
+
+    def report_figures(
+        self,
+        *,
+        namespace: str | None = None,
+        since: timedelta | None = None,
+        series_limit: int = 500,
+        rows_limit: int = 20,
+        namespace_limit: int = 200,
+    ) -> ReportFigures:
+        """
+        :param namespace: Only this namespace's history (all namespaces when None).
+        :param since: Only the history of this period before now (all history when None).
+        :param series_limit: At most this many marks per series (compactions, savings, bytes); past it, time buckets.
+        :param rows_limit: At most this many rows per ranking of results (the most repeated, the largest).
+        :param namespace_limit: At most this many namespaces, the busiest first.
+        :returns: What `casstore report` draws, read in one consistent state of the index.
+        """
+        scope = Scope(namespace=namespace, since=since)
+        try:
+            with self._database.snapshot() as connection:
+                return report_queries.report_figures(
+                    connection,
+                    scope=scope,
+                    series_limit=series_limit,
+                    rows_limit=rows_limit,
+                    namespace_limit=namespace_limit,
+                )
+        except self._database.failures as error:
+            if isinstance(error, self._database.damage):
+                raise
+            raise self._engine_failed(error) from error
+
+    def disk_bytes(self) -> int:
+        """:returns: Bytes the repository occupies (for a local one: on disk as `du` counts them, index included)."""
+        return sum(self.footprint())
+
+    def footprint(self) -> tuple[int, int]:
+        """
+        :returns: Bytes the index and the blobs kept outside it occupy, apart: for a local repository `index.db` (with
+            its write-ahead log) and the `blobs/` folder on disk; for a shared one, casstore's tables in PostgreSQL
+            and the objects under the prefix.
+        """
+        return self._footprint()

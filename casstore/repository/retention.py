@@ -1,0 +1,338 @@
+"""
+The maintenance part of the `Repository`: what `verify` checks and what `gc` forgets, deletes and gives back.
+
+A collection removes what it deletes from the search index too, so this part builds on `SearchIndexing`.
+"""
+
+import dataclasses
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from casstore import index, index_queries, search_index
+from casstore.blobs import WaitingBlobs
+from casstore.database import UnitOfWork
+from casstore.errors import CorruptBlobError
+from casstore.index_queries import NeededBlob
+from casstore.repository.core import ROWS_PER_TRANSACTION
+from casstore.repository.search import SearchIndexing
+
+# Stored bytes deleted per transaction at most (a blob kept in the index frees its pages inside that transaction).
+_BATCH_BYTES = 4 * 2**20
+# gc's passes over collectable blobs: a base or dictionary becomes collectable once the blobs that need it are gone,
+# so each pass may free the next link of a chain (whose length the learner bounds).
+_COLLECTION_PASSES = 10
+
+
+@dataclass(frozen=True, slots=True)
+class IntegritySnapshot:
+    """What `verify` starts from, read in one consistent state of the index."""
+
+    digests: list[str]
+    dangling_writes: list[tuple[str, str]]
+    unreferenced: set[str]
+
+
+@dataclass(frozen=True, slots=True)
+class BlobCheck:
+    """One blob re-read and re-hashed: `ok`, `corrupt` (with `message`), `missing`, or `collected` meanwhile."""
+
+    status: str
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Collection:
+    """
+    What a collection removed, or with a dry run would remove. With a size limit (`max_size`), also the stored
+    bytes of the blobs the writes in scope needed before it, and the digests the forgotten writes referenced.
+    """
+
+    writes_forgotten: int = 0
+    offloads_forgotten: int = 0
+    blobs_deleted: int = 0
+    blob_bytes_freed: int = 0
+    needed_bytes_before: int | None = None
+    released: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionPreview:
+    """
+    What a collection would do now, found in a transaction that is rolled back.
+
+    `index_bytes_after` estimates what the index takes once the space of what it deletes is given back (None: the
+    engine does not give it back, as PostgreSQL's, whose size stays); `outside_bytes_freed` is the stored bytes of
+    the deleted blobs kept outside the index; `waiting` the blobs the grace period would keep, and
+    `released_waiting` those of them the forgotten writes referenced; `needed_bytes_after` (with `max_size`) the
+    stored bytes of the blobs the writes in scope would still need.
+    """
+
+    collection: Collection
+    index_bytes_after: int | None
+    outside_bytes_freed: int
+    waiting: WaitingBlobs
+    released_waiting: WaitingBlobs
+    needed_bytes_after: int | None
+
+
+class Retention(SearchIndexing):
+    """Verifying blobs, forgetting history, and collecting what nothing needs."""
+
+    def integrity_snapshot(self) -> IntegritySnapshot:
+        """:returns: Every blob, the writes without a blob, and the unreferenced blobs, in one consistent read."""
+        with self._guard.held(), self._database.snapshot() as connection:
+            return IntegritySnapshot(
+                digests=self._blobs.digests(connection),
+                dangling_writes=index.dangling_writes(connection),
+                unreferenced=set(index.unreferenced_digests(connection)),
+            )
+
+    def check_blob(self, digest: str) -> BlobCheck:
+        """Re-read and re-hash one blob, as a read would. :returns: What was found."""
+        with self._guard.held():
+            try:
+                with self._index() as connection:
+                    location = self._blobs.locate(connection, digest)
+                self._blobs.load(location, guarded=False, fresh=True)
+            except CorruptBlobError as error:
+                if not error.missing:
+                    return BlobCheck("corrupt", str(error))
+                with self._index() as connection:
+                    if not self._blobs.exists(connection, digest):
+                        return BlobCheck("collected")  # a concurrent gc deleted it after the list was taken
+                return BlobCheck("missing", str(error))
+        return BlobCheck("ok")
+
+    def stray_files(self, *, modified_before: float) -> tuple[int, int]:
+        """
+        :param modified_before: Only files last modified before this Unix time count (later ones belong to writes in
+            flight, whose rows may not be committed yet).
+        :returns: How many blob or temporary files no row points at, and their bytes.
+        """
+        count = size = 0
+        with self._guard.held():
+            for blob_file in self._blobs.files():
+                if blob_file.mtime >= modified_before:
+                    continue
+                with self._index() as connection:
+                    if self._blobs.is_stray(connection, blob_file):
+                        count += 1
+                        size += blob_file.size
+        return count, size
+
+    def preview_collection(
+        self,
+        *,
+        namespace: str | None,
+        older_than: timedelta | None,
+        grace: timedelta,
+        max_size: int | None = None,
+        rebuild: bool = False,
+    ) -> CollectionPreview:
+        """
+        :param rebuild: Estimate the index's size as if it were rebuilt afterwards (`rebuild_index`).
+        :returns: What `forget` and `delete_collectable_blobs` would remove now, and what would be left; nothing is
+            changed.
+        """
+        with self._guard.held(), self._database.rolled_back() as work:
+            forgotten = self._forget(work, namespace=namespace, older_than=older_than, max_size=max_size)
+            collectable = self._blobs.collectable(work.connection, grace=grace)
+            waiting = self._blobs.waiting(work.connection, grace=grace)
+            released_waiting = self._blobs.waiting(work.connection, grace=grace, among=forgotten.released)
+            needed_after = None
+            if max_size is not None:
+                needed_after = _total(index_queries.needed_blobs(work.connection, namespace=namespace))
+            outside = self._blobs.delete_rows(work, [digest for digest, _ in collectable])
+            index_after = self._database.estimated_bytes(work, rebuilt=rebuild)
+        return CollectionPreview(
+            collection=dataclasses.replace(
+                forgotten, blobs_deleted=len(collectable), blob_bytes_freed=sum(size for _, size in collectable)
+            ),
+            index_bytes_after=index_after,
+            outside_bytes_freed=outside,
+            waiting=waiting,
+            released_waiting=released_waiting,
+            needed_bytes_after=needed_after,
+        )
+
+    def forget(self, *, namespace: str | None, older_than: timedelta | None, max_size: int | None = None) -> Collection:
+        """
+        Forget the writes and offloads of `namespace` (or all) older than `older_than` (or any age), in one go; with
+        `max_size`, then also the oldest writes in that scope, until the blobs the rest need take at most `max_size`
+        stored bytes (`--namespace` then narrows the scope instead of forgetting the whole namespace).
+        """
+        measured = None
+        with self._guard.held():
+            if max_size is not None and older_than is None:
+                # What the writes need is measured before gc takes its lock, so writers wait only for the forgetting.
+                # A write landing in between is newer than any write the cut forgets, so it is kept, and counted in
+                # what is still needed afterwards.
+                with self._index() as connection:
+                    measured = index_queries.needed_blobs(connection, namespace=namespace)
+            with self._database.transaction(exclusive=True) as work:
+                return self._forget(
+                    work, namespace=namespace, older_than=older_than, max_size=max_size, measured=measured
+                )
+
+    def _forget(
+        self,
+        work: UnitOfWork,
+        *,
+        namespace: str | None,
+        older_than: timedelta | None,
+        max_size: int | None,
+        measured: list[NeededBlob] | None = None,
+    ) -> Collection:
+        connection = work.connection
+        needed_before: int | None = None
+        needed: list[NeededBlob] = []
+        if max_size is not None:
+            needed = measured if measured is not None else index_queries.needed_blobs(connection, namespace=namespace)
+            needed_before = _total(needed)
+        forgotten = index.Forgotten()
+        if older_than is not None or max_size is None:
+            forgotten = index.forget(
+                work, namespace=namespace, older_than=older_than, with_digests=max_size is not None
+            )
+            if forgotten.writes and max_size is not None:
+                needed = index_queries.needed_blobs(connection, namespace=namespace)
+        writes, offloads, released = forgotten.writes, forgotten.offloads, forgotten.digests
+        cut = None if max_size is None else index_queries.retention_cut(needed, max_size=max_size)
+        if cut is not None:
+            by_size = index.forget(work, namespace=namespace, older_than=None, through=cut, with_digests=True)
+            writes, offloads = writes + by_size.writes, offloads + by_size.offloads
+            released |= by_size.digests
+        if writes and self._searchable:
+            search_index.forget_entries(work)  # a namespace's search sees only what it still holds
+        return Collection(
+            writes_forgotten=writes, offloads_forgotten=offloads, needed_bytes_before=needed_before, released=released
+        )
+
+    def needed_bytes(self, *, namespace: str | None = None) -> int:
+        """
+        :returns: The stored bytes of the blobs the writes of `namespace` (or all writes) still need, anything they
+            depend on included: what retention by size (`forget(max_size=...)`) keeps at most.
+        """
+        with self._index() as connection:
+            return _total(index_queries.needed_blobs(connection, namespace=namespace))
+
+    def waiting_blobs(self, *, grace: timedelta, among: frozenset[str] | None = None) -> WaitingBlobs:
+        """:returns: The blobs (of `among`, or all) no reference is visible for that `grace` keeps, and until when."""
+        with self._index() as connection:
+            return self._blobs.waiting(connection, grace=grace, among=among)
+
+    def index_space(self, *, rebuild: bool) -> str:
+        """
+        :param rebuild: Whether `rebuild_index` follows the collection.
+        :returns: What happens to the space of the rows a collection deletes: `returned` (to the file system, by
+            `return_free_space`), `rebuilt`, `kept-until-rebuilt` (a SQLite index made before casstore set
+            `auto_vacuum`: kept for later writes until `rebuild_index`), `reused-after-autovacuum` (PostgreSQL), or
+            `vacuumed` (PostgreSQL, rebuilt).
+        """
+        return self._database.space_policy(rebuilt=rebuild)
+
+    def return_free_space(self) -> bool:
+        """
+        Give the index's free space back to the file system, in short steps beside writers (SQLite's incremental
+        vacuum); PostgreSQL's autovacuum does its own part, and nothing is done here.
+
+        :returns: Whether space was given back (False for PostgreSQL, and for a SQLite index made before casstore
+            set `auto_vacuum`, which `rebuild_index` converts).
+        """
+        with self._guard.held():
+            try:
+                return self._database.return_free_space()
+            except self._database.failures as error:
+                raise self._engine_failed(error) from error
+
+    def rebuild_index(self) -> None:
+        """
+        Rebuild the index: SQLite's full `VACUUM` (which also converts an index made before `auto_vacuum` was set,
+        holding writers off until it ends), PostgreSQL's `VACUUM (ANALYZE)` of casstore's tables (beside writers).
+        """
+        with self._guard.held():
+            try:
+                self._database.rebuild()
+            except self._database.failures as error:
+                raise self._engine_failed(error) from error
+
+    def delete_collectable_blobs(self, *, grace: timedelta) -> Collection:
+        """
+        Delete every blob no reference is visible for and not seen within `grace`.
+
+        Candidates come from one scan without the write lock; each is checked again under the lock, in batches of at
+        most `ROWS_PER_TRANSACTION` blobs and `_BATCH_BYTES` stored bytes, with a pause for writers after each, so a
+        writer waits for about one batch of deletions, however large the store.
+        """
+        deleted = freed = 0
+        with self._guard.held():
+            for _ in range(_COLLECTION_PASSES):
+                with self._index() as connection:
+                    candidates = self._blobs.collectable(connection, grace=grace)
+                before = deleted
+                for batch in _sized_batches(candidates):
+                    started = time.perf_counter()
+                    with self._database.transaction(exclusive=True) as work:
+                        for digest, stored_size in batch:
+                            # An indexed blob's text is read before the blob goes: the trigrams are removed with it.
+                            indexed, text = self._indexed_text(work, digest)
+                            if self._blobs.delete_if_collectable(work, digest, grace=grace):
+                                if indexed:
+                                    search_index.remove(work, digest=digest, text=text)
+                                deleted += 1
+                                freed += stored_size
+                    self._database.yield_to_writers(time.perf_counter() - started)
+                if deleted == before:
+                    break
+        return Collection(blobs_deleted=deleted, blob_bytes_freed=freed)
+
+    def remove_stray_files(self, *, modified_before: float, dry_run: bool) -> tuple[int, int]:
+        """
+        Remove blob and temporary files no row points at, last modified before `modified_before` (a Unix time),
+        each checked under the write lock, in batches.
+
+        :returns: How many files were (or, with `dry_run`, would be) removed, and their bytes.
+        """
+        count = size = 0
+        with self._guard.held():
+            for batch in _batches(self._blobs.files()):
+                with self._database.transaction(exclusive=True) as work:
+                    for blob_file in batch:
+                        if blob_file.mtime >= modified_before or not self._blobs.is_stray(work.connection, blob_file):
+                            continue
+                        if not dry_run:
+                            self._blobs.remove_stray(blob_file)
+                        count += 1
+                        size += blob_file.size
+        return count, size
+
+
+def _total(needed: list[NeededBlob]) -> int:
+    return sum(blob.stored_size for blob in needed)
+
+
+def _sized_batches(candidates: list[tuple[str, int]]) -> Iterator[list[tuple[str, int]]]:
+    batch: list[tuple[str, int]] = []
+    size = 0
+    for candidate in candidates:
+        if batch and (len(batch) == ROWS_PER_TRANSACTION or size + candidate[1] > _BATCH_BYTES):
+            yield batch
+            batch, size = [], 0
+        batch.append(candidate)
+        size += candidate[1]
+    if batch:
+        yield batch
+
+
+def _batches(items: Iterator[Any], size: int = ROWS_PER_TRANSACTION) -> Iterator[list[Any]]:
+    batch: list[Any] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch

@@ -1,0 +1,269 @@
+"""The search part of the `Repository`: searching a namespace's results, building and checking the search index."""
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from casstore import search_index
+from casstore.database import UnitOfWork
+from casstore.errors import CasStoreError, CorruptBlobError
+from casstore.repository.core import ROWS_PER_TRANSACTION, RepositoryCore
+from casstore.search_index import IndexedEntry, searchable_text
+from casstore.searching import SearchHit, SearchOutcome, rank_candidates, read_order, score
+
+# A search reads every candidate when there are at most this many; otherwise this many per hit asked for, and at
+# least the second figure, best placed first.
+_READ_ALL_CANDIDATES = 100
+_READ_PER_HIT = 3
+_READ_AT_LEAST = 30
+# The bytes of candidates one search reads at most (past the first): a few huge results would cost more than the rest.
+_READ_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class SearchCheck:
+    """
+    The search index checked against the blobs: `documents` checked; documents whose blob row is gone
+    (`without_blob`) or whose trigrams do not hold their blob's text (`mismatched`); rows of trigrams that belong to
+    no document (`stray_rows`, left by gc removing a damaged blob's document). Any of these is repaired by
+    `build_search_index(rebuild=True)`.
+    """
+
+    documents: int = 0
+    without_blob: int = 0
+    mismatched: int = 0
+    stray_rows: int = 0
+    stray_entries: int = 0
+
+    @property
+    def consistent(self) -> bool:
+        """:returns: Whether every document matches its blob and nothing is left over."""
+        return not (self.without_blob or self.mismatched or self.stray_rows or self.stray_entries)
+
+
+class SearchIndexing(RepositoryCore):
+    """The search index (`casstore.search_index`): searches, its build, its check."""
+
+    def search(
+        self, *, namespace: str, terms: Sequence[str], tool_name: str | None, limit: int, seconds: float
+    ) -> SearchOutcome:
+        """
+        Find the namespace's text results that hold any of `terms` (each a case-insensitive substring of at least
+        `search_index.MIN_TERM_CHARS` characters), best first.
+
+        Candidates come from the search index; each is read (and its digest checked, as any read) and kept only if a
+        term is in it. Ranking uses only the namespace's own results.
+
+        :param tool_name: Only results of this tool (see `search_index.tool_digests`).
+        :param limit: At most this many hits.
+        :param seconds: The search answers with what it has after about this long.
+        :returns: The hits and what more there is; `enabled=False` if the store has no search index.
+        """
+        deadline = time.monotonic() + seconds
+        with self._guard.held():
+            if not self._searchable:
+                return SearchOutcome(enabled=False)
+            try:
+                with self._index() as connection:
+                    if not search_index.is_enabled(connection):
+                        return SearchOutcome(enabled=False)
+                    allowed = (
+                        search_index.documents_of(
+                            connection, search_index.tool_digests(connection, namespace=namespace, tool_name=tool_name)
+                        )
+                        if tool_name is not None
+                        else None
+                    )
+                    candidates, statistics = search_index.candidates(
+                        connection, namespace=namespace, terms=terms, deadline=deadline
+                    )
+            except search_index.SearchTimeout:
+                return SearchOutcome(enabled=True, timed_out=True)
+            if allowed is not None:
+                candidates = [candidate for candidate in candidates if candidate.document in allowed]
+            return self._read_candidates(
+                namespace=namespace,
+                terms=terms,
+                tool_name=tool_name,
+                ordered=read_order(candidates, statistics),
+                statistics=statistics,
+                limit=limit,
+                deadline=deadline,
+            )
+
+    def _read_candidates(
+        self,
+        *,
+        namespace: str,
+        terms: Sequence[str],
+        tool_name: str | None,
+        ordered: list[search_index.Candidate],
+        statistics: search_index.NamespaceStatistics,
+        limit: int,
+        deadline: float,
+    ) -> SearchOutcome:
+        # Every candidate is read when there are few; otherwise enough of the best-placed ones to rank the hits shown
+        # among several times as many (more while fewer hits than asked for were found: a term whose trigrams are
+        # common has many candidates that do not hold it), within a budget of bytes, and the rest are counted unread.
+        # Every term is looked for in each text read, so the terms a hit holds are exact whatever the index handed over.
+        budget = len(ordered) if len(ordered) <= _READ_ALL_CANDIDATES else max(_READ_PER_HIT * limit, _READ_AT_LEAST)
+        folded = [term.lower() for term in terms]
+        found: list[tuple[search_index.Candidate, str, dict[int, int]]] = []
+        read = unreadable = bytes_read = 0
+        timed_out = False
+        for candidate in ordered:
+            if read >= budget and len(found) >= limit:
+                break  # past the budget, reading goes on only while too few hits were found (bounded by bytes)
+            if time.monotonic() > deadline:
+                timed_out = True
+                break
+            if read and bytes_read + candidate.size > _READ_BYTES:
+                break
+            read += 1
+            bytes_read += candidate.size
+            try:
+                with self._index() as connection:
+                    digest = search_index.digest_of(connection, candidate.document)
+                    if digest is None:
+                        continue  # collected meanwhile
+                    location = self._blobs.locate(connection, digest)
+                text = self._blobs.load(location, guarded=False).decode("utf-8", "replace")
+            except CorruptBlobError:
+                unreadable += 1
+                continue
+            lowered = text.lower()
+            occurrences = {term: lowered.count(word) for term, word in enumerate(folded) if word in lowered}
+            if occurrences:
+                found.append((candidate, text, occurrences))
+        with self._index() as connection:
+            details = search_index.hit_details(
+                connection, namespace=namespace, documents=[candidate.document for candidate, _, _ in found]
+            )
+        hits = []
+        for candidate, text, occurrences in found:
+            detail = details.get(candidate.document)
+            if detail is None:
+                continue  # forgotten meanwhile
+            hit = SearchHit(
+                reference=detail.reference,
+                tool_name=detail.tool_name or tool_name,
+                written_at=detail.written_at,
+                size=candidate.size,
+                text=text,
+                terms=tuple(terms[term] for term in sorted(occurrences)),
+                score=score(occurrences=occurrences, size=candidate.size, statistics=statistics),
+            )
+            hits.append((candidate, hit))
+        shown, more = rank_candidates(hits, limit=limit)
+        return SearchOutcome(
+            enabled=True,
+            hits=shown,
+            more_hits=more,
+            # Past the per-term bound, the candidates not handed over are counted too (a tool's filter saw them all).
+            unread=(len(ordered) if tool_name is not None else max(len(ordered), statistics.most_candidates)) - read,
+            unreadable=unreadable,
+            timed_out=timed_out,
+        )
+
+    def build_search_index(
+        self, *, rebuild: bool = False, progress: Callable[[int, int], None] | None = None
+    ) -> tuple[int, int]:
+        """
+        Turn the search index on and index every stored result that has no document yet (all of them, with
+        `rebuild`), in batches of one transaction each: a crash keeps what committed, and running it again goes on.
+
+        :param rebuild: Remove every document first (after a `verify` that found the index inconsistent).
+        :param progress: Called as `progress(done, total)` after each batch (`total` is what is left at the start).
+        :returns: How many blobs were indexed, and how many were skipped (binary content that is not text, or
+            unreadable).
+        :raises CasStoreError: If this store's index has no search index (the shared store).
+        """
+        if not self._searchable:
+            raise CasStoreError(
+                f"The {self._database.kind} at {self._database.description} has no search index: only the local store "
+                f"(ContentAddressedToolResultStore) has one."
+            )
+        indexed = skipped = 0
+        with self._guard.held():
+            with self._database.transaction() as work:
+                search_index.enable(work)
+                if rebuild:
+                    search_index.clear(work)
+            with self._index() as connection:
+                total = len(search_index.unindexed_blobs(connection, after="", limit=-1))
+            after = ""
+            while True:
+                with self._index() as connection:
+                    batch = search_index.unindexed_blobs(connection, after=after, limit=ROWS_PER_TRANSACTION)
+                if not batch:
+                    break
+                after = batch[-1][0]
+                texts: list[tuple[str, str]] = []
+                for digest, written_as_text in batch:
+                    try:
+                        with self._index() as connection:
+                            location = self._blobs.locate(connection, digest)
+                        text = searchable_text(self._blobs.load(location, guarded=False), is_text=written_as_text)
+                    except CorruptBlobError:
+                        text = None
+                    if text is None:
+                        skipped += 1
+                    else:
+                        texts.append((digest, text))
+                with self._database.transaction() as work:
+                    for digest, text in texts:
+                        if search_index.add(work, digest=digest, text=text):
+                            indexed += 1
+                if progress is not None:
+                    progress(indexed + skipped, total)
+            with self._database.transaction() as work:
+                search_index.add_missing_entries(work)
+        return indexed, skipped
+
+    def check_search_index(self) -> SearchCheck:
+        """:returns: The search index checked against the blobs (each document's blob re-read); see `SearchCheck`."""
+        if not self._searchable:
+            return SearchCheck()
+        with self._guard.held():
+            with self._index() as connection:
+                documents: list[IndexedEntry] = search_index.entries(connection)
+                stray = search_index.stray_rows(connection)
+                stray_entries = search_index.stray_entries(connection) + search_index.miscounted(connection)
+            without_blob = mismatched = 0
+            for entry in documents:
+                if not entry.has_blob:
+                    without_blob += 1
+                    continue
+                try:
+                    with self._index() as connection:
+                        location = self._blobs.locate(connection, entry.digest)
+                    text = self._blobs.load(location, guarded=False).decode("utf-8", "replace")
+                except CorruptBlobError:
+                    continue  # verify reports the blob itself
+                with self._index() as connection:
+                    if not search_index.finds(connection, document=entry.document, text=text):
+                        mismatched += 1
+        return SearchCheck(
+            documents=len(documents),
+            without_blob=without_blob,
+            mismatched=mismatched,
+            stray_rows=stray,
+            stray_entries=stray_entries,
+        )
+
+    def search_index_bytes(self) -> int:
+        """:returns: Bytes the search index's tables take in the index (0 where there is none)."""
+        if not self._searchable:
+            return 0
+        with self._index() as connection:
+            return search_index.index_bytes(connection)
+
+    def _indexed_text(self, work: UnitOfWork, digest: str) -> tuple[bool, str | None]:
+        # What gc needs to remove a blob's document: whether there is one, and the text its trigrams came from.
+        if not self._searchable or not search_index.is_indexed(work.connection, digest):
+            return False, None
+        try:
+            data = self._blobs.load(self._blobs.locate(work.connection, digest), guarded=False)
+        except CorruptBlobError:
+            return True, None
+        return True, data.decode("utf-8", "replace")

@@ -1,0 +1,213 @@
+"""The write protocol of the `Repository`: the parts of one result stored and recorded together, or none."""
+
+import random
+import time
+from collections.abc import Sequence
+
+from casstore import index, search_index
+from casstore.blob_hints import LAST_SEEN_RESOLUTION
+from casstore.blobs import LearnedFrameRefused, StagedBlob
+from casstore.database import UnitOfWork, ago
+from casstore.errors import CasStoreError, StorageError
+from casstore.index import CompactionRecord, OffloadRecord
+from casstore.prepared import PreparedWrite
+from casstore.repository.learned import LearnedEncodings
+from casstore.search_index import searchable_text
+
+_SEEN_AGO = ago(LAST_SEEN_RESOLUTION)
+# How often a write transaction the engine rolled back to break a deadlock is tried, in all.
+_CONFLICT_ATTEMPTS = 8
+
+
+class Writes(LearnedEncodings):
+    """Storing results and recording offloads and compactions."""
+
+    def store(self, *, namespace: str, writes: Sequence[PreparedWrite]) -> None:
+        """
+        Store prepared writes (the parts of one tool result) together and record them: all of them, or none.
+
+        :raises StorageError: If any part could not be stored (disk full, file size limit, I/O error); then none of
+            them is recorded, and at most a blob file no row points at is left (`gc` removes it).
+        :raises StoreClosedError: If the repository is closed.
+        """
+        try:
+            with self._guard.held():
+                create_index = self._create_index
+                if create_index is not None:
+                    create_index()
+                    self._create_index = None  # an index, once there, stays: no later write needs to ask
+                self._store(namespace, writes)
+                if self._blobs.learner is not None:
+                    self._train_if_due()
+        except CasStoreError:
+            raise
+        except self._failures as error:
+            size = sum(len(write.data) for write in writes)
+            where = (
+                f"the {self._database.kind} at {self._database.description} failed"
+                if isinstance(error, self._database.failures)
+                else f"the store at {self.description} failed"
+            )
+            raise StorageError(
+                f"Could not store {len(writes)} result part(s) ({size} bytes): {where}: {error}. Nothing of this write "
+                f"was recorded; fix what failed (free space, start the server), then write again."
+            ) from error
+
+    def _store(self, namespace: str, writes: Sequence[PreparedWrite]) -> None:
+        # One transaction records every part. New content is compressed (and a large blob's file written) before it,
+        # so the write lock is held only for row operations. If a part's blob turns out to be missing under the lock
+        # (gc took it meanwhile), the transaction is rolled back and goes again with that part staged. An engine that
+        # records a one-part write in one statement (PostgreSQL) takes the other way, `_store_one`.
+        # On PostgreSQL, writers on several hosts run at once: rows are locked in digest order, and a transaction
+        # PostgreSQL chose to break a deadlock (or a serialization conflict) with is rolled back and run again.
+        conflicts = 0
+        while True:
+            try:
+                if self._record_stored_write is not None and len(writes) == 1:
+                    self._store_one(namespace, writes[0])
+                else:
+                    self._store_parts(namespace, writes)
+            except self._database.conflicts:
+                conflicts += 1
+                if conflicts >= _CONFLICT_ATTEMPTS:
+                    raise
+                time.sleep(random.uniform(0, 0.01 * 2**conflicts))  # so the two sides do not meet again at once
+                continue
+            return
+
+    def _store_parts(self, namespace: str, writes: Sequence[PreparedWrite]) -> None:
+        staged = self._stage_unknown(writes)
+        while True:
+            try:
+                with self._database.transaction() as work:
+                    self._record_parts(work, namespace, writes, staged)
+            except _BlobsMissing as missing:
+                data = {write.digest: write.data for write in writes}
+                for digest in missing.digests:
+                    staged[digest] = self._blobs.stage(digest, data[digest])
+                continue
+            except LearnedFrameRefused as refused:
+                data = {write.digest: write.data for write in writes}
+                staged[refused.digest] = self._blobs.stage(refused.digest, data[refused.digest], plain=True)
+                continue
+            return
+
+    def _store_one(self, namespace: str, write: PreparedWrite) -> None:
+        # With an engine that records a stored blob's write in one statement (PostgreSQL): that statement is tried
+        # first, whatever the hints say. It takes the writers' lock and records nothing unless the blob's row is
+        # there, so it also answers whether the content is new, at no look-up of its own.
+        assert self._record_stored_write is not None
+        if self._record_stored_write(
+            namespace=namespace,
+            key=write.key,
+            digest=write.digest,
+            kind="text" if write.is_text else "binary",
+            size=len(write.data),
+            reference=write.reference,
+            seen_ago=_SEEN_AGO,
+        ):
+            return
+        # New content (or collected meanwhile). Its blob is staged inside the transaction, under the writers' lock
+        # (which only gc's exclusive one excludes): every removal of an object happens under gc's lock, so the object
+        # written or found here stays until the commit, and `put` needs not look at it again.
+        plain = False
+        while True:
+            try:
+                with self._database.transaction() as work:
+                    staged = self._blobs.stage(write.digest, write.data, key=write.key, plain=plain)
+                    self._record_parts(work, namespace, [write], {write.digest: staged}, stored_under_lock=True)
+            except LearnedFrameRefused:
+                plain = True
+                continue
+            return
+
+    def _stage_unknown(self, writes: Sequence[PreparedWrite]) -> dict[str, StagedBlob]:
+        # Which parts are new is asked without the lock, and not at all for content this repository stored or found
+        # lately; the transaction settles it either way.
+        known = self._blobs.known
+        unknown = []
+        for write in writes:  # a loop, not a comprehension (a call of its own): this is every write's path
+            if not known(write.digest):
+                unknown.append(write)
+        if not unknown:
+            return {}
+        with self._database.reading() as connection:
+            new = {write.digest: write for write in unknown if not self._blobs.exists(connection, write.digest)}
+        return {digest: self._blobs.stage(digest, write.data, key=write.key) for digest, write in new.items()}
+
+    def _record_parts(
+        self,
+        work: UnitOfWork,
+        namespace: str,
+        writes: Sequence[PreparedWrite],
+        staged: dict[str, StagedBlob],
+        *,
+        stored_under_lock: bool = False,
+    ) -> None:
+        # A part whose reference was visible already needs no look-up of its blob (see `index.record_write`), unless
+        # its `last_seen` is due for a refresh or it lives in a file whose presence only a look-up checks.
+        if staged:
+            for digest in sorted(staged):
+                self._blobs.put(work, staged[digest], stored_under_lock=stored_under_lock)
+        to_confirm = []
+        needs_confirmation = self._blobs.needs_confirmation
+        for write in writes:
+            was_visible = index.record_write(work, namespace, write)
+            if self._search_index_writes:
+                _index_text(work, namespace, write)
+            digest = write.digest
+            if digest in staged or (was_visible and not needs_confirmation(digest)):
+                continue
+            to_confirm.append(digest)
+        if to_confirm:
+            missing = [digest for digest in sorted(set(to_confirm)) if not self._blobs.confirm(work, digest)]
+            if missing:
+                raise _BlobsMissing(missing)
+
+    def record_offloads(self, *, namespace: str, compaction_id: str, offloads: Sequence[OffloadRecord]) -> None:
+        """Append a compaction's offloads to the `offloads` table, in one transaction."""
+        with self._guard.held(), self._database.transaction() as work:
+            index.record_offloads(work, namespace=namespace, compaction_id=compaction_id, offloads=offloads)
+
+    def record_compaction(
+        self,
+        *,
+        namespace: str,
+        compaction_id: str,
+        compaction: CompactionRecord,
+        offloads: Sequence[OffloadRecord] = (),
+    ) -> None:
+        """
+        Append a compaction to the `compactions` table and its offloads to `offloads`, in one transaction. A compaction
+        that offloaded nothing is recorded only in an index that exists: it never creates a store (only a write does,
+        as Haystack's own store makes its folder on the first write).
+        """
+        if not offloads and not getattr(self._database, "exists", True):
+            return
+        with self._guard.held(), self._database.transaction() as work:
+            index.record_compaction(work, namespace=namespace, compaction_id=compaction_id, compaction=compaction)
+            if offloads:
+                index.record_offloads(work, namespace=namespace, compaction_id=compaction_id, offloads=offloads)
+
+
+class _BlobsMissing(Exception):
+    """Raised inside a write transaction, to roll it back: these parts' blobs must be staged (gc took them)."""
+
+    def __init__(self, digests: list[str]) -> None:
+        super().__init__(digests)
+        self.digests = digests
+
+
+def _index_text(work: UnitOfWork, namespace: str, write: PreparedWrite) -> None:
+    """
+    Index a write's text in its own transaction, if it is text (`search_index.add` once per blob), and record it as
+    the namespace's first write of that blob (a repeat changes nothing).
+    """
+    if write.is_text:
+        search_index.add_text_write(work, digest=write.digest, data=write.data)
+    elif searchable_text(write.data, is_text=False) is not None:
+        if not search_index.is_indexed(work.connection, write.digest):
+            search_index.add(work, digest=write.digest, text=write.data.decode("utf-8"))
+    else:
+        return
+    search_index.add_entry(work, namespace=namespace, digest=write.digest)
