@@ -169,7 +169,7 @@ def namespaces_holding(connection: sqlite3.Connection, *, digest: str, reference
 def history_mark(connection: sqlite3.Connection) -> HistoryMark:
     """:returns: The highest `writes` and `offloads` ids so far (0 when empty)."""
     row = connection.execute(
-        "SELECT (SELECT coalesce(max(id), 0) FROM writes), (SELECT coalesce(max(id), 0) FROM offloads)"
+        "SELECT (SELECT coalesce(max(id), 0) FROM write_log), (SELECT coalesce(max(id), 0) FROM offloads)"
     ).fetchone()
     return HistoryMark(last_write=int(row[0]), last_offload=int(row[1]))
 

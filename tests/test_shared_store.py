@@ -56,13 +56,22 @@ CASSTORE_TABLES = {
     "blob_frames",
     "blob_dependencies",
     "dictionaries",
-    "writes",
-    "visible_references",
+    "namespaces",
+    "namespace_references",
+    "write_log",
     "offloads",
     "compactions",
     "_casstore_migrations",
 }
-CASSTORE_VIEWS = {"dedup_summary", "namespace_summary", "repeated_results", "offload_summary", "readable_blobs"}
+CASSTORE_VIEWS = {
+    "writes",
+    "visible_references",
+    "dedup_summary",
+    "namespace_summary",
+    "repeated_results",
+    "offload_summary",
+    "readable_blobs",
+}
 PROCESSES = 8
 
 
