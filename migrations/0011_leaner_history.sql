@@ -166,3 +166,12 @@ LEFT JOIN blobs b ON b.digest = r.digest
 LEFT JOIN blob_frames f ON f.blob_id = b.id
 LEFT JOIN blob_dependencies d ON d.blob_id = b.id
 LEFT JOIN blobs nb ON nb.id = d.needs_id;
+
+-- A person (or a test) may still move a write in time by hand, as when `writes` was a table:
+-- `UPDATE writes SET written_at = '2020-01-01 00:00:00.000' WHERE ...` sets the `write_log` row's milliseconds. No
+-- other column of the view can be changed (it says which reference was written, which only casstore records).
+CREATE TRIGGER writes_set_written_at INSTEAD OF UPDATE OF written_at ON writes
+BEGIN
+    UPDATE write_log SET written_at = CAST(round((julianday(NEW.written_at) - 2440587.5) * 86400000) AS INTEGER)
+    WHERE id = OLD.id;
+END;

@@ -216,3 +216,19 @@ BEGIN
     RETURN TRUE;
 END
 $$;
+
+-- A person may still move a write in time by hand, as when `writes` was a table (see the SQLite migration).
+CREATE FUNCTION casstore_set_written_at() RETURNS TRIGGER LANGUAGE plpgsql AS $$
+BEGIN
+    IF (NEW.id, NEW.namespace, NEW.key, NEW.digest, NEW.kind, NEW.size, NEW.reference)
+        IS DISTINCT FROM (OLD.id, OLD.namespace, OLD.key, OLD.digest, OLD.kind, OLD.size, OLD.reference) THEN
+        RAISE EXCEPTION 'Only written_at of the view writes can be changed: the rest says what casstore recorded.';
+    END IF;
+    UPDATE write_log SET written_at = round(extract(epoch FROM CAST(NEW.written_at AS TIMESTAMP)) * 1000)::BIGINT
+    WHERE id = OLD.id;
+    RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER writes_set_written_at INSTEAD OF UPDATE ON writes
+FOR EACH ROW EXECUTE FUNCTION casstore_set_written_at();
