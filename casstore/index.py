@@ -95,12 +95,14 @@ def record_write(work: UnitOfWork, namespace: str, write: PreparedWrite) -> bool
     row = connection.execute(_FIND_REFERENCE_SQL, (write.digest, namespace, binary, extension)).fetchone()
     was_visible = row is not None
     if row is None:
-        row = _add_reference(work, namespace, write.digest, binary, extension, len(write.data))
+        row = _add_reference(
+            work, namespace, digest=write.digest, binary=binary, extension=extension, size=len(write.data)
+        )
     work.change(_INSERT_WRITE_SQL, (row[0], write.key))
     return was_visible
 
 
-def _add_reference(work: UnitOfWork, namespace: str, digest: str, binary: int, extension: str, size: int) -> Any:
+def _add_reference(work: UnitOfWork, namespace: str, *, digest: str, binary: int, extension: str, size: int) -> Any:
     connection = work.connection
     work.change(_ADD_NAMESPACE_SQL, (namespace, namespace))
     row = connection.execute(_ADD_REFERENCE_SQL, (namespace, digest, binary, extension, size)).fetchone()
@@ -131,11 +133,14 @@ def import_writes(work: UnitOfWork, rows: Sequence[tuple[str, str, str, str, int
         extension = _extension(reference, binary)
         row = connection.execute(_FIND_REFERENCE_SQL, (digest, namespace, binary, extension)).fetchone()
         if row is None:
-            row = _add_reference(work, namespace, digest, binary, extension, size)
+            row = _add_reference(work, namespace, digest=digest, binary=binary, extension=extension, size=size)
         references[(namespace, reference)] = int(row[0])
     connection.executemany(
         "INSERT INTO write_log (reference_id, key, written_at) VALUES (?, ?, ?)",
-        [(references[(namespace, reference)], key, milliseconds(at)) for namespace, key, _, _, _, reference, at in rows],
+        [
+            (references[(namespace, reference)], key, milliseconds(at))
+            for namespace, key, _, _, _, reference, at in rows
+        ],
     )
 
 
