@@ -6,8 +6,8 @@ table and index of `index.db` (the store closed, so the write-ahead log is folde
     python -m benchmarks.index_bytes --size medium --trace-dir T --root R  # keep the trace (reused) and the root
 
 Cheaper than `python -m benchmarks` (one store, one pass, no baseline, no timing): what the schema costs, table by
-table. The baseline's `du` is not measured here; `python -m benchmarks --size medium` gives it (218.62 MB for the
-medium trace of seed 0 on the machine of docs/compression.md).
+table. With `--baseline`, the same trace is also written into Haystack's `FileSystemToolResultStore`, for the ratio of
+the two `du`s.
 """
 
 import argparse
@@ -18,12 +18,11 @@ import tempfile
 from contextlib import closing
 from pathlib import Path
 
-from benchmarks.measure import disk_usage
-from benchmarks.trace import SIZES, materialize
-from casstore import ContentAddressedToolResultStore
+from haystack.hooks.tool_result_offloading import FileSystemToolResultStore
 
-# The tables and indexes that hold the offload history (not the blobs), as `dbstat` names them.
-HISTORY = ("writes", "visible_references", "offloads", "offloads_by_time", "write_keys", "write_references")
+from benchmarks.measure import HISTORY, disk_usage
+from benchmarks.trace import SIZES, PackedTrace, materialize
+from casstore import ContentAddressedToolResultStore
 
 
 def page_bytes(index_path: Path) -> dict[str, int]:
@@ -31,6 +30,16 @@ def page_bytes(index_path: Path) -> dict[str, int]:
     with closing(sqlite3.connect(f"file:{index_path}?mode=ro", uri=True)) as connection:
         rows = connection.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC").fetchall()
     return {str(name): int(size) for name, size in rows}
+
+
+def baseline_du(root: Path, trace_dir: Path) -> int:
+    """:returns: `du` of the trace (packed in `trace_dir`) written into a FileSystemToolResultStore at `root`."""
+    trace = PackedTrace.open_index(trace_dir / "trace-index.json")
+    store = FileSystemToolResultStore(root)
+    for start in range(0, len(trace), 500):
+        for key, content in trace.load(start, min(start + 500, len(trace))):
+            store.write(key=key, content=content)
+    return disk_usage(root).blocks_bytes
 
 
 def measure(root: Path, trace_dir: Path, *, size: str, seed: int, learn: bool) -> dict[str, object]:
@@ -43,8 +52,6 @@ def measure(root: Path, trace_dir: Path, *, size: str, seed: int, learn: bool) -
     pack = trace_dir / "trace.pack"
     trace = materialize(SIZES[size], seed, trace_dir) if not pack.exists() else None
     if trace is None:
-        from benchmarks.trace import PackedTrace
-
         trace = PackedTrace.open_index(trace_dir / "trace-index.json")
     else:
         trace.save_index(trace_dir / "trace-index.json")
@@ -76,6 +83,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--learn-off", action="store_true", help="plain frames only (learn=False)")
     parser.add_argument("--trace-dir", type=Path, default=None, help="where the trace's pack is kept and reused")
+    parser.add_argument("--baseline", action="store_true", help="also measure FileSystemToolResultStore's du")
     parser.add_argument("--root", type=Path, default=None, help="where the store is written (a new folder), kept")
     arguments = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="casstore-index-bytes-") as scratch:
@@ -85,6 +93,9 @@ def main(argv: list[str] | None = None) -> None:
         if root.exists():
             sys.exit(f"{root} exists already: give --root a folder that does not exist yet.")
         figures = measure(root, trace_dir, size=arguments.size, seed=arguments.seed, learn=not arguments.learn_off)
+        if arguments.baseline:
+            figures["baseline_du_bytes"] = baseline_du(Path(scratch) / "baseline", trace_dir)
+            figures["du_over_baseline"] = int(figures["du_bytes"]) / figures["baseline_du_bytes"]  # type: ignore[call-overload]
     print(json.dumps(figures, indent=2))
 
 
