@@ -4,6 +4,8 @@ reads, and every answer of the history is the same before and after; the views k
 """
 
 import contextlib
+import os
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -13,10 +15,12 @@ import sqlite_utils
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from casstore import ContentAddressedToolResultStore, ReferenceNotFoundError
+from casstore import ContentAddressedToolResultStore, ReferenceNotFoundError, SharedToolResultStore
 from casstore.index import milliseconds
 from casstore.maintenance import collect_garbage, verify
+from casstore.postgres_schema import migration_scripts as postgres_migration_scripts
 from casstore.schema import MIGRATION_NAMES, _migration_from_script
+from tests.servers import S3Location
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 _LEAN = "0011_leaner_history"
@@ -176,3 +180,126 @@ def test_a_time_survives_text_and_back(store_root: Path, moment: int) -> None:
         assert milliseconds(text) == moment
         connection.execute("UPDATE writes SET written_at = ?", (text,))
         assert connection.execute("SELECT written_at FROM write_log").fetchone() == (moment,)
+
+
+def _postgres_statement(name: str, pattern: str) -> str:
+    script = (REPOSITORY / "migrations" / "postgresql" / f"{name}.sql").read_text(encoding="utf-8")
+    found = re.search(pattern, script, flags=re.DOTALL)
+    assert found is not None, (name, pattern)
+    return found[0]
+
+
+def _postgres_0010_objects() -> list[str]:
+    """The statements that made, in migrations 0001 to 0010, what the PostgreSQL index's 0011 replaced."""
+    return [
+        _postgres_statement("0001_blobs_and_writes", r"CREATE TABLE writes \(.*?\n\);"),
+        _postgres_statement("0001_blobs_and_writes", r"CREATE TABLE visible_references \(.*?\n\);"),
+        *(
+            _postgres_statement("0003_summary_views", rf"CREATE VIEW {view} AS\n.*?;")
+            for view in ("dedup_summary", "namespace_summary", "repeated_results")
+        ),
+        _postgres_statement("0008_learned_encodings", r"CREATE VIEW readable_blobs AS\n.*?;"),
+        (REPOSITORY / "migrations" / "postgresql" / "0007_writes_in_one_statement.sql").read_text(encoding="utf-8"),
+    ]
+
+
+def _postgres_columns(connection: Any, schema: str) -> set[tuple[Any, ...]]:
+    rows = connection.execute(
+        "SELECT table_name, column_name, data_type, ordinal_position FROM information_schema.columns "
+        "WHERE table_schema = %s AND table_name <> '_casstore_migrations'",
+        (schema,),
+    ).fetchall()
+    routines = connection.execute(
+        "SELECT routine_name, '', '', 0 FROM information_schema.routines WHERE routine_schema = %s", (schema,)
+    ).fetchall()
+    return set(rows) | set(routines)
+
+
+def _postgres_as_of_0010(url: str) -> None:
+    """The shared index of today's schema turned into exactly what migration 0010 left, with the same history."""
+    import psycopg
+
+    with psycopg.connect(url) as connection:
+        writes = connection.execute(
+            "SELECT id, namespace, key, digest, kind, size, reference, written_at FROM writes"
+        ).fetchall()
+        visible = connection.execute("SELECT digest, namespace, reference FROM visible_references").fetchall()
+        for view in ("readable_blobs", "dedup_summary", "namespace_summary", "repeated_results", "writes"):
+            connection.execute(f"DROP VIEW {view}")
+        connection.execute("DROP VIEW visible_references")
+        connection.execute("DROP FUNCTION casstore_set_written_at()")
+        connection.execute("DROP FUNCTION casstore_record_stored_write")
+        for table in ("write_log", "namespace_references", "namespaces"):
+            connection.execute(f"DROP TABLE {table}")
+        for statement in _postgres_0010_objects():
+            connection.execute(statement)
+        with connection.cursor() as cursor:
+            cursor.executemany("INSERT INTO writes VALUES (%s, %s, %s, %s, %s, %s, %s, %s)", writes)
+            cursor.executemany("INSERT INTO visible_references VALUES (%s, %s, %s)", visible)
+        connection.execute(
+            "SELECT setval(pg_get_serial_sequence('writes', 'id'), "
+            "(SELECT coalesce(max(id), 0) + 1 FROM writes), false)"
+        )
+        connection.execute("DELETE FROM _casstore_migrations WHERE name = %s", (_LEAN,))
+        # What 0001 to 0010 make, in a schema of its own: the same columns, views and functions.
+        connection.execute("CREATE SCHEMA reference_0010")
+        connection.execute("SET LOCAL search_path TO reference_0010")
+        for name, script in postgres_migration_scripts()[: MIGRATION_NAMES.index(_LEAN)]:
+            assert name != _LEAN
+            connection.execute(script)
+        assert _postgres_columns(connection, "public") == _postgres_columns(connection, "reference_0010")
+        connection.execute("DROP SCHEMA reference_0010 CASCADE")
+
+
+def _postgres_answers(url: str) -> list[list[tuple[Any, ...]]]:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as connection:
+        return [connection.execute(question).fetchall() for question in _QUESTIONS[:-1]]  # the last is SQLite's
+
+
+def test_a_shared_index_of_migration_0010_upgrades_in_place_with_the_same_history(
+    postgres_url: str, s3_bucket_url: S3Location
+) -> None:
+    def shared(namespace: str) -> SharedToolResultStore:
+        return SharedToolResultStore(
+            index_url=postgres_url,
+            blob_url=s3_bucket_url.url,
+            blob_options=s3_bucket_url.options,
+            namespace=namespace,
+            inline_max=4096,
+        )
+
+    contents: list[tuple[str, str | bytes]] = [
+        ("1_read_file_call_a.txt", "the same text\n" * 50),
+        ("2_read_file_call_b.txt", "the same text\n" * 50),
+        ("3_dump_call_c.bin", os.urandom(20_000)),  # an object
+        ("4_grep_call_d", "no extension\n"),
+        ("5_grep_call_e.report final", "an extension too odd for a reference\n"),
+        ("6_image_call_f.png", b"\x89PNG" + bytes(100)),
+    ]
+    for namespace in ("alice", "bob", "carol"):
+        with shared(namespace) as store:
+            for key, content in contents:
+                store.write(key=key, content=content)
+    with shared("carol") as carol:
+        collect_garbage(carol, namespace="carol")
+    _postgres_as_of_0010(postgres_url)
+    before = _postgres_answers(postgres_url)
+    assert len(before[0]) == 12 and len(before[1]) == 10  # the first two are one reference
+    with shared("alice") as alice, shared("bob") as bob:
+        assert _postgres_answers(postgres_url) == before
+        stores = {"alice": alice, "bob": bob}
+        for row, (_, content) in zip(before[0], contents * 2, strict=True):
+            read_back = stores[row[1]].read(row[6])
+            assert read_back == content and type(read_back) is type(content)
+        assert verify(alice).clean
+        # A duplicate goes through the one-statement function (rewritten by 0011); new content through the tables.
+        again = alice.write(key="7_again.txt", content="the same text\n" * 50)
+        fresh = bob.write(key="7_fresh.txt", content="after the upgrade")
+        assert again == before[0][0][6] and bob.read(fresh) == "after the upgrade"
+        with pytest.raises(ReferenceNotFoundError):
+            alice.read(fresh)
+    after = _postgres_answers(postgres_url)
+    assert after[0][: len(before[0])] == before[0]
+    assert [row[0] for row in after[0][len(before[0]) :]] == [before[0][-1][0] + 1, before[0][-1][0] + 2]
