@@ -96,10 +96,13 @@ SELECT
 FROM namespace_references r
 JOIN namespaces n ON n.id = r.namespace_id;
 
--- As in 0003, over the new `writes`.
+-- As in 0003, with the same columns and types, over the stored tables (as in the SQLite index's 0011).
 CREATE VIEW dedup_summary AS
 WITH
-    w AS (SELECT count(*) AS writes, coalesce(sum(size), 0)::BIGINT AS logical_bytes FROM writes),
+    w AS (
+        SELECT count(*) AS writes, coalesce(sum(r.size), 0)::BIGINT AS logical_bytes
+        FROM write_log l JOIN namespace_references r ON r.id = l.reference_id
+    ),
     b AS (
         SELECT count(*) AS blobs, coalesce(sum(size), 0)::BIGINT AS unique_bytes,
                coalesce(sum(stored_size), 0)::BIGINT AS stored_bytes
@@ -120,27 +123,50 @@ FROM w, b;
 CREATE VIEW namespace_summary AS
 SELECT
     namespace,
-    count(*) AS writes,
-    count(DISTINCT digest) AS distinct_results,
-    sum(size)::BIGINT AS logical_bytes,
-    min(written_at) AS first_write,
-    max(written_at) AS last_write
-FROM writes
-GROUP BY namespace;
+    writes,
+    distinct_results,
+    logical_bytes,
+    to_char(TIMESTAMP '1970-01-01 00:00:00' + first_ms * INTERVAL '1 millisecond', 'YYYY-MM-DD HH24:MI:SS.MS') AS first_write,
+    to_char(TIMESTAMP '1970-01-01 00:00:00' + last_ms * INTERVAL '1 millisecond', 'YYYY-MM-DD HH24:MI:SS.MS') AS last_write
+FROM (
+    SELECT
+        n.namespace,
+        count(*) AS writes,
+        count(DISTINCT r.digest) AS distinct_results,
+        sum(r.size)::BIGINT AS logical_bytes,
+        min(l.written_at) AS first_ms,
+        max(l.written_at) AS last_ms
+    FROM write_log l
+    JOIN namespace_references r ON r.id = l.reference_id
+    JOIN namespaces n ON n.id = r.namespace_id
+    GROUP BY n.namespace
+) AS per_namespace;
 
 CREATE VIEW repeated_results AS
 SELECT
     digest,
-    count(*) AS times_written,
-    count(DISTINCT namespace) AS namespaces,
-    max(size) AS size,
-    (count(*) - 1) * max(size) AS bytes_deduplicated,
-    min(written_at) AS first_written,
-    max(written_at) AS last_written,
-    min(key) AS example_key
-FROM writes
-GROUP BY digest
-HAVING count(*) > 1;
+    times_written,
+    namespaces,
+    size,
+    bytes_deduplicated,
+    to_char(TIMESTAMP '1970-01-01 00:00:00' + first_ms * INTERVAL '1 millisecond', 'YYYY-MM-DD HH24:MI:SS.MS') AS first_written,
+    to_char(TIMESTAMP '1970-01-01 00:00:00' + last_ms * INTERVAL '1 millisecond', 'YYYY-MM-DD HH24:MI:SS.MS') AS last_written,
+    example_key
+FROM (
+    SELECT
+        r.digest,
+        count(*) AS times_written,
+        count(DISTINCT r.namespace_id) AS namespaces,
+        max(r.size) AS size,
+        (count(*) - 1) * max(r.size) AS bytes_deduplicated,
+        min(l.written_at) AS first_ms,
+        max(l.written_at) AS last_ms,
+        min(l.key) AS example_key
+    FROM write_log l
+    JOIN namespace_references r ON r.id = l.reference_id
+    GROUP BY r.digest
+    HAVING count(*) > 1
+) AS per_result;
 
 -- As in 0008, over the new tables.
 CREATE VIEW readable_blobs AS
