@@ -256,7 +256,7 @@ def test_processes_connecting_to_a_fresh_database_at_once_apply_each_migration_o
     assert sorted(outcomes) == sorted(("ok", f"written by process {number}") for number in range(PROCESSES))
     rows = _state(postgres_url)["rows"]
     assert [row[1] for row in rows["_casstore_migrations"]] == list(MIGRATION_NAMES)
-    assert len(rows["writes"]) == PROCESSES
+    assert len(rows["write_log"]) == PROCESSES
 
 
 def test_a_database_with_a_migration_this_release_does_not_know_is_refused_unchanged(
