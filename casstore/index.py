@@ -21,6 +21,7 @@ from typing import Any
 from casstore.database import NOW_MS_SQL, NOW_SQL, SHIFTED_NOW_MS_SQL, SHIFTED_NOW_SQL, UnitOfWork, ago
 from casstore.index_queries import WritePosition
 from casstore.prepared import PreparedWrite
+from casstore.references import reference_kind
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -52,7 +53,7 @@ _IN_NAMESPACE = (
     "WHERE n.namespace = ?)"
 )
 _DIGEST_OF_WRITE = "(SELECT r.digest FROM namespace_references r WHERE r.id = reference_id)"
-_IS_VISIBLE_SQL = "SELECT 1 FROM visible_references WHERE digest = ? AND namespace = ? AND reference = ?"
+_IS_VISIBLE_SQL = _FIND_REFERENCE_SQL
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +91,7 @@ def record_write(work: UnitOfWork, namespace: str, write: PreparedWrite) -> bool
         reference to it is visible, both under SQLite's write lock.
     """
     connection = work.connection
-    binary = 0 if write.is_text else 1
-    extension = _extension(write.reference, binary)
+    binary, extension = reference_kind(write.reference)
     row = connection.execute(_FIND_REFERENCE_SQL, (write.digest, namespace, binary, extension)).fetchone()
     was_visible = row is not None
     if row is None:
@@ -111,12 +111,6 @@ def _add_reference(work: UnitOfWork, namespace: str, *, digest: str, binary: int
     return row
 
 
-def _extension(reference: str, binary: int) -> str:
-    # What follows the digest in a reference (see `references.format_reference`): `blake3/` and the digest with its
-    # `/` take 72 characters, and `bin/` 4 more.
-    return reference[76:] if binary else reference[72:]
-
-
 def import_writes(work: UnitOfWork, rows: Sequence[tuple[str, str, str, str, int, str, str]]) -> None:
     """
     Append writes copied from another store, with their own times, and make their references visible, inside the
@@ -126,11 +120,10 @@ def import_writes(work: UnitOfWork, rows: Sequence[tuple[str, str, str, str, int
     """
     connection = work.connection
     references: dict[tuple[str, str], int] = {}
-    for namespace, _, digest, kind, size, reference, _ in rows:
+    for namespace, _, digest, _, size, reference, _ in rows:
         if (namespace, reference) in references:
             continue
-        binary = 1 if kind == "binary" else 0
-        extension = _extension(reference, binary)
+        binary, extension = reference_kind(reference)
         row = connection.execute(_FIND_REFERENCE_SQL, (digest, namespace, binary, extension)).fetchone()
         if row is None:
             row = _add_reference(work, namespace, digest=digest, binary=binary, extension=extension, size=size)
@@ -169,7 +162,7 @@ def import_offloads(work: UnitOfWork, rows: Sequence[tuple[str, str, str, str | 
 
 def is_visible(connection: sqlite3.Connection, *, namespace: str, digest: str, reference: str) -> bool:
     """:returns: Whether `reference` (to the blob `digest`) was written in `namespace` and is not forgotten."""
-    return connection.execute(_IS_VISIBLE_SQL, (digest, namespace, reference)).fetchone() is not None
+    return connection.execute(_IS_VISIBLE_SQL, (digest, namespace, *reference_kind(reference))).fetchone() is not None
 
 
 def record_offloads(work: UnitOfWork, *, namespace: str, compaction_id: str, offloads: Sequence[OffloadRecord]) -> None:

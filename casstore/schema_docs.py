@@ -195,11 +195,14 @@ RELATIONS: dict[str, Relation] = {
         view=True,
     ),
     "readable_blobs": Relation(
-        "Each reference a namespace may read, with its blob's location: what read asks in one statement.",
+        "Each reference a namespace may read, with its blob's location: what read asks in one statement (by digest, "
+        "namespace, is_binary and extension, which make the reference).",
         {
             "namespace": "the namespace that may read it",
             "reference": "the reference",
             "digest": "its blob's digest",
+            "is_binary": "1 for a blake3/bin/ reference (content written as bytes), else 0",
+            "extension": "the reference's extension, or an empty string",
             "size": "content bytes",
             "stored_in": "index or file (object in a shared store)",
             "frame": "the zstd frame, for a blob kept in the index (NULL otherwise)",

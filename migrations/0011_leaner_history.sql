@@ -174,14 +174,17 @@ FROM (
 );
 
 -- As in 0008, over the new tables: one statement for a read, a visible reference whose blob row is gone still appears
--- (with NULL blob columns). Flat joins, so SQLite looks up the namespace, then the reference by its digest, and
--- compares the derived reference of the one or two rows found.
+-- (with NULL blob columns). Flat joins, so SQLite looks up the namespace, then the reference by its digest. A read asks
+-- by `is_binary` and `extension` (which with the digest make the reference) rather than by `reference`: making the
+-- reference's text to compare would cost a read a fifth more instructions (measured with callgrind).
 CREATE VIEW readable_blobs AS
 SELECT
     n.namespace,
     'blake3/' || CASE r.is_binary WHEN 1 THEN 'bin/' ELSE '' END || substr(r.digest, 1, 2) || '/'
         || substr(r.digest, 3) || r.extension AS reference,
     r.digest,
+    r.is_binary,
+    r.extension,
     coalesce(f.size, b.size) AS size,
     CASE WHEN f.frame IS NOT NULL THEN 'index' ELSE b.stored_in END AS stored_in,
     f.frame,

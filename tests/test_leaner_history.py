@@ -19,6 +19,7 @@ from casstore import ContentAddressedToolResultStore, ReferenceNotFoundError, Sh
 from casstore.index import milliseconds
 from casstore.maintenance import collect_garbage, verify
 from casstore.postgres_schema import migration_scripts as postgres_migration_scripts
+from casstore.references import extension_of, reference_kind
 from casstore.schema import MIGRATION_NAMES, _migration_from_script
 from tests.servers import S3Location
 
@@ -303,3 +304,29 @@ def test_a_shared_index_of_migration_0010_upgrades_in_place_with_the_same_histor
     after = _postgres_answers(postgres_url)
     assert after[0][: len(before[0])] == before[0]
     assert [row[0] for row in after[0][len(before[0]) :]] == [before[0][-1][0] + 1, before[0][-1][0] + 2]
+
+
+_KEYS = st.from_regex(
+    r"[0-9]{1,3}_[a-z_]{1,12}_call_[0-9a-f]{1,16}(\.[A-Za-z0-9][A-Za-z0-9_+-]{0,17})?", fullmatch=True
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(key=_KEYS, content=st.one_of(st.text(max_size=40), st.binary(max_size=40)), namespace=st.sampled_from("ab"))
+def test_the_views_derive_every_reference_a_write_returns(
+    store_root: Path, key: str, content: str | bytes, namespace: str
+) -> None:
+    """Whatever the extension (kept, or too long and left out) and the kind: the views show what write returned."""
+    with ContentAddressedToolResultStore(store_root, namespace=namespace) as store:
+        reference = store.write(key=key, content=content)
+        assert reference_kind(reference) == (0 if isinstance(content, str) else 1, extension_of(key))
+        assert store.read(reference) == content
+    with contextlib.closing(sqlite3.connect(store_root / "index.db")) as connection:
+        last = connection.execute(
+            "SELECT namespace, key, reference, kind FROM writes ORDER BY id DESC LIMIT 1"
+        ).fetchone()
+        visible = connection.execute(
+            "SELECT count(*) FROM visible_references WHERE namespace = ? AND reference = ?", (namespace, reference)
+        ).fetchone()
+    assert last == (namespace, key, reference, "text" if isinstance(content, str) else "binary")
+    assert visible == (1,)

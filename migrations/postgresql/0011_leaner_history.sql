@@ -175,6 +175,8 @@ SELECT
     'blake3/' || CASE r.is_binary WHEN 1 THEN 'bin/' ELSE '' END || substr(r.digest, 1, 2) || '/'
         || substr(r.digest, 3) || r.extension AS reference,
     r.digest,
+    r.is_binary,
+    r.extension,
     coalesce(f.size, b.size) AS size,
     CASE WHEN f.frame IS NOT NULL THEN 'index' ELSE b.stored_in END AS stored_in,
     f.frame,
