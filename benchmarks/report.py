@@ -292,7 +292,8 @@ def _learned_text(learned: dict[str, float], learn_off: dict[str, float], figure
         f"{learned['dictionaries']:.0f} dictionaries of {_show(learned['dictionary_bytes'], 'bytes')} included: the "
         f"learned encodings' floor, with no index): {_show(learned['frame_bytes'], 'bytes')}, "
         f"{learned['frame_bytes'] / baseline_du:.3f}x the baseline's du; du is {learned['du_over_floor']:.3f}x that "
-        f"floor. History (`writes`, `visible_references`, `offloads` pages): {_show(learned['history_bytes'], 'bytes')}"
+        f"floor. History (`write_log`, `namespace_references`, `namespaces` and `offloads` pages; `writes` and "
+        f"`visible_references` before migration 0011): {_show(learned['history_bytes'], 'bytes')}"
         f" of an index of {_show(learned['index_bytes'], 'bytes')}. Training ran {learned['trainings']:.0f} times, "
         f"{learned['training_s']:.3f} s in all.",
         f"Reads by encoding: plain p50 {_show(learned['read_plain_p50_us'], 'us')} / p99 "

@@ -37,6 +37,7 @@ from casstore.database import NOW_SQL, SHIFTED_NOW_SQL, UnitOfWork, ago
 from casstore.errors import CorruptBlobError, ObjectSizeMismatchError, StorageError, UnsafeBlobError
 from casstore.frames import DELTA, DICTIONARY, PLAIN, FrameCodec, FrameDictionary
 from casstore.learning import DELTA_KEEP_BELOW, DICTIONARY_MAX_SIZE, Learner, tool_of
+from casstore.references import reference_kind
 
 _STORED_IN_INDEX = "index"
 
@@ -54,9 +55,10 @@ _IMPORT_SQL = """
     ON CONFLICT (digest) DO UPDATE SET stored_size = excluded.stored_size, stored_in = excluded.stored_in
     RETURNING id
 """
+# By the parts of the reference (see `references.reference_kind`): the view need not make the reference's text.
 _READABLE_SQL = (
     "SELECT size, stored_in, frame, encoding, needs FROM readable_blobs WHERE digest = ? AND namespace = ? AND "
-    "reference = ?"
+    "is_binary = ? AND extension = ?"
 )
 _LOCATE_SQL = "SELECT size, stored_in, frame, encoding, needs FROM blob_locations WHERE digest = ?"
 # A learned frame is recorded only for content that has no row yet (see `_needed_id`).
@@ -579,7 +581,7 @@ class BlobStore:
         :returns: None if the reference is not visible in `namespace`.
         :raises CorruptBlobError: If it is visible but the index has no row for its blob (`missing`).
         """
-        row = connection.execute(_READABLE_SQL, (digest, namespace, reference)).fetchone()
+        row = connection.execute(_READABLE_SQL, (digest, namespace, *reference_kind(reference))).fetchone()
         if row is None:
             return None
         size, stored_in, frame, encoding, needs = row

@@ -49,6 +49,11 @@ _JOURNAL_SIZE_LIMIT = 8 * 2**20
 NOW_SQL = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
 # The same, shifted by a parameter such as '-3600.0 seconds' (see `ago`).
 SHIFTED_NOW_SQL = "strftime('%Y-%m-%d %H:%M:%f', 'now', ?)"
+# The same moments as milliseconds since 1970-01-01 UTC, an integer: how `write_log` keeps its times (migration 0011;
+# the view `writes` shows them in the format above). SQLite's 'now' has millisecond precision; `round` only removes
+# the floating-point error of the Julian day.
+NOW_MS_SQL = "CAST(round((julianday('now') - 2440587.5) * 86400000) AS INTEGER)"
+SHIFTED_NOW_MS_SQL = "CAST(round((julianday('now', ?) - 2440587.5) * 86400000) AS INTEGER)"
 
 
 def ago(period: timedelta) -> str:

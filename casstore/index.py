@@ -2,6 +2,10 @@
 The index layer: the offload history in `index.db` (the `writes` and `offloads` tables) and the set of references
 each namespace may read (`visible_references`), which this module alone keeps.
 
+Since migration 0011, `writes` and `visible_references` are views over what is stored: `namespaces`, one row per
+distinct (namespace, reference) in `namespace_references` (digest, kind, extension and size, stored once; the reference
+is derived from them), and `write_log` (which reference, the key, when, in milliseconds). This module writes those.
+
 It also records what each compaction did to the conversation (the `compactions` table). The per-write statements
 here are plain `sqlite3`, run inside the repository's transaction. The tables are documented in the docs and in
 `migrations/`; a person can query them with `sqlite3 index.db`.
@@ -11,31 +15,45 @@ import json
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from casstore.database import NOW_SQL, SHIFTED_NOW_SQL, UnitOfWork, ago
+from casstore.database import NOW_MS_SQL, NOW_SQL, SHIFTED_NOW_MS_SQL, SHIFTED_NOW_SQL, UnitOfWork, ago
 from casstore.index_queries import WritePosition
 from casstore.prepared import PreparedWrite
+from casstore.references import reference_kind
 
-_INSERT_WRITE_SQL = (
-    f"INSERT INTO writes (namespace, key, digest, kind, size, reference, written_at) "
-    f"VALUES (?, ?, ?, ?, ?, ?, {NOW_SQL})"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+# A write is a `write_log` row pointing at its namespace's reference (migration 0011): looked up first, as the
+# reference is visible already for every repeated write; made (with its namespace, the first time) otherwise.
+_FIND_REFERENCE_SQL = (
+    "SELECT id FROM namespace_references WHERE digest = ? "
+    "AND namespace_id = (SELECT id FROM namespaces WHERE namespace = ?) AND is_binary = ? AND extension = ?"
 )
-# Inserts a row only when the reference was not visible yet; the count of rows it changed says whether it did. A
-# RETURNING clause would say the same at a cost: on SQLite it materializes its rows, and that was most of what the
-# layers added to a duplicate write (measured with `python -m benchmarks.duplicate_writes --instructions`).
-_MAKE_VISIBLE_SQL = (
-    "INSERT INTO visible_references (digest, namespace, reference) VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
+_ADD_NAMESPACE_SQL = (
+    "INSERT INTO namespaces (namespace) SELECT ? WHERE NOT EXISTS (SELECT 1 FROM namespaces WHERE namespace = ?) "
+    "ON CONFLICT DO NOTHING"
 )
-# The visibility no write is left for. Written with EXCEPT (a sort of each table) because SQLite runs a row-value
-# `NOT IN (subquery)` as a scan of the subquery per row: 66 s instead of 0.4 s on 38,000 writes (benchmarks.gc_disk).
+# Nothing returned: a concurrent writer (PostgreSQL) made the same reference first; it is then looked up again.
+_ADD_REFERENCE_SQL = (
+    "INSERT INTO namespace_references (namespace_id, digest, is_binary, extension, size) "
+    "VALUES ((SELECT id FROM namespaces WHERE namespace = ?), ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id"
+)
+_INSERT_WRITE_SQL = f"INSERT INTO write_log (reference_id, key, written_at) VALUES (?, ?, {NOW_MS_SQL})"
+# The visibility no write is left for. Written with EXCEPT (a sort of each table) because a correlated NOT EXISTS
+# would scan `write_log` (which has no index but its row id) once per reference.
 _FORGET_VISIBILITY_SQL = """
-    DELETE FROM visible_references WHERE (digest, namespace, reference) IN (
-        SELECT digest, namespace, reference FROM visible_references
-        EXCEPT SELECT digest, namespace, reference FROM writes
+    DELETE FROM namespace_references WHERE id IN (
+        SELECT id FROM namespace_references EXCEPT SELECT reference_id FROM write_log
     )
 """
-_IS_VISIBLE_SQL = "SELECT 1 FROM visible_references WHERE digest = ? AND namespace = ? AND reference = ?"
+_IN_NAMESPACE = (
+    "reference_id IN (SELECT r.id FROM namespace_references r JOIN namespaces n ON n.id = r.namespace_id "
+    "WHERE n.namespace = ?)"
+)
+_DIGEST_OF_WRITE = "(SELECT r.digest FROM namespace_references r WHERE r.id = reference_id)"
+_IS_VISIBLE_SQL = _FIND_REFERENCE_SQL
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,19 +84,31 @@ class CompactionRecord:
 
 def record_write(work: UnitOfWork, namespace: str, write: PreparedWrite) -> bool:
     """
-    Append one row to `writes` and make its reference visible in `namespace`, inside the caller's transaction.
+    Append one write to the history and make its reference visible in `namespace`, inside the caller's transaction.
 
     :returns: Whether the reference was visible in its namespace already. Then its blob is stored: a reference
         becomes visible only in the transaction that stores or finds its blob, and `gc` deletes a blob only when no
         reference to it is visible, both under SQLite's write lock.
     """
-    change = work.change
-    digest, reference = write.digest, write.reference
-    kind = "text" if write.is_text else "binary"
-    change(_INSERT_WRITE_SQL, (namespace, write.key, digest, kind, len(write.data), reference))
-    # The rows this statement itself inserted, 0 on a conflict: exact whatever triggers the schema may hold, unlike a
-    # count of the connection's total changes.
-    return change(_MAKE_VISIBLE_SQL, (digest, namespace, reference)) == 0
+    connection = work.connection
+    binary, extension = reference_kind(write.reference)
+    row = connection.execute(_FIND_REFERENCE_SQL, (write.digest, namespace, binary, extension)).fetchone()
+    was_visible = row is not None
+    if row is None:
+        row = _add_reference(
+            work, namespace, digest=write.digest, binary=binary, extension=extension, size=len(write.data)
+        )
+    work.change(_INSERT_WRITE_SQL, (row[0], write.key))
+    return was_visible
+
+
+def _add_reference(work: UnitOfWork, namespace: str, *, digest: str, binary: int, extension: str, size: int) -> Any:
+    connection = work.connection
+    work.change(_ADD_NAMESPACE_SQL, (namespace, namespace))
+    row = connection.execute(_ADD_REFERENCE_SQL, (namespace, digest, binary, extension, size)).fetchone()
+    if row is None:
+        row = connection.execute(_FIND_REFERENCE_SQL, (digest, namespace, binary, extension)).fetchone()
+    return row
 
 
 def import_writes(work: UnitOfWork, rows: Sequence[tuple[str, str, str, str, int, str, str]]) -> None:
@@ -89,14 +119,31 @@ def import_writes(work: UnitOfWork, rows: Sequence[tuple[str, str, str, str, int
     :param rows: `(namespace, key, digest, kind, size, reference, written_at)` for each write, as `writes` holds them.
     """
     connection = work.connection
+    references: dict[tuple[str, str], int] = {}
+    for namespace, _, digest, _, size, reference, _ in rows:
+        if (namespace, reference) in references:
+            continue
+        binary, extension = reference_kind(reference)
+        row = connection.execute(_FIND_REFERENCE_SQL, (digest, namespace, binary, extension)).fetchone()
+        if row is None:
+            row = _add_reference(work, namespace, digest=digest, binary=binary, extension=extension, size=size)
+        references[(namespace, reference)] = int(row[0])
     connection.executemany(
-        "INSERT INTO writes (namespace, key, digest, kind, size, reference, written_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        rows,
+        "INSERT INTO write_log (reference_id, key, written_at) VALUES (?, ?, ?)",
+        [
+            (references[(namespace, reference)], key, milliseconds(at))
+            for namespace, key, _, _, _, reference, at in rows
+        ],
     )
-    connection.executemany(
-        "INSERT INTO visible_references (digest, namespace, reference) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-        sorted({(row[2], row[0], row[5]) for row in rows}),
-    )
+
+
+def milliseconds(moment: str) -> int:
+    """
+    :param moment: A time as the index shows it (UTC, `YYYY-MM-DD HH:MM:SS.SSS`).
+    :returns: The same moment as `write_log` keeps it: milliseconds since 1970-01-01 00:00:00 UTC.
+    """
+    when = datetime.fromisoformat(moment).replace(tzinfo=UTC)
+    return (when - _EPOCH) // timedelta(milliseconds=1)
 
 
 def import_offloads(work: UnitOfWork, rows: Sequence[tuple[str, str, str, str | None, str, int, int, str]]) -> None:
@@ -115,7 +162,7 @@ def import_offloads(work: UnitOfWork, rows: Sequence[tuple[str, str, str, str | 
 
 def is_visible(connection: sqlite3.Connection, *, namespace: str, digest: str, reference: str) -> bool:
     """:returns: Whether `reference` (to the blob `digest`) was written in `namespace` and is not forgotten."""
-    return connection.execute(_IS_VISIBLE_SQL, (digest, namespace, reference)).fetchone() is not None
+    return connection.execute(_IS_VISIBLE_SQL, (digest, namespace, *reference_kind(reference))).fetchone() is not None
 
 
 def record_offloads(work: UnitOfWork, *, namespace: str, compaction_id: str, offloads: Sequence[OffloadRecord]) -> None:
@@ -202,25 +249,26 @@ def forget(
     counts = []
     digests: set[str] = set()
     # Compactions go with their offloads, by the same rule; they are not counted apart (gc reports writes and offloads).
-    for table, column in (("writes", "written_at"), ("offloads", "offloaded_at"), ("compactions", "compacted_at")):
+    for table, column in (("write_log", "written_at"), ("offloads", "offloaded_at"), ("compactions", "compacted_at")):
+        history = table == "write_log"  # its times are milliseconds, its namespace that of its reference
         clauses: list[str] = []
         parameters: list[object] = []
         if namespace is not None:
-            clauses.append("namespace = ?")
+            clauses.append(_IN_NAMESPACE if history else "namespace = ?")
             parameters.append(namespace)
         if older_than is not None:
-            clauses.append(f"{column} < {SHIFTED_NOW_SQL}")
+            clauses.append(f"{column} < {SHIFTED_NOW_MS_SQL if history else SHIFTED_NOW_SQL}")
             parameters.append(ago(older_than))
-        if through is not None and table == "writes":
+        if through is not None and history:
             # Row values order the two columns as one key: ties of `written_at` are broken by the row id.
             clauses.append("(written_at, id) <= (?, ?)")
-            parameters.extend((through.written_at, through.write_id))
+            parameters.extend((milliseconds(through.written_at), through.write_id))
         elif through is not None:
             clauses.append(f"{column} <= ?")
             parameters.append(through.written_at)
         statement = f"DELETE FROM {table} WHERE {' AND '.join(clauses)}"
-        if with_digests and table == "writes":
-            rows = connection.execute(f"{statement} RETURNING digest", parameters).fetchall()
+        if with_digests and history:
+            rows = connection.execute(f"{statement} RETURNING {_DIGEST_OF_WRITE}", parameters).fetchall()
             digests.update(row[0] for row in rows)
             counts.append(len(rows))
         else:
@@ -236,7 +284,7 @@ def unreferenced_digests(connection: sqlite3.Connection) -> list[str]:
         them (as its dictionary or base) and they are not a dictionary in use.
     """
     rows = connection.execute(
-        "SELECT digest FROM blobs b WHERE NOT EXISTS (SELECT 1 FROM visible_references v WHERE v.digest = b.digest) "
+        "SELECT digest FROM blobs b WHERE NOT EXISTS (SELECT 1 FROM namespace_references v WHERE v.digest = b.digest) "
         "AND NOT EXISTS (SELECT 1 FROM blob_dependencies d WHERE d.needs_id = b.id) "
         "AND NOT EXISTS (SELECT 1 FROM dictionaries k WHERE k.blob_id = b.id AND k.active = 1)"
     )

@@ -48,12 +48,15 @@ def namespace_totals(connection: sqlite3.Connection, *, namespace: str) -> dict[
     """
     row = connection.execute(
         """
-        SELECT (SELECT count(*) FROM writes WHERE namespace = ?),
-               (SELECT CAST(coalesce(sum(size), 0) AS BIGINT) FROM writes WHERE namespace = ?),
+        WITH mine AS (
+            SELECT r.digest, r.size FROM write_log w JOIN namespace_references r ON r.id = w.reference_id
+            WHERE r.namespace_id = (SELECT id FROM namespaces WHERE namespace = ?)
+        )
+        SELECT (SELECT count(*) FROM mine), (SELECT CAST(coalesce(sum(size), 0) AS BIGINT) FROM mine),
                count(*), CAST(coalesce(sum(size), 0) AS BIGINT), CAST(coalesce(sum(stored_size), 0) AS BIGINT)
-        FROM blobs WHERE digest IN (SELECT digest FROM writes WHERE namespace = ?)
+        FROM blobs WHERE digest IN (SELECT digest FROM mine)
         """,
-        (namespace, namespace, namespace),
+        (namespace,),
     ).fetchone()
     return {
         "writes": int(row[0]),
@@ -154,7 +157,11 @@ def _offload_filter(
 
 def namespaces(connection: sqlite3.Connection) -> list[str]:
     """:returns: Every namespace that has writes or offloads, in order."""
-    rows = connection.execute("SELECT namespace FROM writes UNION SELECT namespace FROM offloads ORDER BY 1")
+    # From the stored tables (the view `writes` would make every write's reference and time to answer this).
+    rows = connection.execute(
+        "SELECT namespace FROM namespaces WHERE id IN (SELECT r.namespace_id FROM write_log w "
+        "JOIN namespace_references r ON r.id = w.reference_id) UNION SELECT namespace FROM offloads ORDER BY 1"
+    )
     return [row[0] for row in rows]
 
 
@@ -169,7 +176,7 @@ def namespaces_holding(connection: sqlite3.Connection, *, digest: str, reference
 def history_mark(connection: sqlite3.Connection) -> HistoryMark:
     """:returns: The highest `writes` and `offloads` ids so far (0 when empty)."""
     row = connection.execute(
-        "SELECT (SELECT coalesce(max(id), 0) FROM writes), (SELECT coalesce(max(id), 0) FROM offloads)"
+        "SELECT (SELECT coalesce(max(id), 0) FROM write_log), (SELECT coalesce(max(id), 0) FROM offloads)"
     ).fetchone()
     return HistoryMark(last_write=int(row[0]), last_offload=int(row[1]))
 

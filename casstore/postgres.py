@@ -32,7 +32,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from casstore import forks
-from casstore.database import NOW_SQL, SHIFTED_NOW_SQL, UnitOfWork
+from casstore.database import NOW_MS_SQL, NOW_SQL, SHIFTED_NOW_MS_SQL, SHIFTED_NOW_SQL, UnitOfWork
 from casstore.errors import StorageError, StoreClosedError
 from casstore.postgres_schema import migrate
 
@@ -53,8 +53,9 @@ CASSTORE_TABLES = (
     "blob_frames",
     "blob_dependencies",
     "dictionaries",
-    "writes",
-    "visible_references",
+    "namespaces",
+    "namespace_references",
+    "write_log",
     "offloads",
     "compactions",
     "_casstore_migrations",
@@ -68,6 +69,10 @@ _RECORD_STORED_WRITE = "SELECT casstore_record_stored_write(%s, %s, %s, %s, %s, 
 _TIMESTAMP = "to_char(({} AT TIME ZONE 'UTC'), 'YYYY-MM-DD HH24:MI:SS.MS')"
 _PG_NOW = _TIMESTAMP.format("now()")
 _PG_SHIFTED_NOW = _TIMESTAMP.format("(now() + CAST(? AS INTERVAL))")
+# Milliseconds since 1970-01-01 UTC, truncated as `_TIMESTAMP`'s milliseconds are.
+_MILLISECONDS = "CAST(floor(extract(epoch FROM {}) * 1000) AS BIGINT)"
+_PG_NOW_MS = _MILLISECONDS.format("now()")
+_PG_SHIFTED_NOW_MS = _MILLISECONDS.format("(now() + CAST(? AS INTERVAL))")
 # Seconds to wait for a pooled connection before a call fails, and to connect, unless the URL says otherwise.
 POOL_TIMEOUT_SECONDS = 10.0
 DEFAULT_CONNECT_TIMEOUT_SECONDS = 10
@@ -78,6 +83,7 @@ RECONNECT_TIMEOUT_SECONDS = 5.0
 def translate(sql: str) -> str:
     """:returns: `sql`, written for SQLite, in PostgreSQL's spelling."""
     sql = sql.replace(SHIFTED_NOW_SQL, _PG_SHIFTED_NOW).replace(NOW_SQL, _PG_NOW)
+    sql = sql.replace(SHIFTED_NOW_MS_SQL, _PG_SHIFTED_NOW_MS).replace(NOW_MS_SQL, _PG_NOW_MS)
     return sql.replace("?", "%s")
 
 

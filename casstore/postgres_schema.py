@@ -16,7 +16,18 @@ _SCRIPTS_PACKAGE = "casstore.migrations.postgresql"
 MIGRATION_LOCK_KEY = 0x63617373_6D696772  # "cassmigr"
 _MIGRATIONS_TABLE = "_casstore_migrations"
 # Tables whose presence without a record of casstore's migrations means the database holds something else.
-_CASSTORE_TABLES = ("blobs", "blob_frames", "writes", "visible_references", "offloads", "compactions")
+# (`writes` and `visible_references` were tables until migration 0011.)
+_CASSTORE_TABLES = (
+    "blobs",
+    "blob_frames",
+    "writes",
+    "visible_references",
+    "namespaces",
+    "namespace_references",
+    "write_log",
+    "offloads",
+    "compactions",
+)
 
 
 def migration_scripts() -> list[tuple[str, str]]:

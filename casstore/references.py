@@ -27,6 +27,10 @@ _REFERENCE_PATTERN = re.compile(
     rf"{ALGORITHM}/(?:({_BINARY_SEGMENT})/)?([0-9a-f]{{2}})/([0-9a-f]{{62}})({_EXTENSION})?",
     re.ASCII,
 )
+# Where the digest of a text and of a binary reference ends (`blake3/` + 2 + `/` + 62, and `bin/` more).
+_BINARY_PREFIX = f"{ALGORITHM}/{_BINARY_SEGMENT}/"
+_TEXT_DIGEST_END = len(ALGORITHM) + 1 + DIGEST_HEX_LENGTH + 1
+_BINARY_DIGEST_END = _TEXT_DIGEST_END + len(_BINARY_SEGMENT) + 1
 # Longest possible reference; anything longer is rejected before the pattern runs.
 MAX_REFERENCE_LENGTH = len(ALGORITHM) + len(_BINARY_SEGMENT) + 3 + DIGEST_HEX_LENGTH + 17
 
@@ -54,6 +58,17 @@ def format_reference(digest: str, *, is_text: bool, extension: str) -> str:
     if is_text:
         return f"{ALGORITHM}/{digest[:2]}/{digest[2:]}{extension}"
     return f"{ALGORITHM}/{_BINARY_SEGMENT}/{digest[:2]}/{digest[2:]}{extension}"
+
+
+def reference_kind(reference: str) -> tuple[int, str]:
+    """
+    :param reference: A reference `split_reference` accepted (or `format_reference` made).
+    :returns: `(is_binary, extension)` as the index keeps them (`namespace_references`): 1 for a `bin/` reference,
+        else 0, and what follows the digest. With the digest, they are the reference.
+    """
+    if reference.startswith(_BINARY_PREFIX):
+        return 1, reference[_BINARY_DIGEST_END:]
+    return 0, reference[_TEXT_DIGEST_END:]
 
 
 def parse_reference(reference: object) -> Reference:

@@ -42,9 +42,11 @@ RELATIONS: dict[str, Relation] = {
         },
     ),
     "writes": Relation(
-        "One row per call to write: the offload history.",
+        "One row per call to write: the offload history. A view (migration 0011) over write_log, "
+        "namespace_references and namespaces, with the columns the table of this name had; written_at can be set by "
+        "hand (UPDATE writes SET written_at = ...), nothing else.",
         {
-            "id": "increasing row id",
+            "id": "increasing row id (write_log.id)",
             "namespace": "the writing store's namespace",
             "key": "the key the caller passed (Haystack's look like 3_read_file_call_1.txt); only recorded",
             "digest": "the content's digest (blobs.digest)",
@@ -53,14 +55,45 @@ RELATIONS: dict[str, Relation] = {
             "reference": "what write returned",
             "written_at": f"when ({_TIMES})",
         },
+        view=True,
     ),
     "visible_references": Relation(
-        "One row per distinct (namespace, reference) pair in writes, kept by casstore's index layer alone: what read "
-        "checks before it asks for the blob.",
+        "One row per distinct (namespace, reference) pair in writes: what read checks before it asks for the blob. A "
+        "view (migration 0011) of namespace_references, which casstore's index layer alone keeps.",
         {
             "digest": "blobs.digest",
             "namespace": "a namespace that may read the reference",
             "reference": "the reference",
+        },
+        view=True,
+    ),
+    "namespaces": Relation(
+        "One row per namespace ever written in (kept when its writes are forgotten).",
+        {
+            "id": "row id (namespace_references.namespace_id)",
+            "namespace": "the namespace (unique)",
+        },
+    ),
+    "namespace_references": Relation(
+        "One row per distinct (namespace, reference) written and not forgotten: a reference is visible in a namespace "
+        "while its row is here. The reference is derived: blake3/, bin/ if binary, the digest's first two "
+        "characters, /, the other 62, the extension.",
+        {
+            "id": "row id (write_log.reference_id)",
+            "namespace_id": "namespaces.id",
+            "digest": "the content's digest (blobs.digest)",
+            "is_binary": "1 if the content was written as bytes (kind binary, a blake3/bin/ reference), else 0",
+            "extension": "the reference's extension, such as .txt, or an empty string",
+            "size": "content bytes (blobs.size)",
+        },
+    ),
+    "write_log": Relation(
+        "One row per call to write, as stored: which namespace reference, the key, and when.",
+        {
+            "id": "increasing row id (writes.id)",
+            "reference_id": "namespace_references.id",
+            "key": "the key the caller passed; only recorded",
+            "written_at": "when, in milliseconds since 1970-01-01 00:00:00 UTC (writes shows it as text)",
         },
     ),
     "offloads": Relation(
@@ -162,11 +195,14 @@ RELATIONS: dict[str, Relation] = {
         view=True,
     ),
     "readable_blobs": Relation(
-        "Each reference a namespace may read, with its blob's location: what read asks in one statement.",
+        "Each reference a namespace may read, with its blob's location: what read asks in one statement (by digest, "
+        "namespace, is_binary and extension, which make the reference).",
         {
             "namespace": "the namespace that may read it",
             "reference": "the reference",
             "digest": "its blob's digest",
+            "is_binary": "1 for a blake3/bin/ reference (content written as bytes), else 0",
+            "extension": "the reference's extension, or an empty string",
             "size": "content bytes",
             "stored_in": "index or file (object in a shared store)",
             "frame": "the zstd frame, for a blob kept in the index (NULL otherwise)",

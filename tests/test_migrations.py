@@ -47,10 +47,13 @@ def test_a_new_store_applies_every_migration(store: ContentAddressedToolResultSt
 
 
 def test_visibility_has_one_owner_and_no_trigger(store: ContentAddressedToolResultStore) -> None:
-    """`visible_references` is kept by casstore's index layer alone (0006 dropped the trigger that kept half of it)."""
+    """
+    `visible_references` is kept by casstore's index layer alone (0006 dropped the trigger that kept half of it). The
+    one trigger left (0011) only lets a person move a write in time through the view `writes`.
+    """
     with sqlite3.connect(store.root / "index.db") as connection:
         triggers = connection.execute("SELECT name, tbl_name FROM sqlite_master WHERE type = 'trigger'").fetchall()
-    assert triggers == []
+    assert triggers == [("writes_set_written_at", "writes")]
     reference = store.write(key="a.txt", content="seen")
     store.write(key="b.txt", content="seen")
     with sqlite3.connect(store.root / "index.db") as connection:

@@ -56,13 +56,22 @@ CASSTORE_TABLES = {
     "blob_frames",
     "blob_dependencies",
     "dictionaries",
-    "writes",
-    "visible_references",
+    "namespaces",
+    "namespace_references",
+    "write_log",
     "offloads",
     "compactions",
     "_casstore_migrations",
 }
-CASSTORE_VIEWS = {"dedup_summary", "namespace_summary", "repeated_results", "offload_summary", "readable_blobs"}
+CASSTORE_VIEWS = {
+    "writes",
+    "visible_references",
+    "dedup_summary",
+    "namespace_summary",
+    "repeated_results",
+    "offload_summary",
+    "readable_blobs",
+}
 PROCESSES = 8
 
 
@@ -247,7 +256,7 @@ def test_processes_connecting_to_a_fresh_database_at_once_apply_each_migration_o
     assert sorted(outcomes) == sorted(("ok", f"written by process {number}") for number in range(PROCESSES))
     rows = _state(postgres_url)["rows"]
     assert [row[1] for row in rows["_casstore_migrations"]] == list(MIGRATION_NAMES)
-    assert len(rows["writes"]) == PROCESSES
+    assert len(rows["write_log"]) == PROCESSES
 
 
 def test_a_database_with_a_migration_this_release_does_not_know_is_refused_unchanged(
