@@ -20,6 +20,7 @@ commits. The expensive parts of storing new content (compressing, writing a file
 transaction, so a writer holds SQLite's write lock only for a few row operations.
 """
 
+import contextlib
 import sqlite3
 import threading
 from collections import OrderedDict
@@ -36,7 +37,7 @@ from casstore.blob_hints import LAST_SEEN_RESOLUTION, BlobHints
 from casstore.database import NOW_SQL, SHIFTED_NOW_SQL, UnitOfWork, ago
 from casstore.errors import CorruptBlobError, ObjectSizeMismatchError, StorageError, UnsafeBlobError
 from casstore.frames import DELTA, DICTIONARY, PLAIN, FrameCodec, FrameDictionary
-from casstore.learning import DELTA_KEEP_BELOW, DICTIONARY_MAX_SIZE, Learner, tool_of
+from casstore.learning import DELTA_KEEP_BELOW, DICTIONARY_MAX_SIZE, MIN_DELTA_SIZE, Learner, tool_of
 from casstore.references import reference_kind
 
 _STORED_IN_INDEX = "index"
@@ -178,7 +179,7 @@ class BlobLocation:
     encoding: str | None = None
     needs: str | None = None
     needed: "BlobLocation | None" = None
-    """Where the blob it needs is, when the same statement found it (a delta's base, for a read)."""
+    """Where the blob it needs is, when the read's look-up found that too (a delta's base not in memory)."""
 
 
 class _ContentCache:
@@ -516,7 +517,7 @@ class BlobStore:
                 raise LearnedFrameRefused(staged.digest)
             (blob_id,) = row
             self._record_dependency(work, blob_id, staged)
-            if staged.encoding != DELTA:
+            if staged.encoding != DELTA and staged.size >= MIN_DELTA_SIZE:
                 self._remember_id(staged.digest, blob_id)  # a result with a dictionary may be a base
         else:
             (blob_id,) = connection.execute(
@@ -524,7 +525,7 @@ class BlobStore:
                 (staged.digest, staged.size, len(staged.frame), stored_in, *(seen or ())),
             ).fetchone()
             connection.execute("DELETE FROM blob_dependencies WHERE blob_id = ?", (blob_id,))
-            if staged.in_index and self.learner is not None:
+            if staged.in_index and staged.size >= MIN_DELTA_SIZE and self.learner is not None:
                 self._remember_id(staged.digest, blob_id)  # it may be needed next, as a base or a dictionary
         if staged.in_index:
             connection.execute(
@@ -568,7 +569,9 @@ class BlobStore:
         ids = self._ids
         ids[digest] = blob_id
         if len(ids) > _IDS_KEPT:
-            del ids[next(iter(ids))]
+            # No lock: another thread's insertion or eviction meanwhile only leaves one more or one fewer hint.
+            with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+                del ids[next(iter(ids))]
 
     def confirm(self, work: UnitOfWork, digest: str) -> bool:
         """

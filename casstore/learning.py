@@ -216,7 +216,7 @@ class Learner:
     def due(self) -> TrainingJob | None:
         """:returns: A training that is due (the first for a tool with enough samples, or a retraining), if any."""
         if not self._maybe_due:
-            return None  # asked after every write: no tool got a sample since the last time nothing was due
+            return None  # asked after every write: no tool reached its threshold since nothing was due last time
         with self._lock:
             self._maybe_due = False
             for tool, entry in self._tools.items():
