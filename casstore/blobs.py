@@ -62,7 +62,7 @@ _READABLE_SQL = (
     "is_binary = ? AND extension = ?"
 )
 _LOCATE_SQL = "SELECT size, stored_in, frame, encoding, needs FROM blob_locations WHERE digest = ?"
-# A learned frame is recorded only for content that has no row yet (see `_needed_id`).
+# A learned frame is recorded only for content that has no row yet (see `_record_dependency`).
 _PUT_NEW_SQL = f"""
     INSERT INTO blobs (digest, size, stored_size, stored_in, first_seen, last_seen)
     VALUES (?, ?, ?, ?, {NOW_SQL}, {NOW_SQL})
