@@ -20,6 +20,7 @@ commits. The expensive parts of storing new content (compressing, writing a file
 transaction, so a writer holds SQLite's write lock only for a few row operations.
 """
 
+import contextlib
 import sqlite3
 import threading
 from collections import OrderedDict
@@ -36,7 +37,7 @@ from casstore.blob_hints import LAST_SEEN_RESOLUTION, BlobHints
 from casstore.database import NOW_SQL, SHIFTED_NOW_SQL, UnitOfWork, ago
 from casstore.errors import CorruptBlobError, ObjectSizeMismatchError, StorageError, UnsafeBlobError
 from casstore.frames import DELTA, DICTIONARY, PLAIN, FrameCodec, FrameDictionary
-from casstore.learning import DELTA_KEEP_BELOW, DICTIONARY_MAX_SIZE, Learner, tool_of
+from casstore.learning import DELTA_KEEP_BELOW, DICTIONARY_MAX_SIZE, MIN_DELTA_SIZE, Learner, tool_of
 from casstore.references import reference_kind
 
 _STORED_IN_INDEX = "index"
@@ -61,7 +62,7 @@ _READABLE_SQL = (
     "is_binary = ? AND extension = ?"
 )
 _LOCATE_SQL = "SELECT size, stored_in, frame, encoding, needs FROM blob_locations WHERE digest = ?"
-# A learned frame is recorded only for content that has no row yet (see `_needed_id`).
+# A learned frame is recorded only for content that has no row yet (see `_record_dependency`).
 _PUT_NEW_SQL = f"""
     INSERT INTO blobs (digest, size, stored_size, stored_in, first_seen, last_seen)
     VALUES (?, ?, ?, ?, {NOW_SQL}, {NOW_SQL})
@@ -70,6 +71,12 @@ _PUT_NEW_SQL = f"""
 """
 _SET_DEPENDENCY_SQL = (
     "INSERT INTO blob_dependencies (blob_id, needs_id, encoding) VALUES (?, ?, ?) "
+    "ON CONFLICT (blob_id) DO UPDATE SET needs_id = excluded.needs_id, encoding = excluded.encoding"
+)
+# The same, for a needed blob in the index known by its id: it inserts nothing if that id is not the blob's any more.
+_SET_KNOWN_DEPENDENCY_SQL = (
+    "INSERT INTO blob_dependencies (blob_id, needs_id, encoding) "
+    f"SELECT ?, id, ? FROM blobs WHERE id = ? AND digest = ? AND stored_in = '{_STORED_IN_INDEX}' "
     "ON CONFLICT (blob_id) DO UPDATE SET needs_id = excluded.needs_id, encoding = excluded.encoding"
 )
 _ACTIVE_DICTIONARY_SQL = (
@@ -92,10 +99,16 @@ _COLLECTABLE = (
 # A delta of at most this share of its content's size is kept without comparing it with a plain frame (which would
 # have to compress the content more than 20-fold to be smaller than the delta by DELTA_KEEP_BELOW).
 _SURELY_SMALLER = 0.035
+# A delta under this share of the plain frame estimated from its base is kept without making the plain frame: half of
+# DELTA_KEEP_BELOW, so the estimate may be off by a factor of two (on the medium trace, 99% of estimates were within
+# 1.8x, and no delta kept this way was above DELTA_KEEP_BELOW of its real plain frame).
+_CLEARLY_BELOW = DELTA_KEEP_BELOW / 2
 # How many blobs a read may go through to decode one (a delta's base, a dictionary): more means a damaged index.
 _MAX_CHAIN = 8
 # Trained dictionaries kept in memory, verified (each 16 KiB and its zstd contexts).
 _TRAINED_KEPT = 64
+# Ids of blobs in the index that a new blob may need (recent bases, dictionaries), by digest: hints, each checked.
+_IDS_KEPT = 65_536
 # Bytes of verified dictionaries and bases kept in memory for the next write or read that needs them.
 CONTENT_CACHE_BYTES = 8 * 1024 * 1024
 
@@ -165,6 +178,8 @@ class BlobLocation:
     frame: bytes | None
     encoding: str | None = None
     needs: str | None = None
+    needed: "BlobLocation | None" = None
+    """Where the blob it needs is, when the read's look-up found that too (a delta's base not in memory)."""
 
 
 class _ContentCache:
@@ -258,6 +273,8 @@ class BlobStore:
         # Trained dictionaries by digest, verified: few, small, and asked on every read or write that uses one, so a
         # plain dict (no lock: a look-up and an assignment are atomic) in front of the cache.
         self._trained: dict[str, FrameDictionary] = {}
+        # What `_remember_id` keeps (a plain dict, as `_trained`).
+        self._ids: dict[str, int] = {}
         self._codec = codec
         self._inline_max = inline_max
         self._file_access = file_access
@@ -321,8 +338,12 @@ class BlobStore:
             base = self._needed(candidate.digest, DELTA, chain=1, quiet=True, guarded=False)
             if base is not None:
                 delta = self._codec.encode(data, dictionary=base)
-                # A delta this small beats any plain frame of ordinary content by far: the plain one is not made.
-                if len(delta) > _SURELY_SMALLER * len(data):
+                # A delta far below the estimated plain frame (the base's own frame, scaled to this content's size:
+                # a near-copy compresses as its base does) is kept without making the plain frame to compare, as is
+                # one this small against any plain frame of ordinary content; otherwise the plain frame is made.
+                if len(delta) > _SURELY_SMALLER * len(data) and len(delta) >= _CLEARLY_BELOW * (
+                    candidate.stored_size * len(data) / max(candidate.size, 1)
+                ):
                     plain = self._codec.encode(data)
                 if len(delta) <= self._inline_max and (not plain or len(delta) < DELTA_KEEP_BELOW * len(plain)):
                     chosen = StagedBlob(digest, len(data), delta, True, DELTA, candidate.digest)
@@ -333,11 +354,12 @@ class BlobStore:
                 frame = self._codec.encode(data, dictionary=dictionary)
                 if len(frame) <= self._inline_max and (not plain or len(frame) < len(plain)):
                     chosen = StagedBlob(digest, len(data), frame, True, DICTIONARY, dictionary.digest)
-        learner.stored(tool=tool, digest=digest, data=data, depth=depth, anchors=anchors)
-        if depth == 0 and anchors is not None:
-            self._cache.put(DELTA, digest, data, len(data))  # the likeliest base of the next version
         if chosen is None and not plain:
             plain = self._codec.encode(data)
+        stored_size = len(plain) if chosen is None else len(chosen.frame)
+        learner.stored(tool=tool, digest=digest, data=data, depth=depth, anchors=anchors, stored_size=stored_size)
+        if depth == 0 and anchors is not None:
+            self._cache.put(DELTA, digest, data, len(data))  # the likeliest base of the next version
         return chosen, plain
 
     def _dictionary_for(self, tool: str) -> FrameDictionary | None:
@@ -371,8 +393,10 @@ class BlobStore:
         quiet: bool = False,
         fresh: bool = False,
         guarded: bool = True,
+        location: BlobLocation | None = None,
     ) -> FrameDictionary | None:
         """
+        :param location: Where it is, if the caller's statement found that already (else it is looked up).
         :returns: The dictionary or base `digest` as a `FrameDictionary`, from the cache (unless `fresh`) or read and
             verified.
         :raises CorruptBlobError: If it cannot be read (unless `quiet`: then None).
@@ -395,11 +419,12 @@ class BlobStore:
                         "blob_dependencies are damaged (a cycle?).",
                         digest=digest,
                     )
-                with self._index() as connection:
-                    location = self.locate(connection, digest)
+                if location is None:
+                    with self._index() as connection:
+                        location = self.locate(connection, digest)
                 content = self._load(location, guarded=guarded, chain=chain, fresh=fresh)
             if encoding == DICTIONARY:
-                needed = FrameDictionary.trained(digest, content, level=level)
+                needed = FrameDictionary.trained(digest, content, level=level, source_size=DICTIONARY_MAX_SIZE)
             else:
                 needed = FrameDictionary.base(digest, content)
         except (CorruptBlobError, StorageError):
@@ -483,25 +508,25 @@ class BlobStore:
             self._files.write(staged.digest, staged.frame)
         checked_at = self._hints.now()
         connection = work.connection
-        needs_id = None
         stored_in = _STORED_IN_INDEX if staged.in_index else self._stored_elsewhere
         if staged.needs is not None and seen is None:
-            needs_id = self._needed_id(work, staged)
             row = connection.execute(
                 _PUT_NEW_SQL, (staged.digest, staged.size, len(staged.frame), stored_in)
             ).fetchone()
             if row is None:
                 raise LearnedFrameRefused(staged.digest)
             (blob_id,) = row
+            self._record_dependency(work, blob_id, staged)
+            if staged.encoding != DELTA and staged.size >= MIN_DELTA_SIZE:
+                self._remember_id(staged.digest, blob_id)  # a result with a dictionary may be a base
         else:
             (blob_id,) = connection.execute(
                 _PUT_SQL if seen is None else _IMPORT_SQL,
                 (staged.digest, staged.size, len(staged.frame), stored_in, *(seen or ())),
             ).fetchone()
-        if needs_id is None:
             connection.execute("DELETE FROM blob_dependencies WHERE blob_id = ?", (blob_id,))
-        else:
-            connection.execute(_SET_DEPENDENCY_SQL, (blob_id, needs_id, staged.encoding))
+            if staged.in_index and staged.size >= MIN_DELTA_SIZE and self.learner is not None:
+                self._remember_id(staged.digest, blob_id)  # it may be needed next, as a base or a dictionary
         if staged.in_index:
             connection.execute(
                 "INSERT INTO blob_frames (blob_id, size, frame) VALUES (?, ?, ?) "
@@ -513,21 +538,40 @@ class BlobStore:
         stays = staged.in_index or not self._can_vanish
         work.on_commit(partial(self._hints.remember, staged.digest, current_at=checked_at, in_index=stays))
 
-    def _needed_id(self, work: UnitOfWork, staged: StagedBlob) -> int:
+    def _record_dependency(self, work: UnitOfWork, blob_id: int, staged: StagedBlob) -> None:
         # Under the write lock: the needed blob is there (gc deletes only under it, and never a needed blob), and
-        # (`_PUT_NEW_SQL`, next) the content has no row yet. Every dependency thus points from a newer row to an older
-        # one: no cycle can form.
+        # (`_PUT_NEW_SQL`, before) the content had no row yet. Every dependency thus points from a newer row to an
+        # older one: no cycle can form. A blob in the index this process stored or needed lately is checked, and its
+        # dependency recorded, in one statement by its id (an id only ever names the blob whose digest it is asked
+        # with, so a stale one just falls through to the look-up by digest).
         connection = work.connection
-        row = connection.execute("SELECT id, stored_in FROM blobs WHERE digest = ?", (staged.needs,)).fetchone()
+        needs = staged.needs or ""
+        hint = self._ids.get(needs)
+        if hint is not None:
+            cursor = connection.execute(_SET_KNOWN_DEPENDENCY_SQL, (blob_id, staged.encoding, hint, needs))
+            if cursor.rowcount == 1:
+                return
+        row = connection.execute("SELECT id, stored_in FROM blobs WHERE digest = ?", (needs,)).fetchone()
         if row is None:
             # gc deleted it (a dictionary or base nothing needed): the next write looks it up and trains or finds anew.
-            self._trained.pop(staged.needs or "", None)
-            self._cache.discard(staged.needs or "")
+            self._trained.pop(needs, None)
+            self._cache.discard(needs)
+            self._ids.pop(needs, None)
             raise LearnedFrameRefused(staged.digest)
         needs_id, stored_in = row
-        if stored_in != _STORED_IN_INDEX and self._can_vanish and not self._files.exists(staged.needs or ""):
+        if stored_in != _STORED_IN_INDEX and self._can_vanish and not self._files.exists(needs):
             raise LearnedFrameRefused(staged.digest)
-        return int(needs_id)
+        if stored_in == _STORED_IN_INDEX:
+            self._remember_id(needs, int(needs_id))
+        connection.execute(_SET_DEPENDENCY_SQL, (blob_id, int(needs_id), staged.encoding))
+
+    def _remember_id(self, digest: str, blob_id: int) -> None:
+        ids = self._ids
+        ids[digest] = blob_id
+        if len(ids) > _IDS_KEPT:
+            # No lock: another thread's insertion or eviction meanwhile only leaves one more or one fewer hint.
+            with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+                del ids[next(iter(ids))]
 
     def confirm(self, work: UnitOfWork, digest: str) -> bool:
         """
@@ -587,7 +631,14 @@ class BlobStore:
         size, stored_in, frame, encoding, needs = row
         if size is None:
             raise CorruptBlobError(f"Blob {digest} is missing from the index.", digest=digest, missing=True)
-        return BlobLocation(digest, size, frame if stored_in == _STORED_IN_INDEX else None, encoding, needs)
+        needed = None
+        if encoding == DELTA and needs is not None and self._cache.get(DELTA, needs) is None:
+            # A delta's base not in memory is looked up on the same connection, in the same state of the index: a
+            # dictionary is nearly always in memory once read, a base far less often.
+            row = connection.execute(_LOCATE_SQL, (needs,)).fetchone()
+            if row is not None:
+                needed = BlobLocation(needs, row[0], row[2] if row[1] == _STORED_IN_INDEX else None, row[3], row[4])
+        return BlobLocation(digest, size, frame if stored_in == _STORED_IN_INDEX else None, encoding, needs, needed)
 
     def locate(self, connection: sqlite3.Connection, digest: str) -> BlobLocation:
         """
@@ -616,18 +667,46 @@ class BlobStore:
         """
         return self._load(location, guarded=guarded, chain=0, fresh=fresh)
 
-    def _load(self, location: BlobLocation, *, guarded: bool, chain: int, fresh: bool = False) -> bytes:
+    def _load(
+        self, location: BlobLocation, *, guarded: bool, chain: int, fresh: bool = False, verify: bool = True
+    ) -> bytes:
+        base = location.needed
+        if base is not None and location.encoding == DELTA and not fresh and base.encoding != DELTA:
+            return self._load_delta(location, base, guarded=guarded, chain=chain)
         needed = None
         if location.encoding is not None:
             needed = self._dependency(location, chain=chain, fresh=fresh, guarded=guarded)
-        frame = location.frame
-        if frame is None:
-            if guarded:
-                with self._file_access:
-                    frame = self._read_file(location.digest)
-            else:
-                frame = self._read_file(location.digest)
-        return self._codec.decode(location.digest, location.size, frame, dictionary=needed)
+        frame = self._frame(location, guarded=guarded)
+        return self._codec.decode(location.digest, location.size, frame, dictionary=needed, verify=verify)
+
+    def _load_delta(self, location: BlobLocation, base: BlobLocation, *, guarded: bool, chain: int) -> bytes:
+        # A read of a delta whose base `locate_readable` found (it was not in memory): the base is decoded without
+        # hashing it, as the delta decoded with it is then checked against its own digest, and a wrong base cannot
+        # give the delta's digest. Only if that check fails is the base hashed, to say which blob is damaged. A base
+        # not hashed is not kept in memory either: what is kept for later writes and reads is verified.
+        try:
+            content = self._load(base, guarded=guarded, chain=chain + 1, verify=False)
+        except CorruptBlobError as error:
+            raise _needs_damaged(location, error) from error
+        needed = FrameDictionary.base(base.digest, content, verified=False)
+        try:
+            return self._codec.decode(
+                location.digest, location.size, self._frame(location, guarded=guarded), dictionary=needed
+            )
+        except CorruptBlobError:
+            try:
+                self._load(base, guarded=guarded, chain=chain + 1)
+            except CorruptBlobError as error:
+                raise _needs_damaged(location, error) from error
+            raise
+
+    def _frame(self, location: BlobLocation, *, guarded: bool) -> bytes:
+        if location.frame is not None:
+            return location.frame
+        if guarded:
+            with self._file_access:
+                return self._read_file(location.digest)
+        return self._read_file(location.digest)
 
     def _dependency(self, location: BlobLocation, *, chain: int, fresh: bool, guarded: bool) -> FrameDictionary:
         digest, encoding, needs = location.digest, location.encoding, location.needs
@@ -639,13 +718,11 @@ class BlobStore:
                 digest=digest,
             )
         try:
-            needed = self._needed(needs, encoding, chain=chain + 1, fresh=fresh, guarded=guarded)
+            needed = self._needed(
+                needs, encoding, chain=chain + 1, fresh=fresh, guarded=guarded, location=location.needed
+            )
         except CorruptBlobError as error:
-            raise CorruptBlobError(
-                f"Blob {digest} needs its {what} {needs}, which cannot be read: {error}",
-                digest=digest,
-                missing=error.missing,
-            ) from error
+            raise _needs_damaged(location, error) from error
         assert needed is not None
         return needed
 
@@ -817,6 +894,15 @@ class BlobStore:
     def remove_stray(self, blob_file: BlobFile) -> None:
         """Remove a file `is_stray` reported, while the caller's transaction still holds the write lock."""
         self._files.remove_stray(blob_file)
+
+
+def _needs_damaged(location: BlobLocation, error: CorruptBlobError) -> CorruptBlobError:
+    what = "dictionary" if location.encoding == DICTIONARY else "base"
+    return CorruptBlobError(
+        f"Blob {location.digest} needs its {what} {location.needs}, which cannot be read: {error}",
+        digest=location.digest,
+        missing=error.missing,
+    )
 
 
 def _collectable_from(last_seen: str, grace: timedelta) -> str:

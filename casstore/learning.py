@@ -87,10 +87,15 @@ def tool_of(key: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class BaseCandidate:
-    """An earlier result a new one may be a delta against: its digest, and how many deltas reading it goes through."""
+    """
+    An earlier result a new one may be a delta against: its digest, how many deltas reading it goes through, its size,
+    and the bytes its frame took (what estimates a near-copy's plain frame without making it).
+    """
 
     digest: str
     depth: int
+    size: int = 0
+    stored_size: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +136,8 @@ class Learner:
         self._lock = threading.Lock()
         self._tools: dict[str, _Tool] = {}
         self._sample_bytes = 0
+        # Whether a tool may be due for training: set by each sample and by `adopt`, cleared by `due` finding none.
+        self._maybe_due = False
         # Anchors by their CRC (see `anchors`).
         self._anchors: OrderedDict[int, BaseCandidate] = OrderedDict()
         # Figures for the benchmark: how often training ran and how long it took.
@@ -156,18 +163,28 @@ class Learner:
             found = self._anchors.get(anchors[0])
             return found if found is not None else self._anchors.get(anchors[1])
 
-    def stored(self, *, tool: str, digest: str, data: bytes, depth: int, anchors: tuple[int, int] | None) -> None:
+    def stored(
+        self,
+        *,
+        tool: str,
+        digest: str,
+        data: bytes,
+        depth: int,
+        anchors: tuple[int, int] | None,
+        stored_size: int = 0,
+    ) -> None:
         """
         Note a result just stored: a sample for its tool's dictionary if small, a base for later deltas if it may be.
 
         :param depth: How many deltas reading it goes through (0: it is no delta).
         :param anchors: `anchors(data)`.
+        :param stored_size: The bytes of the frame it was stored as.
         """
         with self._lock:
             if len(data) <= DICTIONARY_MAX_SIZE:
                 self._sample(tool, data)
             if depth < MAX_DELTA_DEPTH and anchors is not None:
-                candidate = BaseCandidate(digest, depth)
+                candidate = BaseCandidate(digest, depth, len(data), stored_size)
                 table = self._anchors
                 for anchor in anchors:
                     table[anchor] = candidate
@@ -194,21 +211,23 @@ class Learner:
                 return
             entry.dictionary = digest
             entry.trained_at = max(entry.trained_at, samples)
+            self._maybe_due = True
 
     def due(self) -> TrainingJob | None:
         """:returns: A training that is due (the first for a tool with enough samples, or a retraining), if any."""
+        if not self._maybe_due:
+            return None  # asked after every write: no tool reached its threshold since nothing was due last time
         with self._lock:
+            self._maybe_due = False
             for tool, entry in self._tools.items():
-                threshold = TRAIN_AFTER if entry.dictionary is None else entry.trained_at * RETRAIN_FACTOR
-                if entry.trained_at and entry.dictionary is None:
-                    threshold = entry.trained_at * RETRAIN_FACTOR  # trained once, and it did not pay
-                if entry.seen < threshold or entry.trained_at >= MAX_SAMPLES or entry.trainings >= 3:
+                if not _is_due(entry):
                     continue
                 entry.trained_at = entry.seen
                 entry.trainings += 1
                 samples = list(entry.samples)
                 holdout = max(1, int(len(samples) * HOLDOUT_SHARE)) if entry.dictionary is not None else 0
                 cut = len(samples) - holdout
+                self._maybe_due = True  # another tool may be due too
                 return TrainingJob(tool, samples[:cut], samples[cut:], entry.dictionary)
         return None
 
@@ -262,6 +281,8 @@ class Learner:
         if entry is None:
             return
         entry.seen += 1
+        if _is_due(entry):
+            self._maybe_due = True
         if entry.trained_at >= MAX_SAMPLES or entry.trainings >= 3:
             return  # no more training for this tool: its samples are not kept
         entry.samples.append(data)
@@ -281,6 +302,15 @@ class Learner:
             dropped = entry.samples.pop(0)
             entry.sample_bytes -= len(dropped)
             self._sample_bytes -= len(dropped)
+
+
+def _is_due(entry: _Tool) -> bool:
+    # The first training once TRAIN_AFTER results were seen, then at RETRAIN_FACTOR times as many as the last one
+    # (kept or not), up to MAX_SAMPLES and three trainings.
+    threshold = TRAIN_AFTER if entry.dictionary is None else entry.trained_at * RETRAIN_FACTOR
+    if entry.trained_at and entry.dictionary is None:
+        threshold = entry.trained_at * RETRAIN_FACTOR  # trained once, and it did not pay
+    return entry.seen >= threshold and entry.trained_at < MAX_SAMPLES and entry.trainings < 3
 
 
 def _compressed(samples: list[bytes], dictionary: zstandard.ZstdCompressionDict) -> int:

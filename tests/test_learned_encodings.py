@@ -365,6 +365,42 @@ def test_a_base_collected_meanwhile_makes_the_write_store_plain(backend: Backend
     assert backend.open(namespace="alice").read(again) == listing(1)
 
 
+def test_a_base_read_without_its_digest_check_is_never_used_again(backend: Backend) -> None:
+    """
+    A delta read decodes its base without hashing it (the delta's own digest is checked): a forged base makes the read
+    fail naming the base, and what was decoded from it is kept for nothing, not for the next write's delta.
+    """
+    writer = backend.open()
+    base = writer.write(key="1_pytest_call_a.txt", content=listing(0))
+    delta = writer.write(key="2_pytest_call_b.txt", content=listing(3))
+    assert encodings(backend)[digest_of(delta)] == ("delta", digest_of(base))
+    _damage_frame(backend, digest_of(base))
+    reader = backend.open()  # shares the writer's learner (its candidates), not its memory of verified content
+    for _ in range(2):
+        with pytest.raises(CorruptBlobError, match=f"needs its base {digest_of(base)}"):
+            reader.read(delta)
+    later = reader.write(key="3_pytest_call_c.txt", content=listing(5))
+    assert encodings(backend)[digest_of(later)][0] != "delta"
+    assert backend.open().read(later) == listing(5)
+    assert {digest for digest, _ in verify(backend.open()).corrupt} == {digest_of(base), digest_of(delta)}
+
+
+def test_a_stale_id_of_a_collected_base_never_names_another_blob(backend: Backend) -> None:
+    """The id this process remembers for a base is checked with its digest: another blob that took it is not needed."""
+    store = backend.open(namespace="alice")
+    store.write(key="1_pytest_call_a.txt", content=listing(0))
+    _age_everything(backend)
+    collect_garbage(backend.open(), namespace="alice", grace=timedelta(0))
+    assert backend.count("blobs") == 0
+    other = store.write(key="1_other_call_x.txt", content=listing(0, seed=5))  # may take the base's old id
+    again = store.write(key="2_pytest_call_b.txt", content=listing(1))
+    found = encodings(backend)
+    assert found[digest_of(again)][1] != digest_of(other)
+    assert found[digest_of(again)] == ("plain", None)
+    assert backend.open(namespace="alice").read(again) == listing(1)
+    assert verify(backend.open()).clean
+
+
 # --- Kills (SIGKILL, in real subprocesses) ----------------------------------------------------------------------------
 
 REPOSITORY = Path(__file__).resolve().parent.parent
