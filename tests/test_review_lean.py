@@ -1,0 +1,206 @@
+"""
+Review of migration 0011 (the leaner history): writers racing on PostgreSQL for the same new namespace and reference,
+the upgrade of hand-made 0010 rows, and what the views show.
+"""
+
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from casstore import ContentAddressedToolResultStore, ReferenceNotFoundError, SharedToolResultStore
+from casstore.index import milliseconds
+from casstore.maintenance import collect_garbage
+from casstore.postgres import GC_LOCK_KEY
+from casstore.prepared import prepare
+from tests.servers import S3Location
+from tests.store_backends import Backend, make_backend
+from tests.test_leaner_history import _as_of_0010
+
+_WRITERS = 8
+_ROUNDS = 6
+
+
+def _race(count: int, job: Callable[[int], None]) -> list[BaseException]:
+    """Run `job(i)` in `count` threads released at once; :returns: what they raised."""
+    barrier = threading.Barrier(count)
+    failures: list[BaseException] = []
+
+    def run(number: int) -> None:
+        try:
+            barrier.wait(timeout=60)
+            job(number)
+        except BaseException as error:
+            failures.append(error)
+
+    threads = [threading.Thread(target=run, args=(number,)) for number in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads)
+    return failures
+
+
+def test_duplicate_writes_racing_into_a_new_namespace_each_record_one_write(
+    postgres_url: str, s3_bucket_url: S3Location
+) -> None:
+    content = "a result every host has\n" * 20
+    prepared = prepare(key="x.txt", content=content)
+    with SharedToolResultStore(
+        index_url=postgres_url, blob_url=s3_bucket_url.url, blob_options=s3_bucket_url.options, namespace="seed"
+    ) as store:
+        reference = store.write(key="x.txt", content=content)
+    connections = [psycopg.connect(postgres_url, autocommit=True) for _ in range(_WRITERS)]
+    try:
+        for round_number in range(_ROUNDS):
+            namespace = f"fresh-{round_number}"
+
+            def record(number: int, namespace: str = namespace) -> None:
+                row = (
+                    connections[number]
+                    .execute(
+                        "SELECT casstore_record_stored_write(%s, %s, %s, %s, %s, %s, %s, %s)",
+                        (
+                            GC_LOCK_KEY,
+                            namespace,
+                            f"{number}.txt",
+                            prepared.digest,
+                            "text",
+                            len(content),
+                            reference,
+                            "-1 seconds",
+                        ),
+                    )
+                    .fetchone()
+                )
+                assert row == (True,)
+
+            assert _race(_WRITERS, record) == []
+        with psycopg.connect(postgres_url) as connection:
+            per_namespace = connection.execute(
+                "SELECT namespace, count(*), count(DISTINCT reference) FROM writes GROUP BY namespace ORDER BY 1"
+            ).fetchall()
+            references = connection.execute("SELECT count(*) FROM namespace_references").fetchone()
+            namespaces = connection.execute("SELECT count(*), count(DISTINCT namespace) FROM namespaces").fetchone()
+            orphans = connection.execute(
+                "SELECT count(*) FROM write_log w WHERE NOT EXISTS "
+                "(SELECT 1 FROM namespace_references r WHERE r.id = w.reference_id)"
+            ).fetchone()
+    finally:
+        for connection in connections:
+            connection.close()
+    expected = [(f"fresh-{n}", _WRITERS, 1) for n in range(_ROUNDS)] + [("seed", 1, 1)]
+    assert per_namespace == expected
+    assert references == (_ROUNDS + 1,)
+    assert namespaces == (_ROUNDS + 1, _ROUNDS + 1)
+    assert orphans == (0,)
+
+
+def test_new_content_racing_into_a_new_namespace_from_several_stores(
+    postgres_url: str, s3_bucket_url: S3Location
+) -> None:
+    stores = [
+        SharedToolResultStore(
+            index_url=postgres_url,
+            blob_url=s3_bucket_url.url,
+            blob_options=s3_bucket_url.options,
+            namespace="together",
+            learn=False,
+        )
+        for _ in range(_WRITERS)
+    ]
+    try:
+        for round_number in range(_ROUNDS):
+            content = f"new content of round {round_number}\n" * 30
+
+            def write(number: int, content: str = content) -> None:
+                stores[number].write(key=f"{number}.txt", content=content)
+
+            assert _race(_WRITERS, write) == []
+        with psycopg.connect(postgres_url) as connection:
+            rows = connection.execute(
+                "SELECT count(*), count(DISTINCT reference) FROM writes WHERE namespace = 'together'"
+            ).fetchone()
+            references = connection.execute("SELECT count(*) FROM namespace_references").fetchone()
+        assert rows == (_WRITERS * _ROUNDS, _ROUNDS)
+        assert references == (_ROUNDS,)
+        for store in stores:
+            for round_number in range(_ROUNDS):
+                content = f"new content of round {round_number}\n" * 30
+                assert store.read(prepare(key="a.txt", content=content).reference) == content
+    finally:
+        for store in stores:
+            store.close()
+
+
+def test_an_upgrade_keeps_text_and_binary_twins_extensions_and_hand_set_times(store_root: Path) -> None:
+    with ContentAddressedToolResultStore(store_root, namespace="a") as store:
+        written = [
+            (store.write(key="1.txt", content="twin"), "twin"),
+            (store.write(key="2.txt", content=b"twin"), b"twin"),  # the same bytes as binary
+            (store.write(key="3.md", content="twin"), "twin"),  # the same content under another extension
+            (store.write(key="4.tar.gz", content=b"dots" * 9), b"dots" * 9),
+            (store.write(key="5", content="no extension"), "no extension"),
+        ]
+    _as_of_0010(store_root)
+    hand_set = {1: "2024-05-06 07:08:09", 2: "2024-05-06 07:08:09.5", 3: "2024-05-06T07:08:09.123"}
+    with contextlib.closing(sqlite3.connect(store_root / "index.db")) as connection, connection:
+        for write_id, text in hand_set.items():
+            connection.execute("UPDATE writes SET written_at = ? WHERE id = ?", (text, write_id))
+        before = connection.execute("SELECT id, namespace, key, digest, kind, size, reference FROM writes").fetchall()
+        visible_before = sorted(connection.execute("SELECT * FROM visible_references").fetchall())
+    with ContentAddressedToolResultStore(store_root, namespace="a") as store:
+        for reference, content in written:
+            read_back = store.read(reference)
+            assert read_back == content and type(read_back) is type(content)
+    with contextlib.closing(sqlite3.connect(store_root / "index.db")) as connection:
+        after = connection.execute("SELECT id, namespace, key, digest, kind, size, reference FROM writes").fetchall()
+        visible_after = sorted(connection.execute("SELECT * FROM visible_references").fetchall())
+        times = dict(connection.execute("SELECT id, written_at FROM write_log"))
+    assert after == before and visible_after == visible_before
+    assert len({row[6] for row in after}) == len(written)
+    expected = {1: "2024-05-06 07:08:09.000", 2: "2024-05-06 07:08:09.500", 3: "2024-05-06 07:08:09.123"}
+    assert {write_id: times[write_id] for write_id in hand_set} == {
+        write_id: milliseconds(text) for write_id, text in expected.items()
+    }
+
+
+@pytest.fixture(params=["local", "shared"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    made = make_backend(request.param, request, tmp_path)
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+def test_a_reference_stays_visible_until_its_last_write_is_forgotten(backend: Backend) -> None:
+    a, b = backend.open(namespace="a"), backend.open(namespace="b")
+    shared = a.write(key="old.txt", content="shared result\n" * 10)
+    assert a.write(key="new.txt", content="shared result\n" * 10) == shared
+    assert b.write(key="old.txt", content="shared result\n" * 10) == shared
+    only_old = a.write(key="old2.txt", content="only old\n" * 10)
+    backend.execute("UPDATE writes SET written_at = '2020-01-01 00:00:00.000' WHERE key IN ('old.txt', 'old2.txt')")
+    assert backend.rows("SELECT count(*) FROM writes WHERE written_at < '2021'") == [(3,)]
+    collect_garbage(a, older_than=timedelta(days=1))
+    assert a.read(shared) == "shared result\n" * 10  # its newer write is kept
+    with pytest.raises(ReferenceNotFoundError):
+        b.read(shared)
+    with pytest.raises(ReferenceNotFoundError):
+        a.read(only_old)
+    assert backend.rows("SELECT namespace, reference FROM visible_references ORDER BY namespace") == [("a", shared)]
+    assert a.write(key="again.txt", content="shared result\n" * 10) == shared
+    collect_garbage(a, namespace="b")  # nothing of b's left: a's reference stays
+    assert a.read(shared) == "shared result\n" * 10
+    collect_garbage(a, max_size=0)
+    with pytest.raises(ReferenceNotFoundError):
+        a.read(shared)
+    assert backend.rows("SELECT count(*) FROM namespace_references") == [(0,)]
+    assert backend.rows("SELECT count(*) FROM write_log") == [(0,)]
+    assert backend.rows("SELECT namespace FROM namespaces ORDER BY 1") == [("a",), ("b",)]
