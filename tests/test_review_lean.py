@@ -204,3 +204,47 @@ def test_a_reference_stays_visible_until_its_last_write_is_forgotten(backend: Ba
     assert backend.rows("SELECT count(*) FROM namespace_references") == [(0,)]
     assert backend.rows("SELECT count(*) FROM write_log") == [(0,)]
     assert backend.rows("SELECT namespace FROM namespaces ORDER BY 1") == [("a",), ("b",)]
+
+
+# The docs' question "Every part of every offloaded result" (docs/index.md), as the page writes it.
+_PARTS_QUESTION = """
+SELECT o.tool_name, o.tool_call_id, part.value AS reference, w.size, b.stored_size, b.stored_in
+FROM offloads o, json_each(o.refs) part
+JOIN writes w ON w.reference = part.value AND w.namespace = o.namespace
+JOIN blobs b ON b.digest = w.digest
+GROUP BY o.id, part.key ORDER BY o.id
+"""
+
+
+def _steps_of_the_parts_question(root: Path, results: int) -> int:
+    """:returns: SQLite's virtual-machine steps (in thousands) for the docs' question over `results` offloads."""
+    with ContentAddressedToolResultStore(root, namespace="agent", learn=False) as store:
+        for number in range(results):
+            store.write(key=f"{number}_read_file_call_{number}.txt", content=f"result number {number}\n")
+    with contextlib.closing(sqlite3.connect(root / "index.db")) as connection:
+        with connection:
+            connection.execute(
+                "INSERT INTO offloads (compaction_id, namespace, tool_name, tool_call_id, refs, original_tokens, "
+                "saved_tokens, offloaded_at) SELECT 'c', namespace, 'read_file', key, json_array(reference), 10, 5, "
+                "written_at FROM writes"
+            )
+        steps = [0]
+
+        def count() -> int:
+            steps[0] += 1
+            return 0
+
+        connection.set_progress_handler(count, 1000)
+        rows = connection.execute(_PARTS_QUESTION).fetchall()
+        assert len(rows) == results
+        return steps[0]
+
+
+def test_the_docs_question_joining_offloads_to_writes_grows_linearly_with_the_history(tmp_path: Path) -> None:
+    """
+    Before 0011 SQLite looked each part's write up by `(reference, namespace)` (an automatic index on the table);
+    twice the history must cost about twice the steps, not four times (a scan of the namespace's references per part).
+    """
+    small = _steps_of_the_parts_question(tmp_path / "small", 600)
+    large = _steps_of_the_parts_question(tmp_path / "large", 1200)
+    assert large < 3 * small, (small, large)
