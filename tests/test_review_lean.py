@@ -6,14 +6,16 @@ the upgrade of hand-made 0010 rows, and what the views show.
 import contextlib
 import sqlite3
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
 import pytest
 
 from casstore import ContentAddressedToolResultStore, ReferenceNotFoundError, SharedToolResultStore
+from casstore.copying import copy_store
 from casstore.index import milliseconds
 from casstore.maintenance import collect_garbage
 from casstore.postgres import GC_LOCK_KEY
@@ -248,3 +250,67 @@ def test_the_docs_question_joining_offloads_to_writes_grows_linearly_with_the_hi
     small = _steps_of_the_parts_question(tmp_path / "small", 600)
     large = _steps_of_the_parts_question(tmp_path / "large", 1200)
     assert large < 3 * small, (small, large)
+
+
+def test_times_are_utc_whatever_the_postgresql_sessions_time_zone(postgres_url: str, s3_bucket_url: S3Location) -> None:
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        database = connection.execute("SELECT current_database()").fetchone()
+        assert database is not None
+        connection.execute(f"ALTER DATABASE \"{database[0]}\" SET timezone TO 'Asia/Kolkata'")
+    before = datetime.now(UTC).replace(tzinfo=None)
+    with SharedToolResultStore(
+        index_url=postgres_url, blob_url=s3_bucket_url.url, blob_options=s3_bucket_url.options, namespace="tz"
+    ) as store:
+        new = store.write(key="new.txt", content="new content\n" * 5)
+        store.write(key="again.txt", content="new content\n" * 5)  # the one-statement function
+        old = store.write(key="old.txt", content="old content\n" * 5)
+        after = datetime.now(UTC).replace(tzinfo=None)
+        with psycopg.connect(postgres_url, autocommit=True) as connection:
+            assert connection.execute("SHOW timezone").fetchone() == ("Asia/Kolkata",)
+            shown = connection.execute("SELECT key, written_at FROM writes ORDER BY id").fetchall()
+            connection.execute("UPDATE writes SET written_at = '2020-01-01 00:00:00.000' WHERE key = 'old.txt'")
+            moved = connection.execute("SELECT written_at FROM write_log WHERE key = 'old.txt'").fetchone()
+        for _, text in shown:
+            moment = datetime.fromisoformat(text)
+            assert before - timedelta(seconds=1) <= moment <= after + timedelta(seconds=1), (text, before, after)
+        assert moved == (milliseconds("2020-01-01 00:00:00.000"),)
+        collect_garbage(store, older_than=timedelta(hours=1))
+        assert store.read(new) == "new content\n" * 5
+        with pytest.raises(ReferenceNotFoundError):
+            store.read(old)
+
+
+def test_a_copy_from_postgresql_into_sqlite_and_on_keeps_every_write_and_time(
+    tmp_path: Path, postgres_url: str, s3_bucket_url: S3Location
+) -> None:
+    question = "SELECT namespace, key, digest, kind, size, reference, written_at FROM writes"
+    written: dict[str, list[tuple[str, str | bytes]]] = {}
+    for namespace in ("alice", "bob"):
+        with SharedToolResultStore(
+            index_url=postgres_url, blob_url=s3_bucket_url.url, blob_options=s3_bucket_url.options, namespace=namespace
+        ) as store:
+            contents: list[tuple[str, str | bytes]] = [("1.txt", "twin"), ("2.txt", b"twin"), ("3.md", "twin")]
+            for key, content in [*contents, ("4.tar.gz", "dots")]:
+                written.setdefault(namespace, []).append((store.write(key=key, content=content), content))
+    with psycopg.connect(postgres_url) as connection:
+        shared_rows = Counter(tuple(row) for row in connection.execute(question).fetchall())
+    for target_root in (tmp_path / "first", tmp_path / "second"):
+        source_of = (
+            SharedToolResultStore(
+                index_url=postgres_url, blob_url=s3_bucket_url.url, blob_options=s3_bucket_url.options
+            )
+            if target_root.name == "first"
+            else ContentAddressedToolResultStore(tmp_path / "first")
+        )
+        with source_of as source, ContentAddressedToolResultStore(target_root) as target:
+            first = copy_store(source, target)
+            again = copy_store(source, target)
+        assert first.writes_copied == 8 and again.writes_copied == 0 and first.complete
+        with contextlib.closing(sqlite3.connect(target_root / "index.db")) as connection:
+            assert Counter(tuple(row) for row in connection.execute(question).fetchall()) == shared_rows
+            assert connection.execute("SELECT count(*) FROM namespace_references").fetchone() == (8,)
+        for namespace, pairs in written.items():
+            with ContentAddressedToolResultStore(target_root, namespace=namespace) as store:
+                for reference, content in pairs:
+                    read_back = store.read(reference)
+                    assert read_back == content and type(read_back) is type(content)
