@@ -314,3 +314,13 @@ def test_a_copy_from_postgresql_into_sqlite_and_on_keeps_every_write_and_time(
                 for reference, content in pairs:
                     read_back = store.read(reference)
                     assert read_back == content and type(read_back) is type(content)
+
+
+def test_changing_another_column_with_written_at_is_refused_and_changes_nothing(backend: Backend) -> None:
+    """docs/index.md: the views cannot be written to, except `written_at`; PostgreSQL's trigger refuses the rest."""
+    store = backend.open(namespace="a")
+    store.write(key="kept.txt", content="a result\n")
+    before = backend.rows("SELECT id, namespace, key, written_at FROM writes")
+    with pytest.raises((sqlite3.DatabaseError, psycopg.Error)):
+        backend.execute("UPDATE writes SET key = 'changed.txt', written_at = '2020-01-01 00:00:00.000'")
+    assert backend.rows("SELECT id, namespace, key, written_at FROM writes") == before
