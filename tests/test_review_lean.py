@@ -20,6 +20,7 @@ from casstore.index import milliseconds
 from casstore.maintenance import collect_garbage
 from casstore.postgres import GC_LOCK_KEY
 from casstore.prepared import prepare
+from casstore.repository import repository_of
 from tests.servers import S3Location
 from tests.store_backends import Backend, make_backend
 from tests.test_leaner_history import _as_of_0010
@@ -324,3 +325,47 @@ def test_changing_another_column_with_written_at_is_refused_and_changes_nothing(
     with pytest.raises((sqlite3.DatabaseError, psycopg.Error)):
         backend.execute("UPDATE writes SET key = 'changed.txt', written_at = '2020-01-01 00:00:00.000'")
     assert backend.rows("SELECT id, namespace, key, written_at FROM writes") == before
+
+
+def test_two_copies_of_the_same_results_in_other_orders_into_one_postgresql_index_both_land(
+    postgres_url: str, s3_bucket_url: S3Location
+) -> None:
+    """
+    Two hosts copy their stores into one shared store at once; they wrote the same results in other orders. Before
+    0011 a batch made its references visible in digest order, so two batches never waited on each other in a cycle.
+    """
+    results = 300
+    stores = [
+        SharedToolResultStore(
+            index_url=postgres_url,
+            blob_url=s3_bucket_url.url,
+            blob_options=s3_bucket_url.options,
+            namespace="seed",
+            learn=False,
+        )
+        for _ in range(2)
+    ]
+    try:
+        rows: list[tuple[str, str, str, str, int, str, str]] = []
+        for number in range(results):
+            content = f"result {number}\n"
+            reference = stores[0].write(key=f"{number}.txt", content=content)
+            digest = prepare(key=f"{number}.txt", content=content).digest
+            rows.append(("agent", f"{number}.txt", digest, "text", len(content), reference, "2026-01-01 00:00:00.000"))
+        with SharedToolResultStore(
+            index_url=postgres_url, blob_url=s3_bucket_url.url, blob_options=s3_bucket_url.options, namespace="agent"
+        ) as agent:
+            agent.write(key="earlier.txt", content="the namespace has a history already")
+        batches = [rows, rows[::-1]]
+
+        def copy(number: int) -> None:
+            repository_of(stores[number]).import_writes(batches[number])
+
+        failures = _race(2, copy)
+        assert failures == [], failures
+        with psycopg.connect(postgres_url) as connection:
+            counted = connection.execute("SELECT count(*) FROM writes WHERE namespace = 'agent'").fetchone()
+        assert counted == (2 * results + 1,)
+    finally:
+        for store in stores:
+            store.close()
