@@ -23,7 +23,7 @@ from casstore.prepared import prepare
 from casstore.repository import repository_of
 from tests.servers import S3Location
 from tests.store_backends import Backend, make_backend
-from tests.test_leaner_history import _as_of_0010
+from tests.test_leaner_history import _as_of_0010, _postgres_as_of_0010
 
 _WRITERS = 8
 _ROUNDS = 6
@@ -369,3 +369,39 @@ def test_two_copies_of_the_same_results_in_other_orders_into_one_postgresql_inde
     finally:
         for store in stores:
             store.close()
+
+
+def test_a_shared_index_of_0010_with_twins_and_hand_set_times_upgrades_in_a_non_utc_session(
+    postgres_url: str, s3_bucket_url: S3Location
+) -> None:
+    def shared() -> SharedToolResultStore:
+        return SharedToolResultStore(
+            index_url=postgres_url, blob_url=s3_bucket_url.url, blob_options=s3_bucket_url.options, namespace="a"
+        )
+
+    contents: list[tuple[str, str | bytes]] = [("1.txt", "twin"), ("2.txt", b"twin"), ("3.md", "twin"), ("4", "x")]
+    with shared() as store:
+        written = [(store.write(key=key, content=content), content) for key, content in contents]
+    _postgres_as_of_0010(postgres_url)
+    hand_set = {1: "2024-05-06 07:08:09", 2: "2024-05-06 07:08:09.5", 3: "2024-05-06T07:08:09.123"}
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        for write_id, text in hand_set.items():
+            connection.execute("UPDATE writes SET written_at = %s WHERE id = %s", (text, write_id))
+        database = connection.execute("SELECT current_database()").fetchone()
+        assert database is not None
+        connection.execute(f"ALTER DATABASE \"{database[0]}\" SET timezone TO 'America/St_Johns'")
+        before = connection.execute("SELECT id, namespace, key, digest, kind, size, reference FROM writes").fetchall()
+    with shared() as store:
+        for reference, content in written:
+            read_back = store.read(reference)
+            assert read_back == content and type(read_back) is type(content)
+    with psycopg.connect(postgres_url) as connection:
+        after = connection.execute(
+            "SELECT id, namespace, key, digest, kind, size, reference FROM writes ORDER BY id"
+        ).fetchall()
+        times: dict[int, int] = dict(connection.execute("SELECT id, written_at FROM write_log").fetchall())
+    assert sorted(after) == sorted(before)
+    expected = {1: "2024-05-06 07:08:09.000", 2: "2024-05-06 07:08:09.500", 3: "2024-05-06 07:08:09.123"}
+    assert {write_id: times[write_id] for write_id in hand_set} == {
+        write_id: milliseconds(text) for write_id, text in expected.items()
+    }
