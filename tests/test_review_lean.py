@@ -405,3 +405,48 @@ def test_a_shared_index_of_0010_with_twins_and_hand_set_times_upgrades_in_a_non_
     assert {write_id: times[write_id] for write_id in hand_set} == {
         write_id: milliseconds(text) for write_id, text in expected.items()
     }
+
+
+def test_duplicate_writes_racing_for_a_new_reference_of_an_existing_namespace_each_record_one_write(
+    postgres_url: str, s3_bucket_url: S3Location
+) -> None:
+    """The function's second conflict: the namespace is there, the reference is made by several writers at once."""
+    contents = [f"result {number} every host has\n" * 20 for number in range(_ROUNDS)]
+    with SharedToolResultStore(
+        index_url=postgres_url, blob_url=s3_bucket_url.url, blob_options=s3_bucket_url.options, namespace="seed"
+    ) as store:
+        references = [store.write(key="x.txt", content=content) for content in contents]
+    with SharedToolResultStore(
+        index_url=postgres_url, blob_url=s3_bucket_url.url, blob_options=s3_bucket_url.options, namespace="team"
+    ) as store:
+        store.write(key="earlier.txt", content="the namespace has a history already")
+    connections = [psycopg.connect(postgres_url, autocommit=True) for _ in range(_WRITERS)]
+    try:
+        for content, reference in zip(contents, references, strict=True):
+            digest = prepare(key="x.txt", content=content).digest
+
+            def record(number: int, digest: str = digest, reference: str = reference, size: int = len(content)) -> None:
+                row = (
+                    connections[number]
+                    .execute(
+                        "SELECT casstore_record_stored_write(%s, %s, %s, %s, %s, %s, %s, %s)",
+                        (GC_LOCK_KEY, "team", f"{number}.txt", digest, "text", size, reference, "-1 seconds"),
+                    )
+                    .fetchone()
+                )
+                assert row == (True,)
+
+            assert _race(_WRITERS, record) == []
+        with psycopg.connect(postgres_url) as connection:
+            counted = connection.execute(
+                "SELECT count(*), count(DISTINCT reference) FROM writes WHERE namespace = 'team'"
+            ).fetchone()
+            made = connection.execute(
+                "SELECT count(*) FROM namespace_references r JOIN namespaces n ON n.id = r.namespace_id "
+                "WHERE n.namespace = 'team'"
+            ).fetchone()
+    finally:
+        for connection in connections:
+            connection.close()
+    assert counted == (_WRITERS * _ROUNDS + 1, _ROUNDS + 1)
+    assert made == (_ROUNDS + 1,)
