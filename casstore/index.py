@@ -119,8 +119,12 @@ def import_writes(work: UnitOfWork, rows: Sequence[tuple[str, str, str, str, int
     :param rows: `(namespace, key, digest, kind, size, reference, written_at)` for each write, as `writes` holds them.
     """
     connection = work.connection
+    # Namespaces, then references, each in one order (as before 0011 a batch made its references visible in digest
+    # order): two batches at once (two copies into one PostgreSQL index) then never wait on each other in a cycle.
+    for namespace in sorted({row[0] for row in rows}):
+        work.change(_ADD_NAMESPACE_SQL, (namespace, namespace))
     references: dict[tuple[str, str], int] = {}
-    for namespace, _, digest, _, size, reference, _ in rows:
+    for digest, namespace, reference, size in sorted({(row[2], row[0], row[5], row[4]) for row in rows}):
         if (namespace, reference) in references:
             continue
         binary, extension = reference_kind(reference)
