@@ -1,5 +1,5 @@
 """
-Review of migration 0011 (the leaner history): writers racing on PostgreSQL for the same new namespace and reference,
+Migration 0011 (the leaner history) at its edges: writers racing on PostgreSQL for the same new namespace and reference,
 the upgrade of hand-made 0010 rows, and what the views show.
 """
 
