@@ -23,11 +23,10 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from casstore import ContentAddressedToolResultStore, SharedToolResultStore, search_index
+from casstore import ContentAddressedToolResultStore, search_index
 from casstore.cli import cli
 from casstore.compactor import make_search_tool
 from casstore.maintenance import collect_garbage, verify
-from tests.servers import S3Location
 
 
 def _rows(root: Path, sql: str) -> list[tuple[Any, ...]]:
@@ -95,23 +94,6 @@ def test_casstore_search_index_indexes_an_existing_store_and_goes_on_where_it_st
     with ContentAddressedToolResultStore(store_root, namespace="alice") as store:
         assert _found(store, "token0042x") == [references[42]]
         assert verify(store).search_documents_checked == 1_200
-
-
-def test_the_shared_store_refuses_the_switch_clearly() -> None:
-    with pytest.raises(ValueError, match="SharedToolResultStore has no search index yet"):
-        SharedToolResultStore(index_url="postgresql://nobody@127.0.0.1:1/none", blob_url="file:///x", search_index=True)
-
-
-def test_the_shared_store_has_no_search_and_the_tool_says_so(postgres_url: str, s3_bucket_url: S3Location) -> None:
-    with SharedToolResultStore(index_url=postgres_url, blob_url=s3_bucket_url.url, namespace="alice") as store:
-        store.write(key="a.txt", content="some text to find")
-        assert not store.search(terms=["text"]).enabled
-        assert make_search_tool(store).invoke(query="text").startswith("This store has no search index")
-        assert verify(store).ok  # nothing of a search index to check
-    result = CliRunner().invoke(
-        cli, ["search-index", "--index", postgres_url, "--blobs", s3_bucket_url.url], catch_exceptions=False
-    )
-    assert result.exit_code != 0 and "only a local store (--root) has one" in result.output
 
 
 # Namespaces: nothing of another namespace is seen, counted or ranked.
