@@ -8,6 +8,10 @@ the text it holds, so a search reads from the object store only the hits it show
 
 A look-up is bounded by `statement_timeout`, set for the search's own read-only transaction to what is left of its
 deadline: PostgreSQL cancels a statement still running then, and nothing was changed.
+
+`pg_trgm` makes trigrams of letters and digits only (of ASCII letters, on a database whose locale is C): a term's
+punctuation narrows nothing, so `get_user` has the candidates of `get` and `user`, and a term of punctuation alone
+(`-=-`) of every text; PostgreSQL's recheck keeps the answer exact, and the deadline bounds its time.
 """
 
 import time
@@ -23,10 +27,12 @@ from casstore.postgres_schema import MIGRATION_LOCK_KEY
 from casstore.search_index import SearchTimeout
 
 _TRIGRAM_INDEX = "search_text_trigrams"
+# The matches first, through the trigram index (materialized, so the planner cannot turn it into a loop over the
+# namespace's entries that rechecks each text), then the namespace's entries of them, the shortest first.
 _CANDIDATES_SQL = """
-    SELECT e.document, e.size, e.tiebreak, count(*) OVER () FROM search_text s
-    JOIN search_entries e ON e.namespace = %s AND e.document = s.id
-    WHERE s.body LIKE %s
+    WITH matches AS MATERIALIZED (SELECT id FROM search_text WHERE body LIKE %s)
+    SELECT e.document, e.size, e.tiebreak, count(*) OVER () FROM matches m
+    JOIN search_entries e ON e.namespace = %s AND e.document = m.id
     ORDER BY e.size, e.tiebreak LIMIT %s
 """
 # The shortest a statement timeout is set to: PostgreSQL reads 0 as "no timeout".
@@ -85,7 +91,12 @@ class TrigramText:
                 f"This PostgreSQL user may not create the pg_trgm extension ({error}): have the database's owner or a "
                 f"superuser run CREATE EXTENSION pg_trgm in it, then turn search on again. Nothing was changed."
             ) from error
-        connection.execute(f"CREATE INDEX IF NOT EXISTS {_TRIGRAM_INDEX} ON search_text USING gin (body gin_trgm_ops)")
+        # Without GIN's pending list: inserts cost more (after the write's commit, in the writer's batches), and the
+        # index stays a third of the size it grows to with one (measured: docs/search.md).
+        connection.execute(
+            f"CREATE INDEX IF NOT EXISTS {_TRIGRAM_INDEX} ON search_text USING gin (body gin_trgm_ops) "
+            "WITH (fastupdate = off)"
+        )
 
     def add_text(self, work: UnitOfWork, *, document: int, text: str) -> None:
         """Add a document's folded text (and so its trigrams)."""
@@ -123,7 +134,7 @@ class TrigramText:
     def term_candidates(self, connection: Any, *, namespace: str, term: str, limit: int) -> list[tuple[Any, ...]]:
         """:returns: `(document, size, tiebreak, matches in all)` of the namespace's documents holding `term`."""
         rows: list[tuple[Any, ...]] = connection.raw.execute(
-            _CANDIDATES_SQL, (namespace, like_pattern(term), limit)
+            _CANDIDATES_SQL, (like_pattern(term), namespace, limit)
         ).fetchall()
         return rows
 
@@ -134,7 +145,9 @@ class TrigramText:
         left = max(_LEAST_TIMEOUT_MS, int((deadline - time.monotonic()) * 1000))
         raw.execute("BEGIN READ ONLY")
         try:
-            raw.execute(f"SET LOCAL statement_timeout = {left}")
+            # Sequential scans off: a table of few, large texts looks cheaper to scan than to look up, but every text
+            # scanned is decompressed and searched, where the trigram index hands over only its candidates.
+            raw.execute(f"SET LOCAL statement_timeout = {left}; SET LOCAL enable_seqscan = off", prepare=False)
             yield
         except psycopg.errors.QueryCanceled as error:
             raise SearchTimeout(str(error)) from error
