@@ -465,10 +465,15 @@ def candidates(
     """
     found: dict[int, tuple[int, int, set[int]]] = {}
     per_term = []
+    single: list[Candidate] = []
     with engine.bounded(connection, deadline):
         for position, term in enumerate(terms):
             rows = engine.term_candidates(connection, namespace=namespace, term=term, limit=MAX_CANDIDATES_PER_TERM)
             per_term.append(rows[0][3] if rows else 0)
+            if len(terms) == 1:  # the common case: no union to make, one set of terms for all (a search's hot loop)
+                only = frozenset((0,))
+                single = [Candidate(row[0], row[1], row[2], only) for row in rows]
+                continue
             for document, size, order, _ in rows:
                 entry = found.get(document)
                 if entry is None:
@@ -480,6 +485,8 @@ def candidates(
     statistics = NamespaceStatistics(
         documents=int(count), characters=int(characters), candidates_per_term=tuple(per_term)
     )
+    if len(terms) == 1:
+        return single, statistics
     listed = [
         Candidate(document=document, size=size, tiebreak=order, terms=frozenset(positions))
         for document, (size, order, positions) in found.items()
@@ -648,6 +655,16 @@ def digest_of(connection: Any, document: int) -> str | None:
     """:returns: The digest of the blob `document` indexes, or None if it is gone."""
     row = connection.execute("SELECT digest FROM search_documents WHERE id = ?", (document,)).fetchone()
     return row[0] if row else None
+
+
+def digests_of(connection: Any, documents: Sequence[int]) -> dict[int, str]:
+    """:returns: The digests of those of `documents` that still exist."""
+    found: dict[int, str] = {}
+    for start in range(0, len(documents), 500):
+        chunk = list(documents[start : start + 500])
+        marks = ", ".join("?" for _ in chunk)
+        found.update(connection.execute(f"SELECT id, digest FROM search_documents WHERE id IN ({marks})", chunk))
+    return found
 
 
 def documents_of(connection: Any, digests: set[str]) -> set[int]:

@@ -181,6 +181,7 @@ def test_gc_removes_what_it_deletes_from_the_search_index(store_root: Path, inli
         old.write(key="a.txt", content="goes away with gc: quux")
     with ContentAddressedToolResultStore(store_root, namespace="new", search_index=True, inline_max=inline_max) as new:
         kept = new.write(key="b.txt", content="stays: quux")
+        assert _found(new, "quux") == [kept]  # indexed now: a search indexes what is pending first
         _as_long_ago(store_root)
         report = collect_garbage(new, namespace="old", grace=timedelta(0))
         assert report.blobs_deleted == 1
@@ -325,3 +326,50 @@ def test_a_sigkilled_search_index_build_is_rebuildable(store_root: Path) -> None
         assert indexed == len(references) - partial
         assert _found(store, "needle02321z") == [references[2321]]
         assert verify(store).ok
+
+
+# Indexing after the commit: a write leaves a pending row; batches, searches and builds index it.
+
+
+def test_a_write_leaves_a_pending_row_that_a_batch_indexes(store_root: Path) -> None:
+    batch = search_index.WrittenTexts.BATCH_RESULTS
+    with ContentAddressedToolResultStore(store_root, namespace="alice", search_index=True) as store:
+        first = store.write(key="0.txt", content="pending result number 0")
+        assert _rows(store_root, "SELECT namespace, count(*) FROM search_pending GROUP BY namespace") == [("alice", 1)]
+        assert _rows(store_root, "SELECT count(*) FROM search_documents") == [(0,)]
+        for number in range(1, batch):
+            store.write(key=f"{number}.txt", content=f"pending result number {number}")
+        # The batch's write indexed all of them after its commit, with no search asking.
+        assert _rows(store_root, "SELECT count(*) FROM search_pending") == [(0,)]
+        assert _rows(store_root, "SELECT count(*) FROM search_documents") == [(batch,)]
+        assert _found(store, "number 0") == [first]
+
+
+def test_another_process_finds_what_a_writer_has_not_indexed_yet(store_root: Path) -> None:
+    with ContentAddressedToolResultStore(store_root, namespace="alice", search_index=True) as writer:
+        reference = writer.write(key="1_t_c.txt", content="written, committed, not indexed yet: frobnicate")
+        script = textwrap.dedent(
+            """
+            import sys
+            from casstore import ContentAddressedToolResultStore
+            with ContentAddressedToolResultStore(sys.argv[1], namespace="alice") as store:
+                print(*[hit.reference for hit in store.search(terms=["frobnicate"]).hits])
+            """
+        )
+        found = subprocess.run(
+            [sys.executable, "-c", script, str(store_root)], capture_output=True, text=True, check=True
+        ).stdout.split()
+        assert found == [reference]  # the search indexed the pending row from the blob
+        writer.write(key="2_t_c.txt", content="another")
+        assert _found(writer, "frobnicate") == [reference]  # the writer's own batch found its row taken: no repeat
+        assert _rows(store_root, "SELECT count(*) FROM search_documents") == [(2,)]
+        assert writer.repository.check_search_index().consistent
+
+
+def test_a_forgotten_write_leaves_no_pending_row_behind(store_root: Path) -> None:
+    with ContentAddressedToolResultStore(store_root, namespace="alice", search_index=True) as store:
+        store.write(key="a.txt", content="forgotten before it was indexed")
+        collect_garbage(store, namespace="alice", grace=timedelta(0))
+        assert _rows(store_root, "SELECT count(*) FROM search_pending") == [(0,)]
+        assert _found(store, "forgotten") == []
+        assert store.repository.check_search_index().consistent

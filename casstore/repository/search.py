@@ -188,6 +188,9 @@ class SearchIndexing(RepositoryCore):
         found: list[tuple[search_index.Candidate, str, dict[int, int]]] = []
         read = unreadable = bytes_read = 0
         timed_out = False
+        # The digests of the candidates within the budget, in one look-up (the rest, if read, one by one).
+        with self._index() as connection:
+            digests = search_index.digests_of(connection, [candidate.document for candidate in ordered[:budget]])
         for candidate in ordered:
             if read >= budget and len(found) >= limit:
                 break  # past the budget, reading goes on only while too few hits were found (bounded by bytes)
@@ -200,7 +203,7 @@ class SearchIndexing(RepositoryCore):
             bytes_read += candidate.size
             try:
                 with self._index() as connection:
-                    digest = search_index.digest_of(connection, candidate.document)
+                    digest = digests.get(candidate.document) or search_index.digest_of(connection, candidate.document)
                     if digest is None:
                         continue  # collected meanwhile
                     location = self._blobs.locate(connection, digest)
