@@ -59,6 +59,20 @@ _FTS5_CANDIDATES_SQL = """
     WHERE search_text MATCH ?
     ORDER BY e.size, e.tiebreak LIMIT ?
 """
+# A term found in many documents (of any namespace: this only chooses the plan, never the answer): the namespace's
+# matches are counted, and its shortest are taken by walking its entries in size order (migration 0012's index),
+# keeping those among the matches, instead of sorting every match. Both plans give the same rows.
+_FTS5_MATCHES_SQL = "SELECT count(*) FROM search_text WHERE search_text MATCH ?"
+_FTS5_MANY_MATCHES = 2_000
+_FTS5_COUNT_SQL = """
+    SELECT count(*) FROM search_text s CROSS JOIN search_entries e ON e.namespace = ? AND e.document = s.rowid
+    WHERE search_text MATCH ?
+"""
+_FTS5_SHORTEST_SQL = """
+    SELECT e.document, e.size, e.tiebreak FROM search_entries e INDEXED BY search_entries_in_order
+    WHERE e.namespace = ? AND e.document IN (SELECT rowid FROM search_text WHERE search_text MATCH ?)
+    ORDER BY e.size, e.tiebreak LIMIT ?
+"""
 _DOCUMENT_COUNT_SQL = "SELECT documents, bytes FROM search_namespaces WHERE namespace = ?"
 # A repeat in the namespace changes nothing (the entry keeps the first write), so it dirties no page.
 _ADD_ENTRY_SQL = """
@@ -556,10 +570,13 @@ class Fts5Text:
 
     def term_candidates(self, connection: Any, *, namespace: str, term: str, limit: int) -> list[tuple[Any, ...]]:
         """:returns: `(document, size, tiebreak, candidates in all)` of documents holding every trigram of `term`."""
-        rows: list[tuple[Any, ...]] = connection.execute(
-            _FTS5_CANDIDATES_SQL, (namespace, term_query(term), limit)
-        ).fetchall()
-        return rows
+        query = term_query(term)
+        (matches,) = connection.execute(_FTS5_MATCHES_SQL, (query,)).fetchone()
+        if matches <= _FTS5_MANY_MATCHES:
+            rows: list[tuple[Any, ...]] = connection.execute(_FTS5_CANDIDATES_SQL, (namespace, query, limit)).fetchall()
+            return rows
+        (count,) = connection.execute(_FTS5_COUNT_SQL, (namespace, query)).fetchone()
+        return [(*row, count) for row in connection.execute(_FTS5_SHORTEST_SQL, (namespace, query, limit))]
 
     def bounded(self, connection: Any, deadline: float) -> AbstractContextManager[None]:
         """:returns: A context in which every statement stops at `deadline` (`SearchTimeout`)."""

@@ -9,3 +9,7 @@ CREATE TABLE search_pending (
     write_id INTEGER NOT NULL,                               -- writes.id: the namespace's first write of it since
     PRIMARY KEY (namespace, digest)
 ) WITHOUT ROWID;
+
+-- A namespace's entries in the order a search reads them (shortest first): a term found in many documents takes its
+-- shortest candidates by walking this index, instead of sorting every match (casstore/search_index.py).
+CREATE INDEX search_entries_in_order ON search_entries (namespace, size, tiebreak);

@@ -373,3 +373,27 @@ def test_a_forgotten_write_leaves_no_pending_row_behind(store_root: Path) -> Non
         assert _rows(store_root, "SELECT count(*) FROM search_pending") == [(0,)]
         assert _found(store, "forgotten") == []
         assert store.repository.check_search_index().consistent
+
+
+def test_a_term_in_many_documents_takes_the_same_candidates_by_either_plan(store_root: Path) -> None:
+    # Past `_FTS5_MANY_MATCHES` matches, the shortest are taken by walking the namespace's entries in size order
+    # instead of sorting every match: the rows (and their count) must be the same, whatever another namespace holds.
+    chooser = random.Random(14)
+    with (
+        ContentAddressedToolResultStore(store_root, namespace="alice", search_index=True) as alice,
+        ContentAddressedToolResultStore(store_root, namespace="bob", search_index=True) as bob,
+    ):
+        for number in range(2_600):
+            writer = alice if number % 3 else bob
+            writer.write(key=f"{number}.txt", content=f"common {number} " + "x" * chooser.randint(0, 400))
+        alice.search(terms=["zzz"])
+        bob.search(terms=["zzz"])
+    with closing(sqlite3.connect(store_root / "index.db")) as connection:
+        query = search_index.term_query("common")
+        assert connection.execute(search_index._FTS5_MATCHES_SQL, (query,)).fetchone()[0] > (
+            search_index._FTS5_MANY_MATCHES
+        )
+        for namespace in ("alice", "bob"):
+            walked = search_index.FTS5_TEXT.term_candidates(connection, namespace=namespace, term="common", limit=500)
+            sorted_rows = connection.execute(search_index._FTS5_CANDIDATES_SQL, (namespace, query, 500)).fetchall()
+            assert walked == sorted_rows and len(walked) == 500

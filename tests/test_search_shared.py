@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from casstore import SharedToolResultStore
+from casstore import SearchUnavailableError, SharedToolResultStore
 from casstore.compactor import make_search_tool
 from casstore.maintenance import collect_garbage, verify
 from tests.servers import S3Location
@@ -231,3 +231,26 @@ def test_a_sigkilled_shared_writer_leaves_the_index_consistent(postgres_url: str
             assert _found(store, f"marker{seed}x{number:06}y") == [reference]
         assert verify(store).ok
     assert _rows(postgres_url, "SELECT count(*) FROM search_pending") == [(0,)]
+
+
+def test_a_user_who_may_not_create_pg_trgm_gets_a_clear_error(postgres_url: str, s3_bucket_url: S3Location) -> None:
+    _open(postgres_url, s3_bucket_url).close()  # the schema, made by its owner
+    password = "limited-password"
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE limited LOGIN PASSWORD '{password}'")
+        admin.execute("GRANT ALL ON ALL TABLES IN SCHEMA public TO limited")
+        admin.execute("GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO limited")
+        admin.execute("GRANT ALL ON ALL FUNCTIONS IN SCHEMA public TO limited")
+    limited_url = re.sub(r"//[^@]+@", f"//limited:{password}@", postgres_url)
+    with pytest.raises(SearchUnavailableError, match="may not create the pg_trgm extension"):
+        _open(limited_url, s3_bucket_url, search_index=True)
+    assert _rows(postgres_url, "SELECT count(*) FROM search_state") == [(0,)]  # nothing was changed
+    assert _rows(postgres_url, "SELECT count(*) FROM pg_extension WHERE extname = 'pg_trgm'") == [(0,)]
+    with _open(limited_url, s3_bucket_url) as store:  # without search, the same user writes and reads as ever
+        reference = store.write(key="a.txt", content="still writable")
+        assert store.read(reference) == "still writable"
+        assert not store.search(terms=["writable"]).enabled
+    environment = {**os.environ, **s3_bucket_url.env}
+    command = [sys.executable, "-m", "casstore", "search-index", "--index", limited_url, "--blobs", s3_bucket_url.url]
+    result = subprocess.run(command, capture_output=True, text=True, env=environment, check=False)
+    assert result.returncode == 1 and "CREATE EXTENSION pg_trgm" in result.stderr

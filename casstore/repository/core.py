@@ -215,8 +215,11 @@ class RepositoryCore:
             with self._index() as connection:
                 if search_index.is_enabled(connection):
                     return
-            with self._database.transaction() as work:
-                search_index.enable(work, self._search_text)
+            try:
+                with self._database.transaction() as work:
+                    search_index.enable(work, self._search_text)
+            except self._database.failures as error:
+                raise self._engine_failed(error) from error
 
     def close(self) -> None:
         """

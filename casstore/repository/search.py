@@ -72,7 +72,10 @@ class SearchIndexing(RepositoryCore):
             with self._index() as connection:
                 if not search_index.is_enabled(connection):
                     return SearchOutcome(enabled=False)
-            pending = self._catch_up(namespace=namespace, deadline=deadline)
+            try:
+                pending = self._catch_up(namespace=namespace, deadline=deadline)
+            except self._database.failures as error:
+                raise self._engine_failed(error) from error
             try:
                 with self._index() as connection:
                     allowed = (
@@ -386,11 +389,14 @@ class SearchIndexing(RepositoryCore):
             if not rows:
                 return 0
             texts = [(entry, self._stored_text(entry.digest, written_as_text=entry.written_as_text)) for entry in rows]
-            with self._database.transaction() as work:
-                for entry, text in texts:
-                    search_index.index_pending(
-                        work, self._search_text, namespace=entry.namespace, digest=entry.digest, text=text
-                    )
+            try:
+                with self._database.transaction() as work:
+                    for entry, text in texts:
+                        search_index.index_pending(
+                            work, self._search_text, namespace=entry.namespace, digest=entry.digest, text=text
+                        )
+            except self._database.conflicts:
+                break  # PostgreSQL broke a deadlock with another process indexing them: they stay pending, counted
         with self._index() as connection:
             return search_index.pending_count(connection, namespace=namespace)
 
