@@ -64,6 +64,9 @@ _FTS5_CANDIDATES_SQL = """
 # keeping those among the matches, instead of sorting every match. Both plans give the same rows.
 _FTS5_MATCHES_SQL = "SELECT count(*) FROM search_text WHERE search_text MATCH ?"
 _FTS5_MANY_MATCHES = 2_000
+# Of such a term, the shortest this many are handed over (all are counted): its trigrams are common, so its
+# candidates mostly hold it, and a search reads a few dozen of them.
+_FTS5_MANY_CANDIDATES = 300
 _FTS5_COUNT_SQL = """
     SELECT count(*) FROM search_text s CROSS JOIN search_entries e ON e.namespace = ? AND e.document = s.rowid
     WHERE search_text MATCH ?
@@ -576,7 +579,8 @@ class Fts5Text:
             rows: list[tuple[Any, ...]] = connection.execute(_FTS5_CANDIDATES_SQL, (namespace, query, limit)).fetchall()
             return rows
         (count,) = connection.execute(_FTS5_COUNT_SQL, (namespace, query)).fetchone()
-        return [(*row, count) for row in connection.execute(_FTS5_SHORTEST_SQL, (namespace, query, limit))]
+        shortest = connection.execute(_FTS5_SHORTEST_SQL, (namespace, query, min(limit, _FTS5_MANY_CANDIDATES)))
+        return [(*row, count) for row in shortest]
 
     def bounded(self, connection: Any, deadline: float) -> AbstractContextManager[None]:
         """:returns: A context in which every statement stops at `deadline` (`SearchTimeout`)."""

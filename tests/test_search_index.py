@@ -395,5 +395,6 @@ def test_a_term_in_many_documents_takes_the_same_candidates_by_either_plan(store
         )
         for namespace in ("alice", "bob"):
             walked = search_index.FTS5_TEXT.term_candidates(connection, namespace=namespace, term="common", limit=500)
-            sorted_rows = connection.execute(search_index._FTS5_CANDIDATES_SQL, (namespace, query, 500)).fetchall()
-            assert walked == sorted_rows and len(walked) == 500
+            wanted = search_index._FTS5_MANY_CANDIDATES
+            sorted_rows = connection.execute(search_index._FTS5_CANDIDATES_SQL, (namespace, query, wanted)).fetchall()
+            assert walked == sorted_rows and len(walked) == wanted
