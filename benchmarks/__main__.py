@@ -7,6 +7,7 @@
     python -m benchmarks --inline-sweep        # also measure casstore's inline_max from 0 to 64 KiB
     python -m benchmarks --shared              # SharedToolResultStore (PostgreSQL + SeaweedFS on loopback), a few min
     python -m benchmarks --search --size medium  # the search index: latency against grep -rF, recall, size
+    python -m benchmarks --search --shared --size medium  # the same on the shared store (PostgreSQL's pg_trgm)
 
 Prints the trace's figures first, then a markdown table, and writes everything as JSON (`--json`, by default
 `benchmarks/results/<size>-seed<seed>.json`).
@@ -144,8 +145,8 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
         )
         gc.collect()
         gc.freeze()
-        if arguments.shared or arguments.search:  # modes of their own
-            return (_run_shared if arguments.shared else _run_search)(arguments, trace, workdir, progress)
+        if arguments.shared or arguments.search:  # modes of their own (--search --shared: search on the shared store)
+            return (_run_search if arguments.search else _run_shared)(arguments, trace, workdir, progress)
         summaries = []
         series = []
         for index in range(repetitions):
@@ -240,9 +241,9 @@ def _run_shared(
 def _run_search(
     arguments: argparse.Namespace, trace: PackedTrace, workdir: Path, progress: Callable[[str], None]
 ) -> dict[str, Any]:
-    from benchmarks.search import run_search
+    from benchmarks.search import run_search, run_search_shared
 
-    result = run_search(
+    result = (run_search_shared if arguments.shared else run_search)(
         trace,
         workdir,
         chunk_writes=arguments.chunk,
@@ -370,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     arguments = _parser().parse_args(argv)
     result = run(arguments)
     print()
-    if arguments.shared:
+    if arguments.shared and not arguments.search:
         from benchmarks.shared import report_shared, write_result
 
         print(report_shared(result))
@@ -383,7 +384,8 @@ def main(argv: list[str] | None = None) -> int:
         from benchmarks.search import report_search
 
         print(report_search(result))
-        path = arguments.json or Path(__file__).resolve().parent / "results" / f"search-{arguments.size}.json"
+        flavour = "search-shared" if arguments.shared else "search"
+        path = arguments.json or Path(__file__).resolve().parent / "results" / f"{flavour}-{arguments.size}.json"
         write_json(result, path)
         print(f"\nJSON: {path}")
         return 0

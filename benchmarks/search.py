@@ -13,6 +13,10 @@ One namespace writes the whole trace three times over, in alternating chunks: in
   trigrams) built beside it on the same texts, with their sizes, and the size of a trigram index with positions;
 - latency of the search tool (`make_search_tool(...).invoke`, what an agent pays) for a rare token, a common token
   and a phrase, p50 and p99, and of `grep -rF` for the same text over the baseline's folder, p50.
+
+With `--shared` (`run_search_shared`), the stores with the index on and off are `SharedToolResultStore`s on
+PostgreSQL and SeaweedFS started on loopback (the index PostgreSQL's `pg_trgm`), and the word-index comparison, which
+is SQLite's, is left out.
 """
 
 import random
@@ -21,8 +25,9 @@ import sqlite3
 import subprocess
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import blake3
 from haystack.hooks.tool_result_offloading import FileSystemToolResultStore
@@ -33,10 +38,109 @@ from casstore import ContentAddressedToolResultStore
 from casstore.compactor import make_search_tool
 from casstore.references import parse_reference
 from casstore.search_index import searchable_text
+from casstore.store import RepositoryToolResultStore
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[._][A-Za-z0-9_]+)+")
 _WORD = re.compile(r"[A-Za-z_]{4,}")
 _NAMESPACE = "bench"
+
+
+class StoreFactory(Protocol):
+    """Opens the benchmark's store `on` (search index on) or `off`, the same one each time it is asked for."""
+
+    def __call__(self, name: str, *, search_index: bool) -> RepositoryToolResultStore: ...
+
+
+def _local(roots: dict[str, Path], name: str, *, search_index: bool) -> RepositoryToolResultStore:
+    return ContentAddressedToolResultStore(roots[name], namespace=_NAMESPACE, search_index=search_index)
+
+
+def run_search_shared(
+    trace: PackedTrace,
+    workdir: Path,
+    *,
+    chunk_writes: int,
+    seed: int,
+    queries: int = 200,
+    rounds: int = 3,
+    greps: int = 20,
+    progress: Callable[[str], None],
+) -> dict[str, Any]:
+    """`run_search` with shared stores (see the module's docstring): start the servers, measure, stop them."""
+    from benchmarks.shared import servers
+    from casstore import SharedToolResultStore
+
+    with servers(progress) as shared:
+        places = {name: (shared.database(), shared.prefix()) for name in ("on", "off")}
+
+        def open_shared(name: str, *, search_index: bool) -> RepositoryToolResultStore:
+            url, prefix = places[name]
+            return SharedToolResultStore(
+                index_url=url,
+                blob_url=prefix,
+                blob_options=shared.seaweed.options(),
+                namespace=_NAMESPACE,
+                search_index=search_index,
+            )
+
+        result = run_search(
+            trace,
+            workdir,
+            chunk_writes=chunk_writes,
+            seed=seed,
+            queries=queries,
+            rounds=rounds,
+            greps=greps,
+            progress=progress,
+            stores=open_shared,
+        )
+        progress("search: PostgreSQL's full-text search (tsvector) on the same texts and queries ...")
+        texts = _distinct_texts(trace)
+        known = _known_queries(texts, {d: t.lower() for d, t in texts.items()}, random.Random(seed), total=queries)
+        result["recall"]["postgres_words"] = _postgres_word_recall(shared.database(), texts, known)
+        return result
+
+
+def _postgres_word_recall(
+    url: str, texts: dict[str, str], known: dict[str, list[tuple[str, set[str]]]]
+) -> dict[str, Any]:
+    """
+    Recall at 3 of PostgreSQL's own full-text search over the same texts: a `tsvector` per text (the `simple`
+    configuration: no stemming, no stop words, as code wants) under a GIN index, each query as `phraseto_tsquery`,
+    ranked by `ts_rank`; and that index's size against the text.
+    """
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute("CREATE TABLE words (digest TEXT PRIMARY KEY, tsv TSVECTOR NOT NULL)")
+        connection.execute("CREATE INDEX words_tsv ON words USING gin (tsv)")
+        with connection.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO words VALUES (%s, to_tsvector('simple', %s))",
+                [(digest, text.replace("\x00", " ")) for digest, text in texts.items()],
+            )
+        scores: dict[str, list[float]] = {}
+        began = time.perf_counter()
+        for kind, items in known.items():
+            scores[kind] = []
+            for query, answers in items:
+                rows = connection.execute(
+                    "SELECT digest FROM words WHERE tsv @@ phraseto_tsquery('simple', %s) "
+                    "ORDER BY ts_rank(tsv, phraseto_tsquery('simple', %s)) DESC, digest LIMIT 3",
+                    (query, query),
+                ).fetchall()
+                scores[kind].append(len({row[0] for row in rows} & answers) / len(answers))
+        elapsed = time.perf_counter() - began
+        row = connection.execute("SELECT pg_total_relation_size('words')").fetchone()
+        size = int(row[0]) if row else 0
+    everything = [score for values in scores.values() for score in values]
+    text_bytes = sum(len(text.encode()) for text in texts.values())
+    return {
+        "all": sum(everything) / len(everything) if everything else float("nan"),
+        **{kind: sum(values) / len(values) if values else float("nan") for kind, values in scores.items()},
+        "query_p_mean_ms": elapsed / max(1, len(everything)) * 1000,
+        "index_over_text": size / text_bytes,
+    }
 
 
 def run_search(
@@ -49,9 +153,12 @@ def run_search(
     rounds: int = 3,
     greps: int = 20,
     progress: Callable[[str], None],
+    stores: StoreFactory | None = None,
 ) -> dict[str, Any]:
     """
     Run the search benchmark on `trace` (see the module's docstring).
+
+    :param stores: Opens the stores with the index on and off; by default local stores under `workdir`.
 
     :param queries: How many known-answer queries to make (split between identifiers, lines and parts of words).
     :param rounds: How often each query is timed through the search tool.
@@ -59,8 +166,10 @@ def run_search(
     :returns: The figures, as JSON values.
     """
     roots = {name: workdir / f"search-{name}" for name in ("on", "off", "folder")}
+    local = stores is None
+    opener: StoreFactory = partial(_local, roots) if stores is None else stores
     progress("search: writing the trace with the index on and off, and into Haystack's folder ...")
-    writes = _write_all(trace, roots, chunk_writes=chunk_writes)
+    writes = _write_all(trace, opener, roots["folder"], chunk_writes=chunk_writes)
     progress("search: distinct texts and known-answer queries ...")
     texts = _distinct_texts(trace)
     chooser = random.Random(seed)
@@ -68,20 +177,27 @@ def run_search(
     known = _known_queries(texts, lowered, chooser, total=queries)
     common = _common_tokens(lowered, chooser)
     result: dict[str, Any] = {"writes": writes, "queries": {kind: len(items) for kind, items in known.items()}}
-    with ContentAddressedToolResultStore(roots["on"], namespace=_NAMESPACE, search_index=True) as store:
+    with opener("on", search_index=True) as store:
         index_bytes = store.repository.search_index_bytes()
         text_bytes = sum(len(text.encode()) for text in texts.values())
         result["size"] = {
             "search_index_bytes": index_bytes,
             "indexed_text_bytes": text_bytes,
             "index_over_text": index_bytes / text_bytes,
-            "store_du_bytes": disk_usage(roots["on"]).blocks_bytes,
-            "store_without_index_du_bytes": disk_usage(roots["off"]).blocks_bytes,
             "folder_du_bytes": disk_usage(roots["folder"]).blocks_bytes,
         }
+        if local:
+            result["size"]["store_du_bytes"] = disk_usage(roots["on"]).blocks_bytes
+            result["size"]["store_without_index_du_bytes"] = disk_usage(roots["off"]).blocks_bytes
+        else:  # the index's tables and the objects: what PostgreSQL and the bucket hold
+            index_on, objects_on = store.repository.footprint()
+            with opener("off", search_index=False) as off:
+                index_off, objects_off = off.repository.footprint()
+            result["size"]["store_du_bytes"] = index_on + objects_on
+            result["size"]["store_without_index_du_bytes"] = index_off + objects_off
         result["size"]["index_over_store_du"] = index_bytes / result["size"]["store_du_bytes"]
-        progress("search: recall at 3 for trigrams, words and the mix ...")
-        result["recall"] = _recall(store, texts, known, workdir)
+        progress("search: recall at 3 ...")
+        result["recall"] = _recall(store, texts, known, workdir, compare=local)
         progress("search: latency of the search tool and of grep -rF ...")
         tool = make_search_tool(store)
         kinds = {
@@ -97,10 +213,10 @@ def run_search(
     return result
 
 
-def _write_all(trace: PackedTrace, roots: dict[str, Path], *, chunk_writes: int) -> dict[str, Any]:
-    on = ContentAddressedToolResultStore(roots["on"], namespace=_NAMESPACE, search_index=True)
-    off = ContentAddressedToolResultStore(roots["off"], namespace=_NAMESPACE)
-    folder = FileSystemToolResultStore(roots["folder"])
+def _write_all(trace: PackedTrace, opener: StoreFactory, folder_root: Path, *, chunk_writes: int) -> dict[str, Any]:
+    on = opener("on", search_index=True)
+    off = opener("off", search_index=False)
+    folder = FileSystemToolResultStore(folder_root)
     times: dict[str, list[int]] = {"on": [], "off": []}
     new: list[bool] = []
     try:
@@ -126,6 +242,7 @@ def _write_all(trace: PackedTrace, roots: dict[str, Path], *, chunk_writes: int)
         figures[f"{name}_duplicate_p50_us"] = (
             percentile([v for v, n in zip(values, new, strict=True) if not n], 0.5) / 1000
         )
+        figures[f"{name}_p99_us"] = percentile(values, 0.99) / 1000
         figures[f"{name}_total_s"] = sum(values) / 1e9
     figures["on_over_off_p50"] = figures["on_p50_us"] / figures["off_p50_us"]
     return figures
@@ -200,11 +317,15 @@ def _common_tokens(lowered: dict[str, str], chooser: random.Random, count: int =
 
 
 def _recall(
-    store: ContentAddressedToolResultStore,
+    store: RepositoryToolResultStore,
     texts: dict[str, str],
     known: dict[str, list[tuple[str, set[str]]]],
     workdir: Path,
+    *,
+    compare: bool = True,
 ) -> dict[str, Any]:
+    if not compare:  # the shared store: its own index only
+        return {"trigram": _own_recall(store, known)}
     word_index, trigram_full = workdir / "search-words.db", workdir / "search-trigram-positions.db"
     ids = _side_index(word_index, texts, tokenize="unicode61", detail="full")
     _side_index(trigram_full, texts, tokenize="trigram", detail="full")
@@ -229,10 +350,24 @@ def _recall(
     return figures
 
 
+def _own_recall(store: RepositoryToolResultStore, known: dict[str, list[tuple[str, set[str]]]]) -> dict[str, float]:
+    """:returns: Recall at 3 of the store's own search index, in all and per kind of query."""
+    scores: dict[str, list[float]] = {}
+    for kind, items in known.items():
+        scores[kind] = [
+            len(set(_top3("trigram", store, None, {}, query)[:3]) & answers) / len(answers) for query, answers in items
+        ]
+    every = [score for values in scores.values() for score in values]
+    return {
+        "all": sum(every) / len(every) if every else float("nan"),
+        **{kind: sum(values) / len(values) if values else float("nan") for kind, values in scores.items()},
+    }
+
+
 def _top3(
     method: str,
-    store: ContentAddressedToolResultStore,
-    words: sqlite3.Connection,
+    store: RepositoryToolResultStore,
+    words: sqlite3.Connection | None,
     digest_of: dict[int, str],
     query: str,
 ) -> list[str]:
@@ -243,6 +378,7 @@ def _top3(
     )
     if method == "trigram":
         return trigram
+    assert words is not None
     phrase = '"' + query.replace('"', '""') + '"'
     try:
         rows = words.execute("SELECT rowid FROM t WHERE t MATCH ? ORDER BY rank LIMIT 3", (phrase,)).fetchall()
@@ -344,11 +480,19 @@ def report_search(result: dict[str, Any]) -> str:
         f"{size['index_over_text']:.3f} |",
         f"| search index / store du | {size['index_over_store_du']:.3f} (store {_mb(size['store_du_bytes'])}, "
         f"without index {_mb(size['store_without_index_du_bytes'])}, folder {_mb(size['folder_du_bytes'])}) |",
-        f"| word index / text; trigrams with positions / text | {recall['word_index_over_text']:.3f}; "
-        f"{recall['trigram_with_positions_over_text']:.3f} |",
+        *(
+            [
+                f"| word index / text; trigrams with positions / text | {recall['word_index_over_text']:.3f}; "
+                f"{recall['trigram_with_positions_over_text']:.3f} |"
+            ]
+            if "word" in recall
+            else []
+        ),
         f"| write p50, index off / on | {writes['off_p50_us']:.1f} µs / {writes['on_p50_us']:.1f} µs "
         f"({writes['on_over_off_p50']:.2f}x) |",
         f"| write p50 new, off / on | {writes['off_new_p50_us']:.1f} µs / {writes['on_new_p50_us']:.1f} µs |",
+        f"| write p99, off / on; all writes' time, off / on | {writes['off_p99_us']:.1f} µs / "
+        f"{writes['on_p99_us']:.1f} µs; {writes['off_total_s']:.2f} s / {writes['on_total_s']:.2f} s |",
         f"| write p50 duplicate, off / on | {writes['off_duplicate_p50_us']:.1f} µs / "
         f"{writes['on_duplicate_p50_us']:.1f} µs |",
         "",
@@ -358,10 +502,20 @@ def report_search(result: dict[str, Any]) -> str:
             f"| {method} | {recall[method]['all']:.3f} | "
             + " | ".join(f"{recall[method][kind]:.3f}" for kind in result["queries"])
             + " |"
-            for method in ("trigram", "word", "mix")
+            for method in ("trigram", "word", "mix", "postgres_words")
+            if method in recall
         ),
         "",
         "queries: " + ", ".join(f"{count} {kind}" for kind, count in result["queries"].items()),
+        *(
+            [
+                "PostgreSQL full-text (tsvector, simple): index / text "
+                f"{recall['postgres_words']['index_over_text']:.3f}, "
+                f"{recall['postgres_words']['query_p_mean_ms']:.2f} ms per query (mean, SQL alone)"
+            ]
+            if "postgres_words" in recall
+            else []
+        ),
         "",
         "| target | value | met |",
         "| --- | ---: | --- |",

@@ -588,11 +588,6 @@ def search_index(location: StoreLocation, rebuild: bool, as_json: bool) -> None:
     beside writers and to interrupt: what was indexed stays, and running it again goes on.
     """
     with _open(location) as store:
-        if not store.repository.searchable:
-            raise click.ClickException(
-                "this store has no search index: only a local store (--root) has one; the shared store's search tool "
-                "answers that it cannot search."
-            )
         try:
             if not as_json and sys.stderr.isatty():
                 with _ProgressBar("indexing") as bar:

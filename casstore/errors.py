@@ -86,3 +86,10 @@ class ObjectSizeMismatchError(StorageError):
     The object for a digest exists but has another size than the frame being written: it is damaged or was written
     with other settings. It is left as it is; the caller decides whether to read and check it or remove it.
     """
+
+
+class SearchUnavailableError(CasStoreError):
+    """
+    The search index cannot be turned on for this index: its PostgreSQL server lacks the `pg_trgm` extension (the
+    contrib modules) or the user may not create it. The message says what to install or ask for; nothing was changed.
+    """

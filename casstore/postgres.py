@@ -35,6 +35,7 @@ from casstore import forks
 from casstore.database import NOW_MS_SQL, NOW_SQL, SHIFTED_NOW_MS_SQL, SHIFTED_NOW_SQL, UnitOfWork
 from casstore.errors import StorageError, StoreClosedError
 from casstore.postgres_schema import migrate
+from casstore.postgres_search import TRIGRAM_TEXT, TrigramText
 
 try:
     import psycopg
@@ -58,6 +59,12 @@ CASSTORE_TABLES = (
     "write_log",
     "offloads",
     "compactions",
+    "search_documents",
+    "search_text",
+    "search_entries",
+    "search_namespaces",
+    "search_state",
+    "search_pending",
     "_casstore_migrations",
 )
 
@@ -115,6 +122,8 @@ class PostgresDatabase:
     # A transaction PostgreSQL rolled back to break a deadlock between writers, or a serialization conflict: run again.
     conflicts: tuple[type[Exception], ...] = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
     kind = "PostgreSQL index"
+    # The search index's trigrams (`casstore.postgres_search`), which the repository's search layer asks for.
+    search_text: TrigramText = TRIGRAM_TEXT
 
     def __init__(self, url: str, *, max_connections: int = 16) -> None:
         """

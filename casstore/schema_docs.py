@@ -254,7 +254,8 @@ RELATIONS: dict[str, Relation] = {
     ),
     "search_text": Relation(
         "SQLite FTS5 over each document's text as case-folded trigrams, without positions and without a copy of the "
-        "text (the blob holds it): which documents hold every trigram of a term.",
+        "text (the blob holds it): which documents hold every trigram of a term. (In a shared store's PostgreSQL "
+        "index: each document's text, case-folded, under a pg_trgm trigram index.)",
         {"body": "the indexed text (not stored: content='')"},
     ),
     "search_entries": Relation(
@@ -274,6 +275,15 @@ RELATIONS: dict[str, Relation] = {
     "search_state": Relation(
         "One row once the search index is turned on.",
         {"id": "always 1", "enabled_at": f"when it was turned on ({_TIMES})"},
+    ),
+    "search_pending": Relation(
+        "One row per result written with the search index on and not indexed yet: the writer indexes it after its "
+        "write commits, in batches; a search of its namespace, or casstore search-index, indexes what a crash left.",
+        {
+            "namespace": "the namespace that wrote it",
+            "digest": "blobs.digest",
+            "write_id": "writes.id of the namespace's first write of it since",
+        },
     ),
     "_sqlite_migrations": Relation(
         "sqlite-utils' record of the applied schema migrations.",

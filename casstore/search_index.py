@@ -13,15 +13,25 @@ in the transactions that write and forget them, so always a subset of what `visi
 candidates are only documents with an entry of the namespace, and every statistic a ranking uses (how many results
 the namespace has, their bytes, how many hold a term) is counted over those alone (`search_namespaces` keeps the
 first two), so no other namespace's results can change a hit, its rank or a count.
+
+The SQL here is written once for both engines (the PostgreSQL connection translates it); what differs, the trigram
+table and how a look-up is bounded in time, is an engine's `SearchText` (`Fts5Text` below for SQLite,
+`casstore.postgres_search.TrigramText` for PostgreSQL).
+
+Writes with the index on do not index their text in their own transaction: they record a row of `search_pending`
+(one insert), and the text is indexed after the commit, in batches of a transaction each (`index_pending`), by the
+writer, or by whatever indexes next after a crash (docs/search.md).
 """
 
 import math
 import re
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from casstore.database import NOW_SQL, UnitOfWork
 from casstore.errors import InvalidReferenceError
@@ -40,29 +50,77 @@ _ADD_DOCUMENT_SQL = (
     "INSERT INTO search_documents (digest, size, tiebreak) VALUES (?, ?, ?) ON CONFLICT (digest) DO NOTHING "
     "RETURNING id"
 )
-_ADD_TEXT_SQL = "INSERT INTO search_text (rowid, body) VALUES (?, ?)"
 # CROSS JOIN keeps SQLite's planner from looping over a namespace's entries and matching each: the matches come
 # first, each looked up by key after.
 # The shortest first (where a term weighs most), at most a bound, with how many there are in all.
-_CANDIDATES_SQL = """
+_FTS5_CANDIDATES_SQL = """
     SELECT e.document, e.size, e.tiebreak, count(*) OVER () FROM search_text s
     CROSS JOIN search_entries e ON e.namespace = ? AND e.document = s.rowid
     WHERE search_text MATCH ?
     ORDER BY e.size, e.tiebreak LIMIT ?
 """
+# A term found in many documents (of any namespace: this only chooses the plan, never the answer): the namespace's
+# matches are counted, and its shortest are taken by walking its entries in size order (migration 0012's index),
+# keeping those among the matches, instead of sorting every match. Both plans give the same rows.
+_FTS5_MATCHES_SQL = "SELECT count(*) FROM search_text WHERE search_text MATCH ?"
+_FTS5_MANY_MATCHES = 2_000
+# Of such a term, the shortest this many are handed over (all are counted): its trigrams are common, so its
+# candidates mostly hold it, and a search reads a few dozen of them.
+_FTS5_MANY_CANDIDATES = 300
+_FTS5_COUNT_SQL = """
+    SELECT count(*) FROM search_text s CROSS JOIN search_entries e ON e.namespace = ? AND e.document = s.rowid
+    WHERE search_text MATCH ?
+"""
+_FTS5_SHORTEST_SQL = """
+    SELECT e.document, e.size, e.tiebreak FROM search_entries e INDEXED BY search_entries_in_order
+    WHERE e.namespace = ? AND e.document IN (SELECT rowid FROM search_text WHERE search_text MATCH ?)
+    ORDER BY e.size, e.tiebreak LIMIT ?
+"""
 _DOCUMENT_COUNT_SQL = "SELECT documents, bytes FROM search_namespaces WHERE namespace = ?"
-# The write just recorded in the caller's transaction is the highest id. A repeat in the namespace changes nothing
-# (the entry keeps the first write), so it dirties no page.
+# A repeat in the namespace changes nothing (the entry keeps the first write), so it dirties no page.
 _ADD_ENTRY_SQL = """
     INSERT INTO search_entries (namespace, document, size, tiebreak, write_id)
-    SELECT ?, id, size, tiebreak, (SELECT max(id) FROM writes) FROM search_documents WHERE digest = ?
+    SELECT ?, id, size, tiebreak, ? FROM search_documents WHERE digest = ?
     ON CONFLICT (namespace, document) DO NOTHING RETURNING size
 """
+# A pending row of the write just recorded in the caller's transaction (the engine's `last_write_sql` names it); a
+# repeat keeps the first.
+_ADD_PENDING_SQL = (
+    "INSERT INTO search_pending (namespace, digest, write_id) VALUES (?, ?, ({})) "
+    "ON CONFLICT (namespace, digest) DO NOTHING"
+)
 _COUNT_ENTRY_SQL = """
     INSERT INTO search_namespaces (namespace, documents, bytes) VALUES (?, 1, ?)
-    ON CONFLICT (namespace) DO UPDATE SET documents = documents + 1, bytes = bytes + excluded.bytes
+    ON CONFLICT (namespace) DO UPDATE SET documents = search_namespaces.documents + 1,
+        bytes = search_namespaces.bytes + excluded.bytes
 """
 _COUNTS_SQL = "SELECT namespace, count(*), sum(size) FROM search_entries GROUP BY namespace"
+
+
+class SearchText(Protocol):
+    """An engine's table of trigrams: what differs between the SQLite index (FTS5) and PostgreSQL's (`pg_trgm`)."""
+
+    # Whether a term's candidates hold it for certain (the engine rechecks them against a copy of the text), so that a
+    # search needs to read only the hits it shows; False: each candidate must be read and checked.
+    exact: bool
+    # The id of the write the caller's transaction just recorded, as SQL.
+    last_write_sql: str
+    # SQL of `(value)` rows of a JSON array column `refs` of `offloads` aliased `o`, and of a substring test.
+    json_refs_sql: str
+    contains_sql: str
+
+    def enable(self, work: UnitOfWork) -> None: ...
+    def add_text(self, work: UnitOfWork, *, document: int, text: str) -> None: ...
+    def remove_text(self, work: UnitOfWork, *, document: int, text: str | None) -> None: ...
+    def clear_text(self, work: UnitOfWork) -> None: ...
+    def stray_rows(self, connection: Any) -> int: ...
+    def finds(self, connection: Any, *, document: int, text: str) -> bool: ...
+    def index_bytes(self, connection: Any) -> int: ...
+    def term_candidates(self, connection: Any, *, namespace: str, term: str, limit: int) -> list[tuple[Any, ...]]: ...
+    def bounded(self, connection: Any, deadline: float) -> AbstractContextManager[None]: ...
+    def occurrences(
+        self, connection: Any, *, documents: Sequence[int], terms: Sequence[str]
+    ) -> dict[int, dict[int, int]]: ...
 
 
 class SearchTimeout(Exception):
@@ -123,50 +181,39 @@ def searchable_text(data: bytes, *, is_text: bool) -> str | None:
     return text
 
 
-def enable(work: UnitOfWork) -> None:
-    """Record, inside the caller's transaction, that the index is on (a search then searches instead of saying so)."""
+def enable(work: UnitOfWork, engine: SearchText) -> None:
+    """
+    Record, inside the caller's transaction, that the index is on (a search then searches instead of saying so), and
+    have the engine make what it makes only then.
+
+    :raises SearchUnavailableError: If the engine cannot (a PostgreSQL server without `pg_trgm`).
+    """
+    engine.enable(work)
     work.connection.execute(f"INSERT INTO search_state (id, enabled_at) VALUES (1, {NOW_SQL}) ON CONFLICT DO NOTHING")
 
 
-def is_enabled(connection: sqlite3.Connection) -> bool:
+def is_enabled(connection: Any) -> bool:
     """:returns: Whether the index was ever turned on for this store."""
     return connection.execute("SELECT 1 FROM search_state WHERE id = 1").fetchone() is not None
 
 
-def is_indexed(connection: sqlite3.Connection, digest: str) -> bool:
+def is_indexed(connection: Any, digest: str) -> bool:
     """:returns: Whether the blob `digest` has a document."""
     return connection.execute("SELECT 1 FROM search_documents WHERE digest = ?", (digest,)).fetchone() is not None
 
 
-def add(work: UnitOfWork, *, digest: str, text: str) -> bool:
+def add(work: UnitOfWork, engine: SearchText, *, digest: str, text: str) -> bool:
     """
-    Index a blob's text, inside the caller's transaction (the one that stores or records its blob), unless it is
-    indexed already.
+    Index a blob's text, inside the caller's transaction, unless it is indexed already.
 
     :returns: Whether a document was added.
     """
-    connection = work.connection
-    row = connection.execute(
+    row = work.connection.execute(
         _ADD_DOCUMENT_SQL, (digest, len(text.encode("utf-8", "surrogatepass")), tiebreak(digest))
     ).fetchone()
     if row is None:
         return False
-    connection.execute(_ADD_TEXT_SQL, (row[0], text))
-    return True
-
-
-def add_text_write(work: UnitOfWork, *, digest: str, data: bytes) -> bool:
-    """
-    `add` for a text write's UTF-8 bytes, decoded only if the blob is not indexed yet: a repeated write of indexed
-    text costs one look-up.
-
-    :returns: Whether a document was added.
-    """
-    connection = work.connection
-    row = connection.execute(_ADD_DOCUMENT_SQL, (digest, len(data), tiebreak(digest))).fetchone()
-    if row is None:
-        return False
-    connection.execute(_ADD_TEXT_SQL, (row[0], data.decode("utf-8")))
+    engine.add_text(work, document=row[0], text=text)
     return True
 
 
@@ -175,15 +222,124 @@ def tiebreak(digest: str) -> int:
     return int(digest[:15], 16)
 
 
-def add_entry(work: UnitOfWork, *, namespace: str, digest: str) -> None:
+def add_entry(work: UnitOfWork, *, namespace: str, digest: str, write_id: int) -> None:
     """
-    Record, inside the transaction of the write just recorded, that `namespace` holds the indexed blob `digest`, with
-    that write as its first (unless it holds it already).
+    Record, inside the caller's transaction, that `namespace` holds the indexed blob `digest`, first written there by
+    the write `write_id` (unless it holds it already).
     """
     connection = work.connection
-    added = connection.execute(_ADD_ENTRY_SQL, (namespace, digest)).fetchone()
+    added = connection.execute(_ADD_ENTRY_SQL, (namespace, write_id, digest)).fetchone()
     if added is not None:
         connection.execute(_COUNT_ENTRY_SQL, (namespace, added[0]))
+
+
+def add_pending(work: UnitOfWork, engine: SearchText, *, namespace: str, digest: str) -> None:
+    """
+    Record, inside the transaction of the write just recorded, that its result waits to be indexed (one insert; a
+    repeat changes nothing).
+    """
+    work.change(_ADD_PENDING_SQL.format(engine.last_write_sql), (namespace, digest))
+
+
+@dataclass(frozen=True, slots=True)
+class PendingEntry:
+    """A result waiting to be indexed: its namespace and digest, and whether a write of it was text."""
+
+    namespace: str
+    digest: str
+    written_as_text: bool
+
+
+def pending(connection: Any, *, namespace: str | None, limit: int) -> list[PendingEntry]:
+    """:returns: Up to `limit` results waiting to be indexed (of `namespace`, or of all), in digest order."""
+    where = "WHERE p.namespace = ?" if namespace is not None else ""
+    rows = connection.execute(
+        "SELECT p.namespace, p.digest, EXISTS (SELECT 1 FROM writes w WHERE w.id = p.write_id AND w.kind = 'text') "
+        f"FROM search_pending p {where} ORDER BY p.digest, p.namespace LIMIT ?",
+        (*((namespace,) if namespace is not None else ()), limit),
+    )
+    return [PendingEntry(row[0], row[1], bool(row[2])) for row in rows]
+
+
+def pending_count(connection: Any, *, namespace: str | None) -> int:
+    """:returns: How many results wait to be indexed (of `namespace`, or of all)."""
+    if namespace is None:
+        row = connection.execute("SELECT count(*) FROM search_pending").fetchone()
+    else:
+        row = connection.execute("SELECT count(*) FROM search_pending WHERE namespace = ?", (namespace,)).fetchone()
+    return int(row[0])
+
+
+def index_pending(work: UnitOfWork, engine: SearchText, *, namespace: str, digest: str, text: str | None) -> bool:
+    """
+    Index one pending result inside the caller's transaction: its document (from `text`, unless the blob is indexed
+    already), the namespace's entry with the first write the pending row names (if its reference is still visible
+    there), and the pending row removed.
+
+    :param text: The result's text, or None if it is not text (binary content that is not UTF-8) or unreadable: then
+        the row is only removed.
+    :returns: Whether the row was still there (another process may have indexed it meanwhile).
+    """
+    connection = work.connection
+    row = connection.execute(
+        "DELETE FROM search_pending WHERE namespace = ? AND digest = ? RETURNING write_id", (namespace, digest)
+    ).fetchone()
+    if row is None:
+        return False
+    if text is None:
+        return True
+    add(work, engine, digest=digest, text=text)
+    visible = connection.execute(
+        "SELECT 1 FROM visible_references WHERE digest = ? AND namespace = ? LIMIT 1", (digest, namespace)
+    ).fetchone()
+    if visible is not None:
+        add_entry(work, namespace=namespace, digest=digest, write_id=int(row[0]))
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class WrittenText:
+    """A result this process wrote with the index on, kept until it is indexed: its namespace, digest and text."""
+
+    namespace: str
+    digest: str
+    text: str
+
+
+class WrittenTexts:
+    """
+    The texts a process wrote with the index on and has not indexed yet, in memory, so that indexing them after their
+    commit reads no blob back. Thread-safe; bounded (`due` says when a batch is worth a transaction).
+    """
+
+    # A batch: this many results, or this many characters of text, whichever comes first.
+    BATCH_RESULTS = 64
+    BATCH_CHARACTERS = 1_000_000
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._texts: list[WrittenText] = []
+        self._characters = 0
+
+    def add(self, text: WrittenText) -> None:
+        """Keep `text` until the next batch."""
+        with self._lock:
+            self._texts.append(text)
+            self._characters += len(text.text)
+
+    @property
+    def due(self) -> bool:
+        """Whether enough is waiting for a batch."""
+        return len(self._texts) >= self.BATCH_RESULTS or self._characters >= self.BATCH_CHARACTERS
+
+    def __len__(self) -> int:
+        return len(self._texts)
+
+    def take(self) -> list[WrittenText]:
+        """:returns: Everything waiting, in digest order (the order rows are locked in), which is no longer kept."""
+        with self._lock:
+            texts, self._texts, self._characters = self._texts, [], 0
+        return sorted(texts, key=lambda text: (text.digest, text.namespace))
 
 
 def recount(work: UnitOfWork) -> None:
@@ -192,7 +348,7 @@ def recount(work: UnitOfWork) -> None:
     work.connection.execute(f"INSERT INTO search_namespaces (namespace, documents, bytes) {_COUNTS_SQL}")
 
 
-def miscounted(connection: sqlite3.Connection) -> bool:
+def miscounted(connection: Any) -> bool:
     """:returns: Whether the kept per-namespace counts differ from a count of the entries."""
     kept = set(connection.execute("SELECT namespace, documents, bytes FROM search_namespaces"))
     return kept != set(connection.execute(_COUNTS_SQL))
@@ -226,17 +382,25 @@ def forget_entries(work: UnitOfWork) -> None:
         "JOIN search_documents d ON d.digest = w.digest GROUP BY w.namespace, d.id"
     )
     connection.execute(
-        f"DELETE FROM search_entries WHERE (namespace, document) NOT IN (SELECT namespace, document FROM ({first}))"
+        "DELETE FROM search_entries WHERE (namespace, document) NOT IN "
+        f"(SELECT namespace, document FROM ({first}) AS first)"
     )
     connection.execute(
         f"UPDATE search_entries SET write_id = first.id FROM ({first}) AS first "
         "WHERE first.namespace = search_entries.namespace AND first.document = search_entries.document "
         "AND first.id <> search_entries.write_id"
     )
+    # A pending result whose first write was forgotten: the first write left, or nothing to index.
+    connection.execute(
+        "UPDATE search_pending SET write_id = coalesce((SELECT min(w.id) FROM writes w WHERE w.namespace = "
+        "search_pending.namespace AND w.digest = search_pending.digest), 0) "
+        "WHERE NOT EXISTS (SELECT 1 FROM writes w WHERE w.id = search_pending.write_id)"
+    )
+    connection.execute("DELETE FROM search_pending WHERE write_id = 0")
     recount(work)
 
 
-def stray_entries(connection: sqlite3.Connection) -> int:
+def stray_entries(connection: Any) -> int:
     """:returns: How many entries have no document, or a reference no longer visible in their namespace."""
     row = connection.execute(
         "SELECT count(*) FROM search_entries e WHERE NOT EXISTS (SELECT 1 FROM search_documents d "
@@ -245,9 +409,9 @@ def stray_entries(connection: sqlite3.Connection) -> int:
     return int(row[0])
 
 
-def remove(work: UnitOfWork, *, digest: str, text: str | None) -> bool:
+def remove(work: UnitOfWork, engine: SearchText, *, digest: str, text: str | None) -> bool:
     """
-    Remove a blob's document, inside the caller's transaction (gc's, which deletes the blob).
+    Remove a blob's document and its pending rows, inside the caller's transaction (gc's, which deletes the blob).
 
     :param text: The blob's text, which FTS5 needs to delete the trigrams of a table that keeps no copy; None when
         it could not be read (a damaged blob): then only the document goes, and its trigrams stay behind, matched by
@@ -255,6 +419,7 @@ def remove(work: UnitOfWork, *, digest: str, text: str | None) -> bool:
     :returns: Whether there was a document.
     """
     connection = work.connection
+    work.change("DELETE FROM search_pending WHERE digest = ?", (digest,))
     row = connection.execute("DELETE FROM search_documents WHERE digest = ? RETURNING id", (digest,)).fetchone()
     if row is None:
         return False
@@ -265,21 +430,20 @@ def remove(work: UnitOfWork, *, digest: str, text: str | None) -> bool:
             "UPDATE search_namespaces SET documents = documents - 1, bytes = bytes - ? WHERE namespace = ?",
             (size, namespace),
         )
-    if text is not None:
-        connection.execute("INSERT INTO search_text (search_text, rowid, body) VALUES ('delete', ?, ?)", (row[0], text))
+    engine.remove_text(work, document=row[0], text=text)
     return True
 
 
-def clear(work: UnitOfWork) -> None:
+def clear(work: UnitOfWork, engine: SearchText) -> None:
     """Remove every document and trigram, inside the caller's transaction (the start of a rebuild)."""
     connection = work.connection
     connection.execute("DELETE FROM search_documents")
     connection.execute("DELETE FROM search_entries")
     connection.execute("DELETE FROM search_namespaces")
-    connection.execute("INSERT INTO search_text (search_text) VALUES ('delete-all')")
+    engine.clear_text(work)
 
 
-def unindexed_blobs(connection: sqlite3.Connection, *, after: str, limit: int) -> list[tuple[str, bool]]:
+def unindexed_blobs(connection: Any, *, after: str, limit: int | None) -> list[tuple[str, bool]]:
     """
     :returns: Up to `limit` `(digest, written_as_text)` of blobs after `after` (in digest order) that some write
         references and that have no document, for building the index in batches.
@@ -289,13 +453,13 @@ def unindexed_blobs(connection: sqlite3.Connection, *, after: str, limit: int) -
         "FROM blobs b WHERE b.digest > ? "
         "AND EXISTS (SELECT 1 FROM visible_references v WHERE v.digest = b.digest) "
         "AND NOT EXISTS (SELECT 1 FROM search_documents d WHERE d.digest = b.digest) "
-        "ORDER BY b.digest LIMIT ?",
-        (after, limit),
+        "ORDER BY b.digest" + ("" if limit is None else " LIMIT ?"),
+        (after,) if limit is None else (after, limit),
     )
     return [(row[0], bool(row[1])) for row in rows]
 
 
-def entries(connection: sqlite3.Connection) -> list[IndexedEntry]:
+def entries(connection: Any) -> list[IndexedEntry]:
     """:returns: Every document, with whether its blob row exists, in id order."""
     rows = connection.execute(
         "SELECT d.id, d.digest, EXISTS (SELECT 1 FROM blobs b WHERE b.digest = d.digest) FROM search_documents d "
@@ -304,46 +468,11 @@ def entries(connection: sqlite3.Connection) -> list[IndexedEntry]:
     return [IndexedEntry(row[0], row[1], bool(row[2])) for row in rows]
 
 
-def stray_rows(connection: sqlite3.Connection) -> int:
-    """:returns: How many rows of trigrams belong to no document (left by removing a damaged blob's document)."""
-    row = connection.execute(
-        "SELECT count(*) FROM search_text s WHERE NOT EXISTS (SELECT 1 FROM search_documents d WHERE d.id = s.rowid)"
-    ).fetchone()
-    return int(row[0])
-
-
-def finds(connection: sqlite3.Connection, *, document: int, text: str) -> bool:
-    """
-    :returns: Whether the document's trigrams hold the trigrams of a few pieces of `text` (its start, middle and
-        end): a check that the document was indexed from this text, for `verify`.
-    """
-    probes = _probes(text)
-    if not probes:
-        return True
-    query = " ".join(_quoted(trigram) for probe in probes for trigram in _trigrams(probe))
-    found = connection.execute(
-        "SELECT 1 FROM search_text WHERE search_text MATCH ? AND rowid = ?", (query, document)
-    ).fetchone()
-    return found is not None
-
-
-def index_bytes(connection: sqlite3.Connection) -> int:
-    """:returns: Bytes of the search index's tables (its trigrams and documents) in the database file."""
-    try:
-        row = connection.execute(
-            "SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name LIKE 'search\\_%' ESCAPE '\\' "
-            "OR name LIKE 'sqlite_autoindex_search\\_%' ESCAPE '\\'"
-        ).fetchone()
-    except sqlite3.OperationalError:  # a SQLite built without the dbstat table
-        return 0
-    return int(row[0])
-
-
 def candidates(
-    connection: sqlite3.Connection, *, namespace: str, terms: Sequence[str], deadline: float
+    connection: Any, engine: SearchText, *, namespace: str, terms: Sequence[str], deadline: float
 ) -> tuple[list[Candidate], NamespaceStatistics]:
     """
-    Find the namespace's documents that hold every trigram of at least one term (for each term the
+    Find the namespace's documents that are candidates for at least one term (for each term the
     `MAX_CANDIDATES_PER_TERM` shortest), and the namespace's statistics (each term's candidates counted in full).
 
     :param terms: Each at least `MIN_TERM_CHARS` characters (shorter ones cannot be looked up).
@@ -353,12 +482,15 @@ def candidates(
     """
     found: dict[int, tuple[int, int, set[int]]] = {}
     per_term = []
-    with _interrupted_at(connection, deadline):
+    single: list[Candidate] = []
+    with engine.bounded(connection, deadline):
         for position, term in enumerate(terms):
-            rows = connection.execute(
-                _CANDIDATES_SQL, (namespace, term_query(term), MAX_CANDIDATES_PER_TERM)
-            ).fetchall()
+            rows = engine.term_candidates(connection, namespace=namespace, term=term, limit=MAX_CANDIDATES_PER_TERM)
             per_term.append(rows[0][3] if rows else 0)
+            if len(terms) == 1:  # the common case: no union to make, one set of terms for all (a search's hot loop)
+                only = frozenset((0,))
+                single = [Candidate(row[0], row[1], row[2], only) for row in rows]
+                continue
             for document, size, order, _ in rows:
                 entry = found.get(document)
                 if entry is None:
@@ -367,12 +499,101 @@ def candidates(
                     entry[2].add(position)
         counts = connection.execute(_DOCUMENT_COUNT_SQL, (namespace,)).fetchone()
     count, characters = counts if counts is not None else (0, 0)
-    statistics = NamespaceStatistics(documents=count, characters=characters, candidates_per_term=tuple(per_term))
+    statistics = NamespaceStatistics(
+        documents=int(count), characters=int(characters), candidates_per_term=tuple(per_term)
+    )
+    if len(terms) == 1:
+        return single, statistics
     listed = [
         Candidate(document=document, size=size, tiebreak=order, terms=frozenset(positions))
         for document, (size, order, positions) in found.items()
     ]
     return listed, statistics
+
+
+class Fts5Text:
+    """The SQLite index's trigrams: an FTS5 table (`tokenize='trigram'`, no positions, no copy of the text)."""
+
+    exact = False
+    # Writers are serialized by SQLite's write lock: the highest id is the caller's write.
+    last_write_sql = "SELECT max(id) FROM write_log"
+    json_refs_sql = "json_each(o.refs) part"
+    contains_sql = "instr({}, ?) > 0"
+
+    def enable(self, work: UnitOfWork) -> None:
+        """Nothing to make: migration 0009 made the FTS5 table."""
+
+    def add_text(self, work: UnitOfWork, *, document: int, text: str) -> None:
+        """Add a document's trigrams."""
+        work.connection.execute("INSERT INTO search_text (rowid, body) VALUES (?, ?)", (document, text))
+
+    def remove_text(self, work: UnitOfWork, *, document: int, text: str | None) -> None:
+        """Remove a document's trigrams (FTS5 needs the text they came from; without it they stay, matched by none)."""
+        if text is not None:
+            work.connection.execute(
+                "INSERT INTO search_text (search_text, rowid, body) VALUES ('delete', ?, ?)", (document, text)
+            )
+
+    def clear_text(self, work: UnitOfWork) -> None:
+        """Remove every trigram."""
+        work.connection.execute("INSERT INTO search_text (search_text) VALUES ('delete-all')")
+
+    def stray_rows(self, connection: Any) -> int:
+        """:returns: How many rows of trigrams belong to no document (left by removing a damaged blob's document)."""
+        row = connection.execute(
+            "SELECT count(*) FROM search_text s WHERE NOT EXISTS "
+            "(SELECT 1 FROM search_documents d WHERE d.id = s.rowid)"
+        ).fetchone()
+        return int(row[0])
+
+    def finds(self, connection: Any, *, document: int, text: str) -> bool:
+        """
+        :returns: Whether the document's trigrams hold the trigrams of a few pieces of `text` (its start, middle and
+            end): a check that the document was indexed from this text, for `verify`.
+        """
+        probes = _probes(text)
+        if not probes:
+            return True
+        query = " ".join(_quoted(trigram) for probe in probes for trigram in _trigrams(probe))
+        found = connection.execute(
+            "SELECT 1 FROM search_text WHERE search_text MATCH ? AND rowid = ?", (query, document)
+        ).fetchone()
+        return found is not None
+
+    def index_bytes(self, connection: Any) -> int:
+        """:returns: Bytes of the search index's tables (its trigrams and documents) in the database file."""
+        try:
+            row = connection.execute(
+                "SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name LIKE 'search\\_%' ESCAPE '\\' "
+                "OR name LIKE 'sqlite_autoindex_search\\_%' ESCAPE '\\'"
+            ).fetchone()
+        except sqlite3.OperationalError:  # a SQLite built without the dbstat table
+            return 0
+        return int(row[0])
+
+    def term_candidates(self, connection: Any, *, namespace: str, term: str, limit: int) -> list[tuple[Any, ...]]:
+        """:returns: `(document, size, tiebreak, candidates in all)` of documents holding every trigram of `term`."""
+        query = term_query(term)
+        (matches,) = connection.execute(_FTS5_MATCHES_SQL, (query,)).fetchone()
+        if matches <= _FTS5_MANY_MATCHES:
+            rows: list[tuple[Any, ...]] = connection.execute(_FTS5_CANDIDATES_SQL, (namespace, query, limit)).fetchall()
+            return rows
+        (count,) = connection.execute(_FTS5_COUNT_SQL, (namespace, query)).fetchone()
+        shortest = connection.execute(_FTS5_SHORTEST_SQL, (namespace, query, min(limit, _FTS5_MANY_CANDIDATES)))
+        return [(*row, count) for row in shortest]
+
+    def bounded(self, connection: Any, deadline: float) -> AbstractContextManager[None]:
+        """:returns: A context in which every statement stops at `deadline` (`SearchTimeout`)."""
+        return _interrupted_at(connection, deadline)
+
+    def occurrences(
+        self, connection: Any, *, documents: Sequence[int], terms: Sequence[str]
+    ) -> dict[int, dict[int, int]]:
+        """Not asked of an index whose candidates are not exact: the repository reads and counts them itself."""
+        raise NotImplementedError
+
+
+FTS5_TEXT = Fts5Text()
 
 
 def term_query(term: str) -> str:
@@ -428,7 +649,7 @@ class HitDetails:
     tool_name: str | None
 
 
-def tool_digests(connection: sqlite3.Connection, *, namespace: str, tool_name: str) -> set[str]:
+def tool_digests(connection: Any, engine: SearchText, *, namespace: str, tool_name: str) -> set[str]:
     """
     :returns: The digests of the namespace's results of the tool `tool_name`: those the offload history names for
         it, and those whose key has the form Haystack gives a tool's keys (`<step>_<tool>_...` from the offload hook,
@@ -436,12 +657,12 @@ def tool_digests(connection: sqlite3.Connection, *, namespace: str, tool_name: s
     """
     pattern = re.compile(rf"(?:\d+|compacted)_{re.escape(tool_name)}_")
     rows = connection.execute(
-        "SELECT DISTINCT digest, key FROM writes WHERE namespace = ? AND instr(key, ?) > 0",
+        f"SELECT DISTINCT digest, key FROM writes WHERE namespace = ? AND {engine.contains_sql.format('key')}",
         (namespace, f"_{tool_name}_"),
     )
     digests = {digest for digest, key in rows if pattern.match(key)}
     offloaded = connection.execute(
-        "SELECT DISTINCT part.value FROM offloads o, json_each(o.refs) part WHERE o.namespace = ? AND o.tool_name = ?",
+        f"SELECT DISTINCT part.value FROM offloads o, {engine.json_refs_sql} WHERE o.namespace = ? AND o.tool_name = ?",
         (namespace, tool_name),
     )
     for (reference,) in offloaded:
@@ -451,13 +672,23 @@ def tool_digests(connection: sqlite3.Connection, *, namespace: str, tool_name: s
     return digests
 
 
-def digest_of(connection: sqlite3.Connection, document: int) -> str | None:
+def digest_of(connection: Any, document: int) -> str | None:
     """:returns: The digest of the blob `document` indexes, or None if it is gone."""
     row = connection.execute("SELECT digest FROM search_documents WHERE id = ?", (document,)).fetchone()
     return row[0] if row else None
 
 
-def documents_of(connection: sqlite3.Connection, digests: set[str]) -> set[int]:
+def digests_of(connection: Any, documents: Sequence[int]) -> dict[int, str]:
+    """:returns: The digests of those of `documents` that still exist."""
+    found: dict[int, str] = {}
+    for start in range(0, len(documents), 500):
+        chunk = list(documents[start : start + 500])
+        marks = ", ".join("?" for _ in chunk)
+        found.update(connection.execute(f"SELECT id, digest FROM search_documents WHERE id IN ({marks})", chunk))
+    return found
+
+
+def documents_of(connection: Any, digests: set[str]) -> set[int]:
     """:returns: The documents of those of `digests` that are indexed."""
     found: set[int] = set()
     listed = sorted(digests)
@@ -470,7 +701,9 @@ def documents_of(connection: sqlite3.Connection, digests: set[str]) -> set[int]:
     return found
 
 
-def hit_details(connection: sqlite3.Connection, *, namespace: str, documents: Sequence[int]) -> dict[int, HitDetails]:
+def hit_details(
+    connection: Any, engine: SearchText, *, namespace: str, documents: Sequence[int]
+) -> dict[int, HitDetails]:
     """:returns: For each of `documents` the namespace holds, what the history knows of its first write there."""
     if not documents:
         return {}
@@ -487,7 +720,7 @@ def hit_details(connection: sqlite3.Connection, *, namespace: str, documents: Se
     if references and connection.execute("SELECT 1 FROM offloads WHERE namespace = ? LIMIT 1", (namespace,)).fetchone():
         marks = ", ".join("?" for _ in references)
         for reference, tool_name in connection.execute(
-            f"SELECT part.value, o.tool_name FROM offloads o, json_each(o.refs) part "
+            f"SELECT part.value, o.tool_name FROM offloads o, {engine.json_refs_sql} "
             f"WHERE o.namespace = ? AND part.value IN ({marks}) ORDER BY o.id",
             (namespace, *references),
         ):

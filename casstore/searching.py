@@ -38,7 +38,8 @@ class SearchOutcome:
     """
     What a search found: `hits`, best first, at most the limit asked for; `more_hits`, how many more results hold a
     term; `unread`, candidates not read before the search stopped (each may or may not hold a term, so there are at
-    most `more_hits + unread` more); whether it stopped at its deadline; whether the store has a search index at all.
+    most `more_hits + unread` more); whether it stopped at its deadline; whether the store has a search index at all;
+    `pending`, results written lately that it did not get to index first (so it could not find them).
     """
 
     enabled: bool
@@ -47,6 +48,8 @@ class SearchOutcome:
     unread: int = 0
     unreadable: int = 0
     timed_out: bool = False
+    # Results of the namespace written lately and not indexed yet (the search ran out of time indexing them).
+    pending: int = 0
 
 
 def read_order(candidates: Sequence[Candidate], statistics: NamespaceStatistics) -> list[Candidate]:

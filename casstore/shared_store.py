@@ -72,21 +72,17 @@ class SharedToolResultStore(RepositoryToolResultStore):
         :param learn: Compress new content with what the store learned from what it holds: zstd dictionaries trained
             per tool, and deltas against an earlier version of a result (docs/compression.md). False stores plain zstd
             frames, as before; blobs stored either way are read either way.
-        :param search_index: Must be False: the shared store has no search index yet (docs/search.md); the search
-            tool over it says so. Accepted so that code passing the local store's settings fails clearly.
-        :raises ValueError: If `blob_options` hold credentials, a setting is out of range or not a string, or
-            `search_index` is True.
+        :param search_index: Index the text of every result written, after its write commits, so the search tool
+            (`casstore.compactor.make_search_tool`) finds it (docs/search.md). Off by default. Turning it on needs the
+            server's `pg_trgm` extension (PostgreSQL's contrib modules), which it creates if it may.
+        :raises ValueError: If `blob_options` hold credentials, a setting is out of range or not a string.
+        :raises SearchUnavailableError: With `search_index=True`, if the server has no `pg_trgm` or the user may not
+            create it (the message says what to install or ask for).
         :raises StorageError: If PostgreSQL or the object store cannot be reached (the message says which).
         :raises SchemaError: If the database holds a newer casstore schema, or another application's tables of the
             same names.
         """
         check_settings(namespace=namespace, compression_level=compression_level, inline_max=inline_max)
-        if search_index:
-            raise ValueError(
-                "SharedToolResultStore has no search index yet: only ContentAddressedToolResultStore (SQLite) has one. "
-                "Pass search_index=False (the default); the search tool over a shared store answers that it cannot "
-                "search."
-            )
         if isinstance(index_url, str):
             index_url = Secret.from_token(index_url)
         if not isinstance(index_url, Secret):
@@ -99,6 +95,7 @@ class SharedToolResultStore(RepositoryToolResultStore):
         self.compression_level = compression_level
         self.inline_max = inline_max
         self.learn = learn
+        self.search_index = search_index
         url = index_url.resolve_value()
         if not url:
             raise ValueError(
@@ -112,6 +109,7 @@ class SharedToolResultStore(RepositoryToolResultStore):
                 compression_level=compression_level,
                 inline_max=inline_max,
                 learn=learn,
+                search_index=search_index,
             ),
             namespace=namespace,
         )
@@ -143,6 +141,7 @@ class SharedToolResultStore(RepositoryToolResultStore):
             compression_level=self.compression_level,
             inline_max=self.inline_max,
             learn=self.learn,
+            search_index=self.search_index,
         )
 
     @classmethod
@@ -166,11 +165,14 @@ def open_shared_repository(
     compression_level: int,
     inline_max: int,
     learn: bool = True,
+    search_index: bool = False,
 ) -> Repository:
     """
     Open the repository of a shared store: the PostgreSQL index and the object store.
 
+    :param search_index: Index the text of every write (docs/search.md).
     :raises StorageError: If either cannot be reached.
+    :raises SearchUnavailableError: With `search_index`, if the server cannot hold the search index.
     """
     try:
         from casstore.object_blobs import ObjectBlobs
@@ -199,4 +201,6 @@ def open_shared_repository(
         footprint=footprint,
         description=f"{database.description} and {blob_url}",
         learn=learn,
+        searchable=True,
+        search_index_writes=search_index,
     )

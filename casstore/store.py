@@ -243,9 +243,11 @@ class ContentAddressedToolResultStore(RepositoryToolResultStore):
         :param learn: Compress new content with what the store learned from what it holds: zstd dictionaries trained
             per tool, and deltas against an earlier version of a result (docs/compression.md). False stores plain zstd
             frames, as before; blobs stored either way are read either way.
-        :param search_index: Index the text of every result as it is written, in the write's own transaction, so the
-            search tool (`casstore.compactor.make_search_tool`) finds it. Off by default: the write path is then
-            unchanged. Results written before (or by a store with it off) are indexed by `casstore search-index`.
+        :param search_index: Index the text of every result written, so the search tool
+            (`casstore.compactor.make_search_tool`) finds it: the write records it as pending in its own transaction,
+            and it is indexed after the commit, in batches (a search indexes what is pending first). Off by default:
+            the write path is then unchanged. Results written before (or by a store with it off) are indexed by
+            `casstore search-index`.
         :raises TypeError: If `namespace` is not a string.
         :raises ValueError: If `namespace` is empty, too long or contains control characters, or if
             `compression_level` or `inline_max` is out of range.

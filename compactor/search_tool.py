@@ -130,9 +130,9 @@ class _Searcher:
         if not outcome.enabled:
             return (
                 "This store has no search index, so its offloaded results cannot be searched; read them by reference "
-                f"with {READ_TOOL_NAME}. (To turn searching on, open the store with "
-                "ContentAddressedToolResultStore(..., search_index=True) and run `casstore search-index <root>` once "
-                "for the results written before.)"
+                f"with {READ_TOOL_NAME}. (To turn searching on, open the store with search_index=True "
+                "(ContentAddressedToolResultStore or SharedToolResultStore) and run `casstore search-index` once for "
+                "the results written before.)"
             )
         return _render(outcome, terms=terms, notes=notes, tool=tool, max_chars=self.max_chars)
 
@@ -212,6 +212,11 @@ def _render(outcome: SearchOutcome, *, terms: list[str], notes: list[str], tool:
     searched = " ".join(f'"{term}"' if " " in term else term for term in terms)
     scope = f" among the results of {tool}" if tool else ""
     lines_notes = [f"Note: {note}." for note in notes]
+    if outcome.pending:
+        lines_notes.append(
+            f"Note: {outcome.pending} result(s) written lately are not indexed yet and could not be searched; search "
+            f"again in a moment."
+        )
     if outcome.timed_out and not outcome.hits:
         return "\n".join(
             [

@@ -38,3 +38,22 @@ def test_tiny_search_benchmark(tmp_path: Path, capsys: pytest.CaptureFixture[str
         assert figures["over_grep"] == pytest.approx(figures["p50_ms"] / figures["grep_p50_ms"])
     assert {check["name"] for check in result["targets"]} >= {"recall at 3 (trigram index)"}
     assert "| recall at 3 | all |" in printed and "| target | value | met |" in printed
+
+
+@pytest.mark.slow
+def test_tiny_shared_search_benchmark(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result_path = tmp_path / "search-shared.json"
+    arguments = ["--search", "--shared", "--results", "120", "--search-queries", "20", "--repetitions", "1"]
+    assert main([*arguments, "--chunk", "40", "--json", str(result_path), "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    result = json.loads(result_path.read_text())
+    assert result["writes"]["writes"] == result["trace"]["writes"]
+    size = result["size"]
+    assert size["search_index_bytes"] > 0 and size["store_du_bytes"] > size["store_without_index_du_bytes"] > 0
+    assert 0 <= result["recall"]["trigram"]["all"] <= 1 and "word" not in result["recall"]
+    assert 0 <= result["recall"]["postgres_words"]["all"] <= 1
+    assert result["recall"]["postgres_words"]["index_over_text"] > 0
+    for kind in ("rare token", "common token", "phrase"):
+        figures = result["latency"][kind]
+        assert 0 < figures["p50_ms"] <= figures["p99_ms"]
+    assert "| postgres_words |" in printed and "PostgreSQL full-text" in printed

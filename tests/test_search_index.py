@@ -23,11 +23,10 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from casstore import ContentAddressedToolResultStore, SharedToolResultStore, search_index
+from casstore import ContentAddressedToolResultStore, search_index
 from casstore.cli import cli
 from casstore.compactor import make_search_tool
 from casstore.maintenance import collect_garbage, verify
-from tests.servers import S3Location
 
 
 def _rows(root: Path, sql: str) -> list[tuple[Any, ...]]:
@@ -95,23 +94,6 @@ def test_casstore_search_index_indexes_an_existing_store_and_goes_on_where_it_st
     with ContentAddressedToolResultStore(store_root, namespace="alice") as store:
         assert _found(store, "token0042x") == [references[42]]
         assert verify(store).search_documents_checked == 1_200
-
-
-def test_the_shared_store_refuses_the_switch_clearly() -> None:
-    with pytest.raises(ValueError, match="SharedToolResultStore has no search index yet"):
-        SharedToolResultStore(index_url="postgresql://nobody@127.0.0.1:1/none", blob_url="file:///x", search_index=True)
-
-
-def test_the_shared_store_has_no_search_and_the_tool_says_so(postgres_url: str, s3_bucket_url: S3Location) -> None:
-    with SharedToolResultStore(index_url=postgres_url, blob_url=s3_bucket_url.url, namespace="alice") as store:
-        store.write(key="a.txt", content="some text to find")
-        assert not store.search(terms=["text"]).enabled
-        assert make_search_tool(store).invoke(query="text").startswith("This store has no search index")
-        assert verify(store).ok  # nothing of a search index to check
-    result = CliRunner().invoke(
-        cli, ["search-index", "--index", postgres_url, "--blobs", s3_bucket_url.url], catch_exceptions=False
-    )
-    assert result.exit_code != 0 and "only a local store (--root) has one" in result.output
 
 
 # Namespaces: nothing of another namespace is seen, counted or ranked.
@@ -199,6 +181,7 @@ def test_gc_removes_what_it_deletes_from_the_search_index(store_root: Path, inli
         old.write(key="a.txt", content="goes away with gc: quux")
     with ContentAddressedToolResultStore(store_root, namespace="new", search_index=True, inline_max=inline_max) as new:
         kept = new.write(key="b.txt", content="stays: quux")
+        assert _found(new, "quux") == [kept]  # indexed now: a search indexes what is pending first
         _as_long_ago(store_root)
         report = collect_garbage(new, namespace="old", grace=timedelta(0))
         assert report.blobs_deleted == 1
@@ -343,3 +326,75 @@ def test_a_sigkilled_search_index_build_is_rebuildable(store_root: Path) -> None
         assert indexed == len(references) - partial
         assert _found(store, "needle02321z") == [references[2321]]
         assert verify(store).ok
+
+
+# Indexing after the commit: a write leaves a pending row; batches, searches and builds index it.
+
+
+def test_a_write_leaves_a_pending_row_that_a_batch_indexes(store_root: Path) -> None:
+    batch = search_index.WrittenTexts.BATCH_RESULTS
+    with ContentAddressedToolResultStore(store_root, namespace="alice", search_index=True) as store:
+        first = store.write(key="0.txt", content="pending result number 0")
+        assert _rows(store_root, "SELECT namespace, count(*) FROM search_pending GROUP BY namespace") == [("alice", 1)]
+        assert _rows(store_root, "SELECT count(*) FROM search_documents") == [(0,)]
+        for number in range(1, batch):
+            store.write(key=f"{number}.txt", content=f"pending result number {number}")
+        # The batch's write indexed all of them after its commit, with no search asking.
+        assert _rows(store_root, "SELECT count(*) FROM search_pending") == [(0,)]
+        assert _rows(store_root, "SELECT count(*) FROM search_documents") == [(batch,)]
+        assert _found(store, "number 0") == [first]
+
+
+def test_another_process_finds_what_a_writer_has_not_indexed_yet(store_root: Path) -> None:
+    with ContentAddressedToolResultStore(store_root, namespace="alice", search_index=True) as writer:
+        reference = writer.write(key="1_t_c.txt", content="written, committed, not indexed yet: frobnicate")
+        script = textwrap.dedent(
+            """
+            import sys
+            from casstore import ContentAddressedToolResultStore
+            with ContentAddressedToolResultStore(sys.argv[1], namespace="alice") as store:
+                print(*[hit.reference for hit in store.search(terms=["frobnicate"]).hits])
+            """
+        )
+        found = subprocess.run(
+            [sys.executable, "-c", script, str(store_root)], capture_output=True, text=True, check=True
+        ).stdout.split()
+        assert found == [reference]  # the search indexed the pending row from the blob
+        writer.write(key="2_t_c.txt", content="another")
+        assert _found(writer, "frobnicate") == [reference]  # the writer's own batch found its row taken: no repeat
+        assert _rows(store_root, "SELECT count(*) FROM search_documents") == [(2,)]
+        assert writer.repository.check_search_index().consistent
+
+
+def test_a_forgotten_write_leaves_no_pending_row_behind(store_root: Path) -> None:
+    with ContentAddressedToolResultStore(store_root, namespace="alice", search_index=True) as store:
+        store.write(key="a.txt", content="forgotten before it was indexed")
+        collect_garbage(store, namespace="alice", grace=timedelta(0))
+        assert _rows(store_root, "SELECT count(*) FROM search_pending") == [(0,)]
+        assert _found(store, "forgotten") == []
+        assert store.repository.check_search_index().consistent
+
+
+def test_a_term_in_many_documents_takes_the_same_candidates_by_either_plan(store_root: Path) -> None:
+    # Past `_FTS5_MANY_MATCHES` matches, the shortest are taken by walking the namespace's entries in size order
+    # instead of sorting every match: the rows (and their count) must be the same, whatever another namespace holds.
+    chooser = random.Random(14)
+    with (
+        ContentAddressedToolResultStore(store_root, namespace="alice", search_index=True) as alice,
+        ContentAddressedToolResultStore(store_root, namespace="bob", search_index=True) as bob,
+    ):
+        for number in range(2_600):
+            writer = alice if number % 3 else bob
+            writer.write(key=f"{number}.txt", content=f"common {number} " + "x" * chooser.randint(0, 400))
+        alice.search(terms=["zzz"])
+        bob.search(terms=["zzz"])
+    with closing(sqlite3.connect(store_root / "index.db")) as connection:
+        query = search_index.term_query("common")
+        assert connection.execute(search_index._FTS5_MATCHES_SQL, (query,)).fetchone()[0] > (
+            search_index._FTS5_MANY_MATCHES
+        )
+        for namespace in ("alice", "bob"):
+            walked = search_index.FTS5_TEXT.term_candidates(connection, namespace=namespace, term="common", limit=500)
+            wanted = search_index._FTS5_MANY_CANDIDATES
+            sorted_rows = connection.execute(search_index._FTS5_CANDIDATES_SQL, (namespace, query, wanted)).fetchall()
+            assert walked == sorted_rows and len(walked) == wanted

@@ -61,6 +61,12 @@ CASSTORE_TABLES = {
     "write_log",
     "offloads",
     "compactions",
+    "search_documents",
+    "search_text",
+    "search_entries",
+    "search_namespaces",
+    "search_state",
+    "search_pending",
     "_casstore_migrations",
 }
 CASSTORE_VIEWS = {

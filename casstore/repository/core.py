@@ -90,12 +90,20 @@ class RepositoryCore:
         :param description: Where the repository is, for messages (no password).
         :param learn: Store new content with the learned encodings (trained dictionaries, deltas against earlier
             versions); False stores plain zstd frames. Blobs stored either way are read either way.
-        :param searchable: The index has the search index's tables (`casstore.search_index`: SQLite's).
-        :param search_index_writes: Index the text of every write as it is stored, and turn the search index on.
+        :param searchable: The index has the search index's tables (`casstore.search_index`).
+        :param search_index_writes: Index the text of every write as it is stored (after its commit), and turn the
+            search index on.
+        :raises SearchUnavailableError: With `search_index_writes`, if the index's engine cannot hold a search index
+            (a PostgreSQL server without `pg_trgm`).
         """
         self._database = database
         self._searchable = searchable
         self._search_index_writes = searchable and search_index_writes
+        # The engine's trigrams: PostgreSQL names its own (`casstore.postgres_search`); SQLite's are FTS5's.
+        self._search_text: search_index.SearchText = getattr(database, "search_text", search_index.FTS5_TEXT)
+        # Texts this process wrote with the index on, waiting (each with its `search_pending` row) to be indexed after
+        # their commit, in batches.
+        self._written_texts = search_index.WrittenTexts()
         self._guard = OpenGuard()
         self._footprint = footprint
         self.description = description
@@ -111,13 +119,19 @@ class RepositoryCore:
         # Engine primitives where a round trip costs more than a statement (PostgreSQL); the local SQLite index has
         # none and keeps its statements. A stored-writes statement trusts blob rows, so it needs a backend whose rows
         # imply presence.
+        # With the search index on, a write also records its pending row: the one-statement write has no room for it.
         recorder: StoredWriteRecorder | None = getattr(database, "record_stored_write", None)
-        self._record_stored_write = recorder if self._blobs.rows_imply_presence else None
+        fast = self._blobs.rows_imply_presence and not self._search_index_writes
+        self._record_stored_write = recorder if fast else None
         # A lazy index (the local one) is created by the first write, before its first blob file: a first write that
         # fails then leaves at most an empty index, never blob files in a folder without one.
         self._create_index: Callable[[], None] | None = getattr(database, "create", None)
         if self._search_index_writes:
-            self._enable_search_index()
+            try:
+                self._enable_search_index()
+            except BaseException:
+                self.close()
+                raise
 
     @classmethod
     def local(
@@ -193,7 +207,7 @@ class RepositoryCore:
 
     @property
     def searchable(self) -> bool:
-        """Whether this repository's index can hold a search index (the local SQLite one can)."""
+        """Whether this repository's index can hold a search index (both engines' can)."""
         return self._searchable
 
     def _enable_search_index(self) -> None:
@@ -201,8 +215,11 @@ class RepositoryCore:
             with self._index() as connection:
                 if search_index.is_enabled(connection):
                     return
-            with self._database.transaction() as work:
-                search_index.enable(work)
+            try:
+                with self._database.transaction() as work:
+                    search_index.enable(work, self._search_text)
+            except self._database.failures as error:
+                raise self._engine_failed(error) from error
 
     def close(self) -> None:
         """

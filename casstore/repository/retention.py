@@ -280,8 +280,8 @@ class Retention(SearchIndexing):
                             # An indexed blob's text is read before the blob goes: the trigrams are removed with it.
                             indexed, text = self._indexed_text(work, digest)
                             if self._blobs.delete_if_collectable(work, digest, grace=grace):
-                                if indexed:
-                                    search_index.remove(work, digest=digest, text=text)
+                                if indexed or self._search_index_writes:  # its document, or a pending row
+                                    search_index.remove(work, self._search_text, digest=digest, text=text)
                                 deleted += 1
                                 freed += stored_size
                     self._database.yield_to_writers(time.perf_counter() - started)

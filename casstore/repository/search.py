@@ -1,12 +1,15 @@
 """The search part of the `Repository`: searching a namespace's results, building and checking the search index."""
 
+import dataclasses
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from casstore import search_index
 from casstore.database import UnitOfWork
-from casstore.errors import CasStoreError, CorruptBlobError
+from casstore.errors import CasStoreError, CorruptBlobError, StoreClosedError
+from casstore.references import parse_reference
 from casstore.repository.core import ROWS_PER_TRANSACTION, RepositoryCore
 from casstore.search_index import IndexedEntry, searchable_text
 from casstore.searching import SearchHit, SearchOutcome, rank_candidates, read_order, score
@@ -18,6 +21,8 @@ _READ_PER_HIT = 3
 _READ_AT_LEAST = 30
 # The bytes of candidates one search reads at most (past the first): a few huge results would cost more than the rest.
 _READ_BYTES = 16 * 1024 * 1024
+
+_logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,25 +68,33 @@ class SearchIndexing(RepositoryCore):
         with self._guard.held():
             if not self._searchable:
                 return SearchOutcome(enabled=False)
+            engine = self._search_text
+            with self._index() as connection:
+                if not search_index.is_enabled(connection):
+                    return SearchOutcome(enabled=False)
+            try:
+                pending = self._catch_up(namespace=namespace, deadline=deadline)
+            except self._database.failures as error:
+                raise self._engine_failed(error) from error
             try:
                 with self._index() as connection:
-                    if not search_index.is_enabled(connection):
-                        return SearchOutcome(enabled=False)
                     allowed = (
                         search_index.documents_of(
-                            connection, search_index.tool_digests(connection, namespace=namespace, tool_name=tool_name)
+                            connection,
+                            search_index.tool_digests(connection, engine, namespace=namespace, tool_name=tool_name),
                         )
                         if tool_name is not None
                         else None
                     )
                     candidates, statistics = search_index.candidates(
-                        connection, namespace=namespace, terms=terms, deadline=deadline
+                        connection, engine, namespace=namespace, terms=terms, deadline=deadline
                     )
             except search_index.SearchTimeout:
-                return SearchOutcome(enabled=True, timed_out=True)
+                return SearchOutcome(enabled=True, timed_out=True, pending=pending)
             if allowed is not None:
                 candidates = [candidate for candidate in candidates if candidate.document in allowed]
-            return self._read_candidates(
+            read = self._rank_exact if engine.exact else self._read_candidates
+            outcome = read(
                 namespace=namespace,
                 terms=terms,
                 tool_name=tool_name,
@@ -90,6 +103,73 @@ class SearchIndexing(RepositoryCore):
                 limit=limit,
                 deadline=deadline,
             )
+            return dataclasses.replace(outcome, pending=pending) if pending else outcome
+
+    def _rank_exact(
+        self,
+        *,
+        namespace: str,
+        terms: Sequence[str],
+        tool_name: str | None,
+        ordered: list[search_index.Candidate],
+        statistics: search_index.NamespaceStatistics,
+        limit: int,
+        deadline: float,
+    ) -> SearchOutcome:
+        # An engine whose candidates hold their terms for certain (PostgreSQL's, which rechecks them against its copy
+        # of the text): the best-placed ones are scored from occurrences counted in SQL, and only the hits shown are
+        # read from the blobs, for their lines.
+        budget = len(ordered) if len(ordered) <= _READ_ALL_CANDIDATES else max(_READ_PER_HIT * limit, _READ_AT_LEAST)
+        scored = ordered[:budget]
+        engine = self._search_text
+        try:
+            with self._index() as connection, engine.bounded(connection, deadline):
+                counted = engine.occurrences(
+                    connection, documents=[candidate.document for candidate in scored], terms=terms
+                )
+        except search_index.SearchTimeout:
+            return SearchOutcome(enabled=True, timed_out=True)
+        found = [(candidate, counted[candidate.document]) for candidate in scored if counted.get(candidate.document)]
+        with self._index() as connection:
+            details = search_index.hit_details(
+                connection, engine, namespace=namespace, documents=[candidate.document for candidate, _ in found]
+            )
+        hits = []
+        for candidate, occurrences in found:
+            detail = details.get(candidate.document)
+            if detail is None:
+                continue  # forgotten meanwhile
+            hit = SearchHit(
+                reference=detail.reference,
+                tool_name=detail.tool_name or tool_name,
+                written_at=detail.written_at,
+                size=candidate.size,
+                text="",
+                terms=tuple(terms[term] for term in sorted(occurrences)),
+                score=score(occurrences=occurrences, size=candidate.size, statistics=statistics),
+            )
+            hits.append((candidate, hit))
+        shown, more = rank_candidates(hits, limit=limit)
+        texts = []
+        unreadable = 0
+        for hit in shown:
+            try:
+                with self._index() as connection:
+                    location = self._blobs.locate(connection, parse_reference(hit.reference).digest)
+                texts.append(
+                    dataclasses.replace(hit, text=self._blobs.load(location, guarded=False).decode("utf-8", "replace"))
+                )
+            except CorruptBlobError:
+                unreadable += 1
+        beyond = max(len(ordered), statistics.most_candidates) if tool_name is None else len(ordered)
+        return SearchOutcome(
+            enabled=True,
+            hits=texts,
+            # Every candidate past those scored holds a term (the engine rechecked it), so it counts as a hit.
+            more_hits=more + len(ordered) - len(scored),
+            unread=beyond - len(ordered),
+            unreadable=unreadable,
+        )
 
     def _read_candidates(
         self,
@@ -111,6 +191,9 @@ class SearchIndexing(RepositoryCore):
         found: list[tuple[search_index.Candidate, str, dict[int, int]]] = []
         read = unreadable = bytes_read = 0
         timed_out = False
+        # The digests of the candidates within the budget, in one look-up (the rest, if read, one by one).
+        with self._index() as connection:
+            digests = search_index.digests_of(connection, [candidate.document for candidate in ordered[:budget]])
         for candidate in ordered:
             if read >= budget and len(found) >= limit:
                 break  # past the budget, reading goes on only while too few hits were found (bounded by bytes)
@@ -123,7 +206,7 @@ class SearchIndexing(RepositoryCore):
             bytes_read += candidate.size
             try:
                 with self._index() as connection:
-                    digest = search_index.digest_of(connection, candidate.document)
+                    digest = digests.get(candidate.document) or search_index.digest_of(connection, candidate.document)
                     if digest is None:
                         continue  # collected meanwhile
                     location = self._blobs.locate(connection, digest)
@@ -137,7 +220,10 @@ class SearchIndexing(RepositoryCore):
                 found.append((candidate, text, occurrences))
         with self._index() as connection:
             details = search_index.hit_details(
-                connection, namespace=namespace, documents=[candidate.document for candidate, _, _ in found]
+                connection,
+                self._search_text,
+                namespace=namespace,
+                documents=[candidate.document for candidate, _, _ in found],
             )
         hits = []
         for candidate, text, occurrences in found:
@@ -176,21 +262,20 @@ class SearchIndexing(RepositoryCore):
         :param progress: Called as `progress(done, total)` after each batch (`total` is what is left at the start).
         :returns: How many blobs were indexed, and how many were skipped (binary content that is not text, or
             unreadable).
-        :raises CasStoreError: If this store's index has no search index (the shared store).
+        :raises CasStoreError: If this store's index has no search index.
+        :raises SearchUnavailableError: If its engine cannot hold one (a PostgreSQL server without `pg_trgm`).
         """
         if not self._searchable:
-            raise CasStoreError(
-                f"The {self._database.kind} at {self._database.description} has no search index: only the local store "
-                f"(ContentAddressedToolResultStore) has one."
-            )
+            raise CasStoreError(f"The {self._database.kind} at {self._database.description} has no search index.")
         indexed = skipped = 0
         with self._guard.held():
             with self._database.transaction() as work:
-                search_index.enable(work)
+                search_index.enable(work, self._search_text)
                 if rebuild:
-                    search_index.clear(work)
+                    search_index.clear(work, self._search_text)
+            self._catch_up(namespace=None, deadline=None)  # what writers left pending, entries included
             with self._index() as connection:
-                total = len(search_index.unindexed_blobs(connection, after="", limit=-1))
+                total = len(search_index.unindexed_blobs(connection, after="", limit=None))
             after = ""
             while True:
                 with self._index() as connection:
@@ -212,7 +297,7 @@ class SearchIndexing(RepositoryCore):
                         texts.append((digest, text))
                 with self._database.transaction() as work:
                     for digest, text in texts:
-                        if search_index.add(work, digest=digest, text=text):
+                        if search_index.add(work, self._search_text, digest=digest, text=text):
                             indexed += 1
                 if progress is not None:
                     progress(indexed + skipped, total)
@@ -227,7 +312,7 @@ class SearchIndexing(RepositoryCore):
         with self._guard.held():
             with self._index() as connection:
                 documents: list[IndexedEntry] = search_index.entries(connection)
-                stray = search_index.stray_rows(connection)
+                stray = self._search_text.stray_rows(connection)
                 stray_entries = search_index.stray_entries(connection) + search_index.miscounted(connection)
             without_blob = mismatched = 0
             for entry in documents:
@@ -241,7 +326,7 @@ class SearchIndexing(RepositoryCore):
                 except CorruptBlobError:
                     continue  # verify reports the blob itself
                 with self._index() as connection:
-                    if not search_index.finds(connection, document=entry.document, text=text):
+                    if not self._search_text.finds(connection, document=entry.document, text=text):
                         mismatched += 1
         return SearchCheck(
             documents=len(documents),
@@ -256,7 +341,7 @@ class SearchIndexing(RepositoryCore):
         if not self._searchable:
             return 0
         with self._index() as connection:
-            return search_index.index_bytes(connection)
+            return self._search_text.index_bytes(connection)
 
     def _indexed_text(self, work: UnitOfWork, digest: str) -> tuple[bool, str | None]:
         # What gc needs to remove a blob's document: whether there is one, and the text its trigrams came from.
@@ -267,3 +352,72 @@ class SearchIndexing(RepositoryCore):
         except CorruptBlobError:
             return True, None
         return True, data.decode("utf-8", "replace")
+
+    # Indexing what writes left pending (`search_index.add_pending`).
+
+    def _index_written_texts(self) -> None:
+        # After commits, in the writer, in one short transaction of its own: the texts this process wrote. A failure
+        # fails no write (they committed): it is logged, and their pending rows wait for the next search or build.
+        texts = self._written_texts.take()
+        if not texts:
+            return
+        failures: tuple[type[Exception], ...] = (CasStoreError, *self._failures)
+        try:
+            with self._database.transaction() as work:
+                for text in texts:
+                    search_index.index_pending(
+                        work, self._search_text, namespace=text.namespace, digest=text.digest, text=text.text
+                    )
+        except failures as error:
+            _logger.warning(
+                "casstore could not index %d written result(s) for search (%s); the next search indexes them",
+                len(texts),
+                error,
+            )
+
+    def _catch_up(self, *, namespace: str | None, deadline: float | None) -> int:
+        """
+        Index what waits to be indexed, of `namespace` (or of all): this process's texts first, then the pending rows
+        any writer left (a crash, another process), each blob read back, in batches of a transaction each.
+
+        :returns: How many results of `namespace` still wait (the deadline came first).
+        """
+        self._index_written_texts()
+        while deadline is None or time.monotonic() < deadline:
+            with self._index() as connection:
+                rows = search_index.pending(connection, namespace=namespace, limit=ROWS_PER_TRANSACTION)
+            if not rows:
+                return 0
+            texts = [(entry, self._stored_text(entry.digest, written_as_text=entry.written_as_text)) for entry in rows]
+            try:
+                with self._database.transaction() as work:
+                    for entry, text in texts:
+                        search_index.index_pending(
+                            work, self._search_text, namespace=entry.namespace, digest=entry.digest, text=text
+                        )
+            except self._database.conflicts:
+                break  # PostgreSQL broke a deadlock with another process indexing them: they stay pending, counted
+        with self._index() as connection:
+            return search_index.pending_count(connection, namespace=namespace)
+
+    def _stored_text(self, digest: str, *, written_as_text: bool) -> str | None:
+        # A blob's text as the index takes it, read back and verified; None if it is not text, gone or damaged.
+        try:
+            with self._index() as connection:
+                location = self._blobs.locate(connection, digest)
+            return searchable_text(self._blobs.load(location, guarded=False), is_text=written_as_text)
+        except CorruptBlobError:
+            return None
+
+    def close(self) -> None:
+        """
+        Index what this process wrote and has not indexed yet, then close (see `RepositoryCore.close`). A failure to
+        index is logged; the results' pending rows wait for the next search or build.
+        """
+        if len(self._written_texts):
+            try:
+                with self._guard.held():
+                    self._index_written_texts()
+            except StoreClosedError:
+                pass
+        super().close()

@@ -3,6 +3,7 @@
 import random
 import time
 from collections.abc import Sequence
+from functools import partial
 
 from casstore import index, search_index
 from casstore.blob_hints import LAST_SEEN_RESOLUTION
@@ -12,15 +13,19 @@ from casstore.errors import CasStoreError, StorageError
 from casstore.index import CompactionRecord, OffloadRecord
 from casstore.prepared import PreparedWrite
 from casstore.repository.learned import LearnedEncodings
-from casstore.search_index import searchable_text
+from casstore.repository.search import SearchIndexing
+from casstore.search_index import WrittenText, searchable_text
 
 _SEEN_AGO = ago(LAST_SEEN_RESOLUTION)
 # How often a write transaction the engine rolled back to break a deadlock is tried, in all.
 _CONFLICT_ATTEMPTS = 8
 
 
-class Writes(LearnedEncodings):
-    """Storing results and recording offloads and compactions."""
+class Writes(LearnedEncodings, SearchIndexing):
+    """
+    Storing results and recording offloads and compactions. With the search index on, a write leaves its text for the
+    search part to index after the commit (`SearchIndexing.index_written_texts`).
+    """
 
     def store(self, *, namespace: str, writes: Sequence[PreparedWrite]) -> None:
         """
@@ -39,6 +44,8 @@ class Writes(LearnedEncodings):
                 self._store(namespace, writes)
                 if self._blobs.learner is not None:
                     self._train_if_due()
+                if self._search_index_writes and self._written_texts.due:
+                    self._index_written_texts()
         except CasStoreError:
             raise
         except self._failures as error:
@@ -154,7 +161,7 @@ class Writes(LearnedEncodings):
         for write in writes:
             was_visible = index.record_write(work, namespace, write)
             if self._search_index_writes:
-                _index_text(work, namespace, write)
+                self._leave_for_indexing(work, namespace, write)
             digest = write.digest
             if digest in staged or (was_visible and not needs_confirmation(digest)):
                 continue
@@ -163,6 +170,19 @@ class Writes(LearnedEncodings):
             missing = [digest for digest in sorted(set(to_confirm)) if not self._blobs.confirm(work, digest)]
             if missing:
                 raise _BlobsMissing(missing)
+
+    def _leave_for_indexing(self, work: UnitOfWork, namespace: str, write: PreparedWrite) -> None:
+        # The write's pending row, in its transaction (one insert), and its text kept in memory once it commits, for
+        # the next batch to index without reading the blob back. Binary content is indexed only if it is UTF-8 text.
+        if write.is_text:
+            text = write.data.decode("utf-8")
+        else:
+            found = searchable_text(write.data, is_text=False)
+            if found is None:
+                return
+            text = found
+        search_index.add_pending(work, self._search_text, namespace=namespace, digest=write.digest)
+        work.on_commit(partial(self._written_texts.add, WrittenText(namespace, write.digest, text)))
 
     def record_offloads(self, *, namespace: str, compaction_id: str, offloads: Sequence[OffloadRecord]) -> None:
         """Append a compaction's offloads to the `offloads` table, in one transaction."""
@@ -196,18 +216,3 @@ class _BlobsMissing(Exception):
     def __init__(self, digests: list[str]) -> None:
         super().__init__(digests)
         self.digests = digests
-
-
-def _index_text(work: UnitOfWork, namespace: str, write: PreparedWrite) -> None:
-    """
-    Index a write's text in its own transaction, if it is text (`search_index.add` once per blob), and record it as
-    the namespace's first write of that blob (a repeat changes nothing).
-    """
-    if write.is_text:
-        search_index.add_text_write(work, digest=write.digest, data=write.data)
-    elif searchable_text(write.data, is_text=False) is not None:
-        if not search_index.is_indexed(work.connection, write.digest):
-            search_index.add(work, digest=write.digest, text=write.data.decode("utf-8"))
-    else:
-        return
-    search_index.add_entry(work, namespace=namespace, digest=write.digest)
