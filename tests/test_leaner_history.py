@@ -50,16 +50,33 @@ _OLD_OBJECTS = (
 )
 
 
-def _schema_0010() -> dict[str, str]:
-    """:returns: `sqlite_master`'s SQL of every object an index of migrations 0001 to 0010 has, by name."""
+def _schema_through(last: str) -> dict[str, tuple[str, str]]:
+    """:returns: `sqlite_master`'s type and SQL of every object an index of the migrations up to `last` has, by name."""
     with contextlib.closing(sqlite3.connect(":memory:")) as connection:
         database = sqlite_utils.Database(connection)
-        for name in MIGRATION_NAMES[: MIGRATION_NAMES.index(_LEAN)]:
+        for name in MIGRATION_NAMES[: MIGRATION_NAMES.index(last) + 1]:
             script = (REPOSITORY / "migrations" / f"{name}.sql").read_text(encoding="utf-8")
             _migration_from_script(script)(database)
         return {
-            row[0]: row[1] for row in connection.execute("SELECT name, sql FROM sqlite_master WHERE sql IS NOT NULL")
+            row[0]: (row[1], row[2])
+            for row in connection.execute("SELECT name, type, sql FROM sqlite_master WHERE sql IS NOT NULL")
         }
+
+
+def _schema_0010() -> dict[str, str]:
+    """:returns: `sqlite_master`'s SQL of every object an index of migrations 0001 to 0010 has, by name."""
+    return {name: sql for name, (_, sql) in _schema_through(MIGRATION_NAMES[MIGRATION_NAMES.index(_LEAN) - 1]).items()}
+
+
+def _undo_migrations_after_0011(connection: sqlite3.Connection) -> None:
+    """Drop what the migrations after 0011 added (they only add objects), and forget that they were applied."""
+    through_0011 = _schema_through(_LEAN)
+    added = {name: kind for name, (kind, _) in _schema_through(MIGRATION_NAMES[-1]).items() if name not in through_0011}
+    for kind in ("trigger", "view", "index", "table"):
+        for name in sorted(name for name, added_kind in added.items() if added_kind == kind):
+            connection.execute(f'DROP {kind.upper()} "{name}"')
+    later = MIGRATION_NAMES[MIGRATION_NAMES.index(_LEAN) + 1 :]
+    connection.executemany("DELETE FROM _sqlite_migrations WHERE name = ?", [(name,) for name in later])
 
 
 def _answers(root: Path) -> list[list[tuple[Any, ...]]]:
@@ -78,6 +95,7 @@ def _as_of_0010(root: Path) -> None:
             "SELECT id, namespace, key, digest, kind, size, reference, written_at FROM writes"
         ).fetchall()
         visible = connection.execute("SELECT digest, namespace, reference FROM visible_references").fetchall()
+        _undo_migrations_after_0011(connection)
         for view in ("readable_blobs", "dedup_summary", "namespace_summary", "repeated_results", "writes"):
             connection.execute(f"DROP VIEW {view}")
         connection.execute("DROP VIEW visible_references")
@@ -138,7 +156,9 @@ def test_a_store_of_migration_0010_upgrades_in_place_with_the_same_history(store
                     "SELECT name, type FROM sqlite_master WHERE name IN ('writes', 'visible_references')"
                 )
             )
-        assert applied[-1] == _LEAN and kinds == {"writes": "view", "visible_references": "view"}
+        from_0011 = list(MIGRATION_NAMES[MIGRATION_NAMES.index(_LEAN) :])
+        assert applied[-len(from_0011) :] == from_0011  # 0011 and every migration after it, applied on opening
+        assert kinds == {"writes": "view", "visible_references": "view"}
         for namespace, reference in [(row[1], row[6]) for row in before[0]]:
             with ContentAddressedToolResultStore(store_root, namespace=namespace) as store:
                 content = dict(written[namespace])[next(row[2] for row in before[0] if row[6] == reference)]
@@ -216,6 +236,29 @@ def _postgres_columns(connection: Any, schema: str) -> set[tuple[Any, ...]]:
     return set(rows) | set(routines)
 
 
+def _postgres_tables_through(connection: Any, last: str) -> set[str]:
+    """:returns: The tables and views the PostgreSQL migrations up to `last` make (in a scratch schema)."""
+    connection.execute("CREATE SCHEMA scratch_migrations")
+    connection.execute("SET LOCAL search_path TO scratch_migrations")
+    for _, script in postgres_migration_scripts()[: MIGRATION_NAMES.index(last) + 1]:
+        connection.execute(script)
+    rows = connection.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'scratch_migrations'"
+    ).fetchall()
+    connection.execute("DROP SCHEMA scratch_migrations CASCADE")
+    connection.execute("SET LOCAL search_path TO public")
+    return {row[0] for row in rows}
+
+
+def _postgres_undo_migrations_after_0011(connection: Any) -> None:
+    """Drop the tables the PostgreSQL migrations after 0011 added (they only add tables), and forget them."""
+    added = _postgres_tables_through(connection, MIGRATION_NAMES[-1]) - _postgres_tables_through(connection, _LEAN)
+    for table in sorted(added):
+        connection.execute(f'DROP TABLE "{table}" CASCADE')
+    later = list(MIGRATION_NAMES[MIGRATION_NAMES.index(_LEAN) + 1 :])
+    connection.execute("DELETE FROM _casstore_migrations WHERE name = ANY(%s)", (later,))
+
+
 def _postgres_as_of_0010(url: str) -> None:
     """The shared index of today's schema turned into exactly what migration 0010 left, with the same history."""
     import psycopg
@@ -228,6 +271,7 @@ def _postgres_as_of_0010(url: str) -> None:
         for view in ("readable_blobs", "dedup_summary", "namespace_summary", "repeated_results", "writes"):
             connection.execute(f"DROP VIEW {view}")
         connection.execute("DROP VIEW visible_references")
+        _postgres_undo_migrations_after_0011(connection)
         connection.execute("DROP FUNCTION casstore_set_written_at()")
         connection.execute("DROP FUNCTION casstore_record_stored_write")
         for table in ("write_log", "namespace_references", "namespaces"):
