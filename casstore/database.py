@@ -27,6 +27,7 @@ from sqlite_utils import Database as SqliteUtilsDatabase
 from casstore import forks
 from casstore.disk import disk_usage_of_file
 from casstore.errors import IndexDamagedError, SchemaError, StoreClosedError
+from casstore.history_upgrade import refuse_unreadable_write_times
 from casstore.schema import MIGRATION_NAMES, MIGRATION_SET, MIGRATIONS
 
 # How long a write waits for another process's write transaction before giving up.
@@ -155,6 +156,8 @@ class Database:
                 # index file gets its schema here, and only here.
                 with self.transaction():
                     _refuse_unknown_schema(sqlite_utils_db, self.path)
+                    pending = [migration.name for migration in MIGRATIONS.pending(sqlite_utils_db)]
+                    refuse_unreadable_write_times(connection, pending=pending, path=self.path)
                     MIGRATIONS.apply(sqlite_utils_db)
                     connection.execute(f"PRAGMA user_version = {len(MIGRATION_NAMES)}")
         except sqlite3.DatabaseError as error:

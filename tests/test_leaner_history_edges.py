@@ -4,6 +4,7 @@ the upgrade of hand-made 0010 rows, and what the views show.
 """
 
 import contextlib
+import re
 import sqlite3
 import threading
 from collections import Counter
@@ -14,7 +15,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from casstore import ContentAddressedToolResultStore, ReferenceNotFoundError, SharedToolResultStore
+from casstore import ContentAddressedToolResultStore, ReferenceNotFoundError, SchemaError, SharedToolResultStore
 from casstore.copying import copy_store
 from casstore.index import milliseconds
 from casstore.maintenance import collect_garbage
@@ -450,3 +451,68 @@ def test_duplicate_writes_racing_for_a_new_reference_of_an_existing_namespace_ea
             connection.close()
     assert counted == (_WRITERS * _ROUNDS + 1, _ROUNDS + 1)
     assert made == (_ROUNDS + 1,)
+
+
+def _fix_from(message: str, engine: str) -> str:
+    """:returns: The statement a `SchemaError` about unreadable times tells a person to run with `engine`."""
+    match = re.search(rf"with {engine}: (UPDATE writes .*?); then open the store again", message)
+    assert match is not None, message
+    return match.group(1)
+
+
+def test_an_upgrade_refuses_times_that_are_not_times_names_them_and_its_fix_works(store_root: Path) -> None:
+    with ContentAddressedToolResultStore(store_root, namespace="a") as store:
+        references = [store.write(key=f"{number}.txt", content=f"result {number}\n") for number in range(4)]
+    _as_of_0010(store_root)
+    with contextlib.closing(sqlite3.connect(store_root / "index.db")) as connection, connection:
+        connection.execute("UPDATE writes SET written_at = 'yesterday' WHERE id = 2")
+        connection.execute("UPDATE writes SET written_at = '' WHERE id = 4")
+        before = connection.execute("SELECT * FROM writes ORDER BY id").fetchall()
+    with pytest.raises(SchemaError) as refused:
+        ContentAddressedToolResultStore(store_root, namespace="a").read(references[0])
+    message = str(refused.value)
+    assert "2 rows of the table writes have a written_at that is not a time" in message
+    assert "id 2: 'yesterday', id 4: ''" in message and "Nothing was changed" in message
+    with contextlib.closing(sqlite3.connect(store_root / "index.db")) as connection, connection:
+        assert connection.execute("SELECT type FROM sqlite_master WHERE name = 'writes'").fetchone() == ("table",)
+        assert connection.execute("SELECT * FROM writes ORDER BY id").fetchall() == before
+        assert connection.execute("SELECT count(*) FROM _sqlite_migrations WHERE name LIKE '0011%'").fetchone() == (0,)
+        connection.execute(_fix_from(message, "sqlite3"))
+        first_seen = dict(
+            connection.execute("SELECT w.id, b.first_seen FROM writes w JOIN blobs b ON b.digest = w.digest")
+        )
+    with ContentAddressedToolResultStore(store_root, namespace="a") as store:
+        assert [store.read(reference) for reference in references] == [f"result {n}\n" for n in range(4)]
+    with contextlib.closing(sqlite3.connect(store_root / "index.db")) as connection:
+        times = dict(connection.execute("SELECT id, written_at FROM write_log"))
+    assert {write_id: times[write_id] for write_id in (2, 4)} == {
+        write_id: milliseconds(first_seen[write_id]) for write_id in (2, 4)
+    }
+
+
+def test_a_shared_upgrade_refuses_times_that_are_not_times_and_its_fix_works(
+    postgres_url: str, s3_bucket_url: S3Location
+) -> None:
+    def shared() -> SharedToolResultStore:
+        return SharedToolResultStore(
+            index_url=postgres_url, blob_url=s3_bucket_url.url, blob_options=s3_bucket_url.options, namespace="a"
+        )
+
+    with shared() as store:
+        references = [store.write(key=f"{number}.txt", content=f"result {number}\n") for number in range(3)]
+    _postgres_as_of_0010(postgres_url)
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        connection.execute("UPDATE writes SET written_at = 'not a time' WHERE id = 3")
+        before = connection.execute("SELECT * FROM writes ORDER BY id").fetchall()
+    with pytest.raises(SchemaError) as refused:
+        shared().read(references[0])
+    message = str(refused.value)
+    assert "1 row of the table writes has a written_at that is not a time (id 3: 'not a time')" in message
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        assert connection.execute("SELECT * FROM writes ORDER BY id").fetchall() == before
+        assert connection.execute("SELECT count(*) FROM _casstore_migrations WHERE name LIKE '0011%'").fetchone() == (
+            0,
+        )
+        connection.execute(_fix_from(message, "psql"))
+    with shared() as store:
+        assert [store.read(reference) for reference in references] == [f"result {n}\n" for n in range(3)]
