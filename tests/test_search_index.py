@@ -375,6 +375,19 @@ def test_a_forgotten_write_leaves_no_pending_row_behind(store_root: Path) -> Non
         assert store.repository.check_search_index().consistent
 
 
+def test_the_trigrams_merge_once_a_level_holds_two_segments(store_root: Path) -> None:
+    # Migration 0015: FTS5 merges a level's segments at 2 rather than its default 4, so a look-up reads fewer
+    # segments. Each batch of indexing adds a segment; merged at 2, the segments left are at most one per level.
+    with ContentAddressedToolResultStore(store_root, namespace="alice", search_index=True) as store:
+        for batch in range(12):
+            for number in range(4):
+                store.write(key=f"{batch}_{number}.txt", content=f"batch {batch} result {number} " * 20)
+            store.search(terms=["result"])  # indexes what is pending: one segment per batch
+    assert _rows(store_root, "SELECT v FROM search_text_config WHERE k = 'automerge'") == [(2,)]
+    (segments,) = _rows(store_root, "SELECT count(DISTINCT segid) FROM search_text_idx")[0]
+    assert segments <= (12).bit_length()
+
+
 # What a term's candidates are, by definition: the namespace's documents holding every trigram, sorted in SQL.
 _SORTED_CANDIDATES_SQL = """
     SELECT e.document, e.size, e.tiebreak, count(*) OVER () FROM search_text s
