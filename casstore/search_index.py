@@ -677,7 +677,7 @@ def tool_digests(connection: Any, engine: SearchText, *, namespace: str, tool_na
         f"SELECT DISTINCT digest, key FROM writes WHERE namespace = ? AND {engine.contains_sql.format('key')}",
         (namespace, f"_{tool_name}_"),
     )
-    digests = {digest for digest, key in rows if pattern.match(key)}
+    digests = {digest for digest, key in rows if pattern.match(key) and _key_may_be_of(key, tool_name)}
     offloaded = connection.execute(
         f"SELECT DISTINCT part.value FROM offloads o, {engine.json_refs_sql} WHERE o.namespace = ? AND o.tool_name = ?",
         (namespace, tool_name),
@@ -755,6 +755,13 @@ def hit_details(
 
 # `compacted_<tool>_<32 hex>` (Haystack's compactor) and `..._<n>` for a part, with an extension.
 _COMPACTED_KEY = re.compile(r"compacted_(.+)_[0-9a-f]{32}(?:_\d+)?(?:\.[A-Za-z0-9_+-]{1,16})?")
+
+
+def _key_may_be_of(key: str, tool_name: str) -> bool:
+    # A compactor's key names its tool whole (`compacted_read_file_<32 hex>` is read_file's, never read's); a hook's
+    # key cannot be split, so one of the form `<step>_<tool_name>_...` may be that tool's.
+    named = _tool_of_key(key)
+    return named is None or named == tool_name
 
 
 def _tool_of_key(key: str) -> str | None:

@@ -151,6 +151,16 @@ def test_tool_name_keeps_only_that_tools_results(indexed: ContentAddressedToolRe
     assert "No offloaded result holds" in tool.invoke(query="alpha marker", tool_name="list_dir")
 
 
+def test_tool_name_is_a_compactors_key_whole_never_a_prefix_of_it(indexed: ContentAddressedToolResultStore) -> None:
+    # Haystack's compactor keys a result `compacted_<tool>_<uuid4 hex>`: that names its tool whole, so a tool whose
+    # name is the start of another's (`read`, `read_file`) does not take the other's results.
+    compacted = indexed.write(key=f"compacted_read_file_{'ab' * 16}.txt", content="gamma marker\n")
+    own = indexed.write(key=f"compacted_read_{'cd' * 16}_2.txt", content="gamma marker too\n")
+    tool = make_search_tool(indexed)
+    assert set(_references(tool.invoke(query="gamma marker", tool_name="read_file"))) == {compacted}
+    assert set(_references(tool.invoke(query="gamma marker", tool_name="read"))) == {own}
+
+
 def test_limit_and_max_hits_bound_the_listing_and_the_rest_is_counted(
     indexed: ContentAddressedToolResultStore,
 ) -> None:
