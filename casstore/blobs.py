@@ -24,7 +24,7 @@ import contextlib
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -651,6 +651,27 @@ class BlobStore:
             raise CorruptBlobError(f"Blob {digest} is missing from the index.", digest=digest, missing=True)
         size, stored_in, frame, encoding, needs = row
         return BlobLocation(digest, size, frame if stored_in == _STORED_IN_INDEX else None, encoding, needs)
+
+    def locate_many(self, connection: sqlite3.Connection, digests: Sequence[str]) -> dict[str, BlobLocation]:
+        """
+        `locate` for several blobs in one statement per 500 (a search's candidates).
+
+        :returns: Where each of `digests` that has a row in the index is; a digest without one is left out (its read
+            would be `missing`).
+        """
+        found: dict[str, BlobLocation] = {}
+        listed = list(dict.fromkeys(digests))
+        for start in range(0, len(listed), 500):
+            chunk = listed[start : start + 500]
+            marks = ", ".join("?" for _ in chunk)
+            for digest, size, stored_in, frame, encoding, needs in connection.execute(
+                f"SELECT digest, size, stored_in, frame, encoding, needs FROM blob_locations WHERE digest IN ({marks})",
+                chunk,
+            ):
+                found[digest] = BlobLocation(
+                    digest, size, frame if stored_in == _STORED_IN_INDEX else None, encoding, needs
+                )
+        return found
 
     def load(self, location: BlobLocation, *, guarded: bool = True, fresh: bool = False) -> bytes:
         """

@@ -50,19 +50,20 @@ _ADD_DOCUMENT_SQL = (
     "INSERT INTO search_documents (digest, size, tiebreak) VALUES (?, ?, ?) ON CONFLICT (digest) DO NOTHING "
     "RETURNING id"
 )
-# CROSS JOIN keeps SQLite's planner from looping over a namespace's entries and matching each: the matches come
-# first, each looked up by key after.
-# The shortest first (where a term weighs most), at most a bound, with how many there are in all.
-_FTS5_CANDIDATES_SQL = """
-    SELECT e.document, e.size, e.tiebreak, count(*) OVER () FROM search_text s
-    CROSS JOIN search_entries e ON e.namespace = ? AND e.document = s.rowid
-    WHERE search_text MATCH ?
-    ORDER BY e.size, e.tiebreak LIMIT ?
+# A term's matches (of any namespace), up to one past the bound that chooses the plan, as a JSON array: one
+# evaluation of the trigrams' doclists, handed to the next statement as it is (no row per match built in Python).
+_FTS5_MATCHES_SQL = (
+    "SELECT count(*), json_group_array(rowid) FROM (SELECT rowid FROM search_text WHERE search_text MATCH ? LIMIT ?)"
+)
+# Of those matches, the namespace's entries, each looked up by key; sorted, counted and cut in Python. (Matching
+# again joined to the entries, sorted in SQL, evaluated the doclists twice: docs/search.md has what that cost.)
+_FTS5_ENTRIES_SQL = """
+    SELECT e.document, e.size, e.tiebreak FROM json_each(?) m
+    CROSS JOIN search_entries e ON e.namespace = ? AND e.document = m.value
 """
 # A term found in many documents (of any namespace: this only chooses the plan, never the answer): the namespace's
 # matches are counted, and its shortest are taken by walking its entries in size order (migration 0012's index),
 # keeping those among the matches, instead of sorting every match. Both plans give the same rows.
-_FTS5_MATCHES_SQL = "SELECT count(*) FROM search_text WHERE search_text MATCH ?"
 _FTS5_MANY_MATCHES = 2_000
 # Of such a term, the shortest this many are handed over (all are counted): its trigrams are common, so its
 # candidates mostly hold it, and a search reads a few dozen of them.
@@ -71,6 +72,12 @@ _FTS5_COUNT_SQL = """
     SELECT count(*) FROM search_text s CROSS JOIN search_entries e ON e.namespace = ? AND e.document = s.rowid
     WHERE search_text MATCH ?
 """
+# A namespace that holds every document (a store of one namespace) has every match: counted without the join.
+_HOLDS_EVERY_DOCUMENT_SQL = (
+    "SELECT coalesce((SELECT documents FROM search_namespaces WHERE namespace = ?), -1) = "
+    "(SELECT count(*) FROM search_documents)"
+)
+_FTS5_ALL_MATCHES_SQL = "SELECT count(*) FROM search_text WHERE search_text MATCH ?"
 _FTS5_SHORTEST_SQL = """
     SELECT e.document, e.size, e.tiebreak FROM search_entries e INDEXED BY search_entries_in_order
     WHERE e.namespace = ? AND e.document IN (SELECT rowid FROM search_text WHERE search_text MATCH ?)
@@ -574,11 +581,16 @@ class Fts5Text:
     def term_candidates(self, connection: Any, *, namespace: str, term: str, limit: int) -> list[tuple[Any, ...]]:
         """:returns: `(document, size, tiebreak, candidates in all)` of documents holding every trigram of `term`."""
         query = term_query(term)
-        (matches,) = connection.execute(_FTS5_MATCHES_SQL, (query,)).fetchone()
+        matches, listed = connection.execute(_FTS5_MATCHES_SQL, (query, _FTS5_MANY_MATCHES + 1)).fetchone()
         if matches <= _FTS5_MANY_MATCHES:
-            rows: list[tuple[Any, ...]] = connection.execute(_FTS5_CANDIDATES_SQL, (namespace, query, limit)).fetchall()
-            return rows
-        (count,) = connection.execute(_FTS5_COUNT_SQL, (namespace, query)).fetchone()
+            found = connection.execute(_FTS5_ENTRIES_SQL, (listed, namespace)).fetchall()
+            found.sort(key=_in_order)
+            return [(*row, len(found)) for row in found[:limit]]
+        (every,) = connection.execute(_HOLDS_EVERY_DOCUMENT_SQL, (namespace,)).fetchone()
+        if every:
+            (count,) = connection.execute(_FTS5_ALL_MATCHES_SQL, (query,)).fetchone()
+        else:
+            (count,) = connection.execute(_FTS5_COUNT_SQL, (namespace, query)).fetchone()
         shortest = connection.execute(_FTS5_SHORTEST_SQL, (namespace, query, min(limit, _FTS5_MANY_CANDIDATES)))
         return [(*row, count) for row in shortest]
 
@@ -599,6 +611,11 @@ FTS5_TEXT = Fts5Text()
 def term_query(term: str) -> str:
     """:returns: The FTS5 query for `term`: every trigram of it (up to a bound, spread over it), each quoted."""
     return " ".join(_quoted(trigram) for trigram in _trigrams(term))
+
+
+def _in_order(row: tuple[Any, ...]) -> tuple[int, int]:
+    # A namespace's candidates in the order a search reads them: the shortest first, ties by the digest's bits.
+    return (row[1], row[2])
 
 
 def _trigrams(term: str) -> list[str]:
@@ -660,7 +677,7 @@ def tool_digests(connection: Any, engine: SearchText, *, namespace: str, tool_na
         f"SELECT DISTINCT digest, key FROM writes WHERE namespace = ? AND {engine.contains_sql.format('key')}",
         (namespace, f"_{tool_name}_"),
     )
-    digests = {digest for digest, key in rows if pattern.match(key)}
+    digests = {digest for digest, key in rows if pattern.match(key) and _key_may_be_of(key, tool_name)}
     offloaded = connection.execute(
         f"SELECT DISTINCT part.value FROM offloads o, {engine.json_refs_sql} WHERE o.namespace = ? AND o.tool_name = ?",
         (namespace, tool_name),
@@ -738,6 +755,13 @@ def hit_details(
 
 # `compacted_<tool>_<32 hex>` (Haystack's compactor) and `..._<n>` for a part, with an extension.
 _COMPACTED_KEY = re.compile(r"compacted_(.+)_[0-9a-f]{32}(?:_\d+)?(?:\.[A-Za-z0-9_+-]{1,16})?")
+
+
+def _key_may_be_of(key: str, tool_name: str) -> bool:
+    # A compactor's key names its tool whole (`compacted_read_file_<32 hex>` is read_file's, never read's); a hook's
+    # key cannot be split, so one of the form `<step>_<tool_name>_...` may be that tool's.
+    named = _tool_of_key(key)
+    return named is None or named == tool_name
 
 
 def _tool_of_key(key: str) -> str | None:

@@ -375,26 +375,53 @@ def test_a_forgotten_write_leaves_no_pending_row_behind(store_root: Path) -> Non
         assert store.repository.check_search_index().consistent
 
 
-def test_a_term_in_many_documents_takes_the_same_candidates_by_either_plan(store_root: Path) -> None:
-    # Past `_FTS5_MANY_MATCHES` matches, the shortest are taken by walking the namespace's entries in size order
-    # instead of sorting every match: the rows (and their count) must be the same, whatever another namespace holds.
+def test_the_trigrams_merge_once_a_level_holds_two_segments(store_root: Path) -> None:
+    # Migration 0015: FTS5 merges a level's segments at 2 rather than its default 4, so a look-up reads fewer
+    # segments. Each batch of indexing adds a segment; merged at 2, the segments left are at most one per level.
+    with ContentAddressedToolResultStore(store_root, namespace="alice", search_index=True) as store:
+        for batch in range(12):
+            for number in range(4):
+                store.write(key=f"{batch}_{number}.txt", content=f"batch {batch} result {number} " * 20)
+            store.search(terms=["result"])  # indexes what is pending: one segment per batch
+    assert _rows(store_root, "SELECT v FROM search_text_config WHERE k = 'automerge'") == [(2,)]
+    (segments,) = _rows(store_root, "SELECT count(DISTINCT segid) FROM search_text_idx")[0]
+    assert segments <= (12).bit_length()
+
+
+# What a term's candidates are, by definition: the namespace's documents holding every trigram, sorted in SQL.
+_SORTED_CANDIDATES_SQL = """
+    SELECT e.document, e.size, e.tiebreak, count(*) OVER () FROM search_text s
+    CROSS JOIN search_entries e ON e.namespace = ? AND e.document = s.rowid
+    WHERE search_text MATCH ? ORDER BY e.size, e.tiebreak LIMIT ?
+"""
+
+
+@pytest.mark.parametrize("namespaces", [("alice", "bob"), ("alice",)])
+def test_a_terms_candidates_are_the_same_by_every_plan(store_root: Path, namespaces: tuple[str, ...]) -> None:
+    # A term of few matches has its matches joined to the entries and sorted in Python; past `_FTS5_MANY_MATCHES`
+    # matches the shortest are taken by walking the namespace's entries in size order, counted with the join or,
+    # when the namespace holds every document, without it. Each must give the rows (and the count) of sorting every
+    # match in SQL, whatever another namespace holds.
     chooser = random.Random(14)
-    with (
-        ContentAddressedToolResultStore(store_root, namespace="alice", search_index=True) as alice,
-        ContentAddressedToolResultStore(store_root, namespace="bob", search_index=True) as bob,
-    ):
+    stores = [ContentAddressedToolResultStore(store_root, namespace=name, search_index=True) for name in namespaces]
+    try:
         for number in range(2_600):
-            writer = alice if number % 3 else bob
-            writer.write(key=f"{number}.txt", content=f"common {number} " + "x" * chooser.randint(0, 400))
-        alice.search(terms=["zzz"])
-        bob.search(terms=["zzz"])
+            writer = stores[number % 3 == 0 and len(stores) > 1]
+            rare = " scarce" if number % 7 == 0 else ""
+            writer.write(key=f"{number}.txt", content=f"common {number}{rare} " + "x" * chooser.randint(0, 400))
+        for store in stores:
+            store.search(terms=["zzz"])
+    finally:
+        for store in stores:
+            store.close()
     with closing(sqlite3.connect(store_root / "index.db")) as connection:
-        query = search_index.term_query("common")
-        assert connection.execute(search_index._FTS5_MATCHES_SQL, (query,)).fetchone()[0] > (
-            search_index._FTS5_MANY_MATCHES
-        )
-        for namespace in ("alice", "bob"):
-            walked = search_index.FTS5_TEXT.term_candidates(connection, namespace=namespace, term="common", limit=500)
-            wanted = search_index._FTS5_MANY_CANDIDATES
-            sorted_rows = connection.execute(search_index._FTS5_CANDIDATES_SQL, (namespace, query, wanted)).fetchall()
-            assert walked == sorted_rows and len(walked) == wanted
+        many = search_index.term_query("common")
+        assert connection.execute("SELECT count(*) FROM search_text WHERE search_text MATCH ?", (many,)).fetchone()[
+            0
+        ] > (search_index._FTS5_MANY_MATCHES)
+        for namespace in namespaces:
+            for term, wanted in (("common", search_index._FTS5_MANY_CANDIDATES), ("scarce", 500)):
+                walked = search_index.FTS5_TEXT.term_candidates(connection, namespace=namespace, term=term, limit=500)
+                query = search_index.term_query(term)
+                sorted_rows = connection.execute(_SORTED_CANDIDATES_SQL, (namespace, query, wanted)).fetchall()
+                assert walked == sorted_rows and walked

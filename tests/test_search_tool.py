@@ -7,9 +7,11 @@ import json
 import re
 import sqlite3
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
+import zstandard
 from haystack.hooks.tool_result_offloading import FileSystemToolResultStore
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -149,6 +151,41 @@ def test_tool_name_keeps_only_that_tools_results(indexed: ContentAddressedToolRe
         lookalike,
     }
     assert "No offloaded result holds" in tool.invoke(query="alpha marker", tool_name="list_dir")
+
+
+def test_tool_name_is_a_compactors_key_whole_never_a_prefix_of_it(indexed: ContentAddressedToolResultStore) -> None:
+    # Haystack's compactor keys a result `compacted_<tool>_<uuid4 hex>`: that names its tool whole, so a tool whose
+    # name is the start of another's (`read`, `read_file`) does not take the other's results.
+    compacted = indexed.write(key=f"compacted_read_file_{'ab' * 16}.txt", content="gamma marker\n")
+    own = indexed.write(key=f"compacted_read_{'cd' * 16}_2.txt", content="gamma marker too\n")
+    tool = make_search_tool(indexed)
+    assert set(_references(tool.invoke(query="gamma marker", tool_name="read_file"))) == {compacted}
+    assert set(_references(tool.invoke(query="gamma marker", tool_name="read"))) == {own}
+
+
+@pytest.mark.parametrize("inline_max", [0, 65536], ids=["file", "inline"])
+def test_a_damaged_result_is_counted_never_shown(store_root: Path, inline_max: int) -> None:
+    # A hit's lines come from a verified read: a frame forged to decode to other bytes is not shown, and the answer
+    # says a result could not be read, while the intact one is found as ever.
+    with ContentAddressedToolResultStore(
+        store_root, namespace="alice", search_index=True, inline_max=inline_max
+    ) as store:
+        damaged = store.write(key="1_grep_a.txt", content="delta marker in the damaged one\n")
+        intact = store.write(key="2_grep_b.txt", content="delta marker in the intact one\n")
+        forged = zstandard.ZstdCompressor().compress(b"delta marker in a forged frame!!\n")
+        digest = damaged.split("/")[1] + damaged.split("/")[2].split(".")[0]
+        if inline_max:
+            with closing(sqlite3.connect(store_root / "index.db")) as connection, connection:
+                connection.execute(
+                    "UPDATE blob_frames SET frame = ? WHERE blob_id = (SELECT id FROM blobs WHERE digest = ?)",
+                    (forged, digest),
+                )
+        else:
+            (path,) = (store_root / "blobs" / digest[:2]).glob(f"{digest[2:]}*")
+            path.write_bytes(forged)
+        answer = make_search_tool(store).invoke(query="delta marker")
+    assert _references(answer) == [intact]
+    assert "forged" not in answer and "1 result(s) could not be read" in answer
 
 
 def test_limit_and_max_hits_bound_the_listing_and_the_rest_is_counted(

@@ -191,9 +191,11 @@ class SearchIndexing(RepositoryCore):
         found: list[tuple[search_index.Candidate, str, dict[int, int]]] = []
         read = unreadable = bytes_read = 0
         timed_out = False
-        # The digests of the candidates within the budget, in one look-up (the rest, if read, one by one).
+        # The digests and locations of the candidates within the budget, in two look-ups (the rest, if read, one by
+        # one).
         with self._index() as connection:
             digests = search_index.digests_of(connection, [candidate.document for candidate in ordered[:budget]])
+            locations = self._blobs.locate_many(connection, list(digests.values()))
         for candidate in ordered:
             if read >= budget and len(found) >= limit:
                 break  # past the budget, reading goes on only while too few hits were found (bounded by bytes)
@@ -205,17 +207,24 @@ class SearchIndexing(RepositoryCore):
             read += 1
             bytes_read += candidate.size
             try:
-                with self._index() as connection:
-                    digest = digests.get(candidate.document) or search_index.digest_of(connection, candidate.document)
-                    if digest is None:
-                        continue  # collected meanwhile
-                    location = self._blobs.locate(connection, digest)
+                digest = digests.get(candidate.document)
+                location = locations.get(digest) if digest is not None else None
+                if location is None:
+                    with self._index() as connection:
+                        digest = digest or search_index.digest_of(connection, candidate.document)
+                        if digest is None:
+                            continue  # collected meanwhile
+                        location = self._blobs.locate(connection, digest)
                 text = self._blobs.load(location, guarded=False).decode("utf-8", "replace")
             except CorruptBlobError:
                 unreadable += 1
                 continue
             lowered = text.lower()
-            occurrences = {term: lowered.count(word) for term, word in enumerate(folded) if word in lowered}
+            occurrences = {}
+            for term, word in enumerate(folded):
+                count = lowered.count(word)
+                if count:
+                    occurrences[term] = count
             if occurrences:
                 found.append((candidate, text, occurrences))
         with self._index() as connection:
