@@ -128,9 +128,9 @@ class _Tool:
     trained_at: int = 0
     dictionary: str | None = None
     trainings: int = 0
-    # `_due_at(self)`, kept up to date by `_settle` whenever what it depends on changes: asked on every sample.
+    # `_due_at(self)`, kept up to date by `settle` whenever what it depends on changes: asked on every sample.
     due_at: int = 0
-    # Whether samples are still kept (training may still run): `_keeps_samples(self)`, kept the same way.
+    # Whether samples are still kept (training may still run), kept up to date the same way.
     sampling: bool = True
 
     def settle(self) -> None:
