@@ -289,10 +289,22 @@ def _result(
             label: median([summary[name][f"growth_{label}"] for summary in summaries])
             for label in ("all", "new", "duplicate")
         }
-        for name in (CASSTORE, BASELINE)
+        for name in (CASSTORE, BASELINE, PLAIN)
     }
     for values in growth.values():
         values["worst"] = max(values.values())
+    # The same divided by the floors' growth in the same run (see `measure.summarize`): the store's own growth.
+    for name in (CASSTORE, BASELINE, PLAIN):
+        over_floor = {
+            label: median([summary[name][f"growth_{label}_over_floor"] for summary in summaries])
+            for label in ("all", "new", "duplicate")
+        }
+        growth[name].update({f"{label}_over_floor": value for label, value in over_floor.items()})
+        growth[name]["worst_over_floor"] = max(over_floor.values())
+    growth["floor"] = {
+        label: median([summary["floor"][f"growth_{label}"] for summary in summaries])
+        for label in ("all", "new", "duplicate")
+    }
     return {
         "meta": {
             "command": " ".join(["python -m benchmarks", *sys.argv[1:]]),

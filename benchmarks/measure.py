@@ -216,6 +216,19 @@ def summarize(repetition: Repetition, trace: PackedTrace) -> dict[str, dict[str,
         figures[name]["write_floor_items_p50_us"] = percentile(picked, 0.5) / 1e3
         picked = [measured.write_ns[index] for index in repetition.floor_new_indices]
         figures[name]["write_floor_new_items_p50_us"] = percentile(picked, 0.5) / 1e3
+    # The floors' own growth, on the same items, timed right after the stores in each chunk: what the machine's load
+    # and the trace's mix do to the first and last 10% alike. A store's growth divided by it is what is left of the
+    # store's own (its index growing), which a change of load between the two ends of a long run no longer moves.
+    floor_times = dict(zip(repetition.floor_indices, repetition.floor_ns, strict=True))
+    floor_times.update(zip(repetition.floor_new_indices, repetition.floor_new_ns, strict=True))
+    for label, selection in (("all", None), ("new", True), ("duplicate", False)):
+        early = [floor_times[i] for i in first if selection is None or trace.is_new[i] == selection]
+        late = [floor_times[i] for i in last if selection is None or trace.is_new[i] == selection]
+        figures["floor"][f"growth_{label}"] = percentile(late, 0.5) / percentile(early, 0.5)
+        for name in repetition.stores:
+            figures[name][f"growth_{label}_over_floor"] = (
+                figures[name][f"growth_{label}"] / figures["floor"][f"growth_{label}"]
+            )
     figures["learned"] = dict(repetition.learned)
     for key, figure in (
         ("read_p50_over_learn_off", "read_p50_us"),

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.delta_estimate import ANCHOR_BYTES, MIN_DELTA_SIZE
-from benchmarks.measure import BASELINE, CASSTORE
+from benchmarks.measure import BASELINE, CASSTORE, PLAIN
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,10 +240,27 @@ def table(result: dict[str, Any]) -> str:
         "Per-write p50, first 10% -> last 10% of the trace: "
         + "; ".join(
             f"{name}: " + ", ".join(f"{label} {growth[name][label]:.2f}x" for label in ("all", "new", "duplicate"))
-            for name in (CASSTORE, BASELINE)
+            for name in (CASSTORE, BASELINE, PLAIN)
+            if name in growth
         )
         + ".",
     ]
+    if "floor" in growth:
+        lines.append(
+            "The floors' own per-write p50 on the same items, first 10% -> last 10% (the machine's load and the "
+            "trace's mix over the run): "
+            + ", ".join(f"{label} {growth['floor'][label]:.2f}x" for label in ("all", "new", "duplicate"))
+            + "; each store's growth divided by it: "
+            + "; ".join(
+                f"{name}: "
+                + ", ".join(
+                    f"{label} {growth[name][f'{label}_over_floor']:.2f}x" for label in ("all", "new", "duplicate")
+                )
+                for name in (CASSTORE, BASELINE, PLAIN)
+                if "all_over_floor" in growth.get(name, {})
+            )
+            + "."
+        )
     learned = result.get("learned")
     if learned:
         lines += ["", _learned_text(learned, result["learn_off"], figures)]

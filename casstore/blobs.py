@@ -144,9 +144,12 @@ class WaitingBlobs:
     collectable_from: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StagedBlob:
-    """Compressed content ready for `put`; a blob bound for a file has already been written there."""
+    """
+    Compressed content ready for `put`; a blob bound for a file has already been written there. Not frozen: one is
+    made for every new result, and a frozen dataclass takes several times as long to make.
+    """
 
     digest: str
     size: int
@@ -688,38 +691,15 @@ class BlobStore:
         """
         return self._load(location, guarded=guarded, chain=0, fresh=fresh)
 
-    def _load(
-        self, location: BlobLocation, *, guarded: bool, chain: int, fresh: bool = False, verify: bool = True
-    ) -> bytes:
-        base = location.needed
-        if base is not None and location.encoding == DELTA and not fresh and base.encoding != DELTA:
-            return self._load_delta(location, base, guarded=guarded, chain=chain)
+    def _load(self, location: BlobLocation, *, guarded: bool, chain: int, fresh: bool = False) -> bytes:
+        # A delta's base not in memory that `locate_readable` found on the read's connection is read from there,
+        # verified like any blob (hashing it costs a fraction of decoding it) and kept, so that the next read or write
+        # through the same base decodes one frame, not two.
         needed = None
         if location.encoding is not None:
             needed = self._dependency(location, chain=chain, fresh=fresh, guarded=guarded)
         frame = self._frame(location, guarded=guarded)
-        return self._codec.decode(location.digest, location.size, frame, dictionary=needed, verify=verify)
-
-    def _load_delta(self, location: BlobLocation, base: BlobLocation, *, guarded: bool, chain: int) -> bytes:
-        # A read of a delta whose base `locate_readable` found (it was not in memory): the base is decoded without
-        # hashing it, as the delta decoded with it is then checked against its own digest, and a wrong base cannot
-        # give the delta's digest. Only if that check fails is the base hashed, to say which blob is damaged. A base
-        # not hashed is not kept in memory either: what is kept for later writes and reads is verified.
-        try:
-            content = self._load(base, guarded=guarded, chain=chain + 1, verify=False)
-        except CorruptBlobError as error:
-            raise _needs_damaged(location, error) from error
-        needed = FrameDictionary.base(base.digest, content, verified=False)
-        try:
-            return self._codec.decode(
-                location.digest, location.size, self._frame(location, guarded=guarded), dictionary=needed
-            )
-        except CorruptBlobError:
-            try:
-                self._load(base, guarded=guarded, chain=chain + 1)
-            except CorruptBlobError as error:
-                raise _needs_damaged(location, error) from error
-            raise
+        return self._codec.decode(location.digest, location.size, frame, dictionary=needed)
 
     def _frame(self, location: BlobLocation, *, guarded: bool) -> bytes:
         if location.frame is not None:

@@ -30,10 +30,11 @@ from casstore.errors import CorruptBlobError
 _PARALLEL_HASH_BYTES = 4 * 1024 * 1024
 # Compressors and decompressors bound to a trained dictionary, kept per thread: making one loads the dictionary.
 _BOUND_CONTEXTS = 16
-# Those bound to a base: fewer, as each holds tables sized for the base. A base's compressor is kept longer, as the
-# next version of its result is compressed against it again (loading a base into a new one costs several times as
-# much as compressing a version with it): on the medium trace, 16 of them find it for 53% of the deltas tried, 4 38%.
-_BOUND_DELTA_CONTEXTS = 4
+# Those bound to a base: a decompressor takes about 96 KB, and making one costs more than decoding a small delta with
+# it; a base's compressor holds tables sized for the base. A base's compressor is kept longer, as the next version of
+# its result is compressed against it again (loading a base into a new one costs several times as much as compressing
+# a version with it): on the medium trace, 16 of them find it for 53% of the deltas tried, 4 38%.
+_BOUND_DELTA_CONTEXTS = 16
 _BOUND_DELTA_COMPRESSORS = 16
 _BOUND_DELTA_BYTES = 4 * 1024 * 1024
 # What a trained dictionary's tables are sized for by default: the largest result compressed with one
@@ -63,9 +64,6 @@ class FrameDictionary:
     zstd: zstandard.ZstdCompressionDict
     parameters: zstandard.ZstdCompressionParameters | None = None
     """A trained dictionary's compression parameters, as its tables were computed for them."""
-    verified: bool = True
-    """False for a base decoded without checking its digest, for one read whose own digest is checked: no zstd
-    context made with it is kept for another frame."""
     # A trained dictionary's zstd contexts, per thread, made once: they live as long as the dictionary object.
     contexts: threading.local = field(default_factory=threading.local, init=False)
 
@@ -93,13 +91,10 @@ class FrameDictionary:
         return cls(digest, DICTIONARY, dictionary, parameters)
 
     @classmethod
-    def base(cls, digest: str, content: bytes, *, verified: bool = True) -> "FrameDictionary":
-        """
-        :param content: The base blob's content, used as a raw-content dictionary.
-        :param verified: Whether `content` was checked to have `digest`.
-        """
+    def base(cls, digest: str, content: bytes) -> "FrameDictionary":
+        """:param content: The base blob's content (checked to have `digest`), used as a raw-content dictionary."""
         raw = zstandard.ZstdCompressionDict(content, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
-        return cls(digest, DELTA, raw, verified=verified)
+        return cls(digest, DELTA, raw)
 
 
 def content_digest(data: bytes) -> str:
@@ -214,7 +209,6 @@ class FrameCodec:
         frame: bytes,
         *,
         dictionary: FrameDictionary | None = None,
-        verify: bool = True,
     ) -> bytes:
         """
         Decompress a frame and check that it holds exactly the content `digest` names.
@@ -222,10 +216,7 @@ class FrameCodec:
         :param digest: The 64-hex BLAKE3 digest the content must have.
         :param size: The content's size as the index recorded it.
         :param frame: The stored frame.
-        :param dictionary: The trained dictionary or base the frame was compressed with (its blob verified already,
-            or not `verified`: then the frame's own digest is what proves it).
-        :param verify: Check the content's BLAKE3 digest (False only for a delta's base whose delta is checked next:
-            the frame's size and zstd checksum are checked still).
+        :param dictionary: The trained dictionary or base the frame was compressed with (its blob verified already).
         :returns: The content bytes.
         :raises CorruptBlobError: If the frame is not zstd, declares another size, does not decompress, or decodes to
             content with another digest.
@@ -243,8 +234,6 @@ class FrameCodec:
             decompressor = getattr(dictionary.contexts, "decompressor", None)
             if decompressor is None:
                 decompressor = dictionary.contexts.decompressor = zstandard.ZstdDecompressor(dict_data=dictionary.zstd)
-        elif dictionary is not None and not dictionary.verified:
-            decompressor = zstandard.ZstdDecompressor(dict_data=dictionary.zstd)
         elif dictionary is not None:
             decompressor = self._bound(dictionary, compressing=False)  # type: ignore[assignment]
         else:
@@ -256,6 +245,6 @@ class FrameCodec:
             data = decompressor.decompress(frame)
         except zstandard.ZstdError as error:
             raise CorruptBlobError(f"Blob {digest} does not decompress ({error}).", digest=digest) from error
-        if len(data) != size or (verify and content_digest(data) != digest):
+        if len(data) != size or content_digest(data) != digest:
             raise CorruptBlobError(f"Blob {digest} decompresses to content with another digest.", digest=digest)
         return data

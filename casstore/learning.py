@@ -16,6 +16,7 @@ import weakref
 import zlib
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import zstandard
 
@@ -85,11 +86,11 @@ def tool_of(key: str) -> str:
     return f"{tool}.{extension}"[:100]
 
 
-@dataclass(frozen=True, slots=True)
-class BaseCandidate:
+class BaseCandidate(NamedTuple):
     """
     An earlier result a new one may be a delta against: its digest, how many deltas reading it goes through, its size,
-    and the bytes its frame took (what estimates a near-copy's plain frame without making it).
+    and the bytes its frame took (what estimates a near-copy's plain frame without making it). A tuple, not a
+    dataclass: one is made for every new result of 1 KiB or more, and a frozen dataclass takes several times as long.
     """
 
     digest: str
@@ -127,6 +128,15 @@ class _Tool:
     trained_at: int = 0
     dictionary: str | None = None
     trainings: int = 0
+    # `_due_at(self)`, kept up to date by `settle` whenever what it depends on changes: asked on every sample.
+    due_at: int = 0
+    # Whether samples are still kept (training may still run), kept up to date the same way.
+    sampling: bool = True
+
+    def settle(self) -> None:
+        """Recompute `due_at` and `sampling` after `trained_at`, `dictionary` or `trainings` changed."""
+        self.due_at = _due_at(self)
+        self.sampling = self.trained_at < MAX_SAMPLES and self.trainings < 3
 
 
 class Learner:
@@ -211,6 +221,7 @@ class Learner:
                 return
             entry.dictionary = digest
             entry.trained_at = max(entry.trained_at, samples)
+            entry.settle()
             self._maybe_due = True
 
     def due(self) -> TrainingJob | None:
@@ -224,6 +235,7 @@ class Learner:
                     continue
                 entry.trained_at = entry.seen
                 entry.trainings += 1
+                entry.settle()
                 samples = list(entry.samples)
                 holdout = max(1, int(len(samples) * HOLDOUT_SHARE)) if entry.dictionary is not None else 0
                 cut = len(samples) - holdout
@@ -274,6 +286,7 @@ class Learner:
             if len(self._tools) >= MAX_TOOLS:
                 return None
             entry = self._tools[tool] = _Tool(samples=[])
+            entry.settle()
         return entry
 
     def _sample(self, tool: str, data: bytes) -> None:
@@ -281,10 +294,10 @@ class Learner:
         if entry is None:
             return
         entry.seen += 1
-        if _is_due(entry):
-            self._maybe_due = True
-        if entry.trained_at >= MAX_SAMPLES or entry.trainings >= 3:
+        if not entry.sampling:
             return  # no more training for this tool: its samples are not kept
+        if entry.seen >= entry.due_at:
+            self._maybe_due = True
         entry.samples.append(data)
         entry.sample_bytes += len(data)
         self._sample_bytes += len(data)
@@ -304,13 +317,17 @@ class Learner:
             self._sample_bytes -= len(dropped)
 
 
-def _is_due(entry: _Tool) -> bool:
+def _due_at(entry: _Tool) -> int:
     # The first training once TRAIN_AFTER results were seen, then at RETRAIN_FACTOR times as many as the last one
     # (kept or not), up to MAX_SAMPLES and three trainings.
     threshold = TRAIN_AFTER if entry.dictionary is None else entry.trained_at * RETRAIN_FACTOR
     if entry.trained_at and entry.dictionary is None:
         threshold = entry.trained_at * RETRAIN_FACTOR  # trained once, and it did not pay
-    return entry.seen >= threshold and entry.trained_at < MAX_SAMPLES and entry.trainings < 3
+    return threshold
+
+
+def _is_due(entry: _Tool) -> bool:
+    return entry.seen >= entry.due_at and entry.sampling
 
 
 def _compressed(samples: list[bytes], dictionary: zstandard.ZstdCompressionDict) -> int:

@@ -9,6 +9,7 @@ timings on a shared machine vary, and the speed comparison is what the benchmark
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,19 @@ from benchmarks.__main__ import main
 from benchmarks.report import FIGURES
 from benchmarks.sweep import inline_sweep
 from benchmarks.trace import SIZES, materialize
+
+
+def _check_growth(result: dict[str, Any], printed: str) -> None:
+    # Each store's first-to-last-10% growth, and the same divided by the floors' own growth in the same run.
+    labels = {"all", "new", "duplicate"}
+    for name in ("casstore", "baseline", "casstore_learn_off"):
+        growth = result["growth"][name]
+        assert set(growth) == labels | {"worst"} | {f"{label}_over_floor" for label in labels} | {"worst_over_floor"}
+        for label in labels:
+            assert growth[f"{label}_over_floor"] == pytest.approx(growth[label] / result["growth"]["floor"][label])
+    assert set(result["growth"]["floor"]) == labels
+    assert all(value > 0 and math.isfinite(value) for value in result["growth"]["floor"].values())
+    assert "each store's growth divided by it" in printed
 
 
 @pytest.mark.slow
@@ -68,7 +82,7 @@ def test_small_trace_one_repetition(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert 0 < deltas["deltas"] <= deltas["delta_attempts"] < deltas["new_results"] and deltas["delta_seconds"] > 0
     assert 0 < deltas["delta_frame_bytes"] < deltas["frame_bytes"] == result["floor"]["frame_bytes"]
     assert "Deltas (not built; an estimate)" in printed
-    assert set(result["growth"]["casstore"]) == {"all", "new", "duplicate", "worst"}
+    _check_growth(result, printed)
     assert len(result["chunk_series_ms"][0]["casstore"]) == result["chunks"]["count"]
     memory = result["memory"]
     assert memory["casstore"]["peak_rss_bytes"] > 0 and memory["baseline"]["peak_rss_bytes"] > 0

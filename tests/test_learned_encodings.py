@@ -365,10 +365,10 @@ def test_a_base_collected_meanwhile_makes_the_write_store_plain(backend: Backend
     assert backend.open(namespace="alice").read(again) == listing(1)
 
 
-def test_a_base_read_without_its_digest_check_is_never_used_again(backend: Backend) -> None:
+def test_a_damaged_base_read_from_the_index_is_never_used_again(backend: Backend) -> None:
     """
-    A delta read decodes its base without hashing it (the delta's own digest is checked): a forged base makes the read
-    fail naming the base, and what was decoded from it is kept for nothing, not for the next write's delta.
+    A delta read whose base is not in memory reads the base from the index and checks its digest: a forged base makes
+    the read fail naming the base, and what was decoded from it is kept for nothing, not for the next write's delta.
     """
     writer = backend.open()
     base = writer.write(key="1_pytest_call_a.txt", content=listing(0))
@@ -383,6 +383,25 @@ def test_a_base_read_without_its_digest_check_is_never_used_again(backend: Backe
     assert encodings(backend)[digest_of(later)][0] != "delta"
     assert backend.open().read(later) == listing(5)
     assert {digest for digest, _ in verify(backend.open()).corrupt} == {digest_of(base), digest_of(delta)}
+
+
+def test_a_base_read_from_the_index_is_verified_once_and_kept(backend: Backend) -> None:
+    """
+    The base a delta read had to read from the index is hashed and kept: the next read through it decodes one frame,
+    from memory (so damage done to the stored base after that is not seen by this store, as with a dictionary it
+    holds; `verify` reads afresh and reports it).
+    """
+    writer = backend.open()
+    base = writer.write(key="1_pytest_call_a.txt", content=listing(0))
+    delta = writer.write(key="2_pytest_call_b.txt", content=listing(3))
+    assert encodings(backend)[digest_of(delta)] == ("delta", digest_of(base))
+    reader = backend.open()  # its own memory of verified content: the base is not in it
+    assert reader.read(delta) == listing(3)
+    _damage_frame(backend, digest_of(base))
+    assert reader.read(delta) == listing(3)
+    with pytest.raises(CorruptBlobError, match=f"needs its base {digest_of(base)}"):
+        backend.open().read(delta)
+    assert {digest for digest, _ in verify(reader).corrupt} == {digest_of(base), digest_of(delta)}
 
 
 def test_a_stale_id_of_a_collected_base_never_names_another_blob(backend: Backend) -> None:
