@@ -38,8 +38,14 @@ from benchmarks.trace import SIZES
 _MILLISECONDS = "CAST(round((julianday({}) - 2440587.5) * 86400000) AS INTEGER)"
 # Views over the tables a lever replaces: dropped in the copy (the lever measures bytes, and no query runs there).
 _VIEWS = ("blob_encodings", "readable_blobs", "blob_locations", "dedup_summary")
-_REFERENCE_VIEWS = ("writes", "visible_references", "readable_blobs", "dedup_summary", "namespace_summary")
-_REFERENCE_VIEWS += ("repeated_results",)
+_REFERENCE_VIEWS = (
+    "writes",
+    "visible_references",
+    "readable_blobs",
+    "dedup_summary",
+    "namespace_summary",
+    "repeated_results",
+)
 
 Lever = Callable[[sqlite3.Connection], None]
 
@@ -183,9 +189,9 @@ def measure_levers(index: Path, scratch: Path) -> dict[str, object]:
     figures: dict[str, object] = {"index_bytes": before}
     for name, lever in LEVERS.items():
         copy = scratch / f"{name}.db"
-        with closing(sqlite3.connect(f"file:{index}?mode=ro", uri=True)) as source:
-            with closing(sqlite3.connect(copy)) as target:
-                source.backup(target)
+        source = sqlite3.connect(f"file:{index}?mode=ro", uri=True)
+        with closing(source), closing(sqlite3.connect(copy)) as target:
+            source.backup(target)
         with closing(sqlite3.connect(copy, isolation_level=None)) as connection:
             connection.create_function("unhex", 1, _unhex, deterministic=True)
             connection.execute("PRAGMA journal_mode = DELETE")
