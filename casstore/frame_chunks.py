@@ -23,7 +23,7 @@ from dataclasses import dataclass
 # `benchmarks.index_levers.chunk_bytes(4096)`, checked by the tests. Fixed: a chunk's length says nothing else.
 CHUNK_BYTES = 4057
 # A chunk whose frames use less than this share of it is emptied by `compact` (its frames moved to the end): so after a
-# gc at most a quarter of the chunks' bytes are unused, besides the last chunk's room.
+# gc at most a quarter of each chunk is unused, besides the last chunk and the first of a frame reaching into it.
 COMPACT_BELOW = 0.75
 
 _TAIL_SQL = "SELECT id, length(data) FROM frame_chunks ORDER BY id DESC LIMIT 1"
@@ -36,7 +36,10 @@ _SLOT_SQL = (
 
 @dataclass(frozen=True, slots=True)
 class Compaction:
-    """What one `compact` did: frames moved to the end, chunks deleted, and whether chunks are left to compact."""
+    """
+    What one `compact` did: frames moved to the end, chunks deleted, and whether to call it again (`more`: it moved
+    frames, so chunks they left may have become sparse, or frames were left for the next call by `max_bytes`).
+    """
 
     moved: int
     deleted_chunks: int
@@ -79,11 +82,13 @@ def release(connection: sqlite3.Connection, blob_id: int) -> None:
 def compact(connection: sqlite3.Connection, *, max_bytes: int) -> Compaction:
     """
     Delete the chunks no frame touches, and move the frames of chunks whose frames use less than `COMPACT_BELOW` of
-    them to the end (about `max_bytes` of frames at most), inside the caller's write transaction.
+    them, or that are longer than `CHUNK_BYTES`, to the end (about `max_bytes` of frames at most), inside the
+    caller's write transaction.
 
     A frame is moved by appending it anew and pointing its slot there, in the same transaction: a crash before the
     commit leaves it where it was, after it where it is now. The last chunk (where frames are appended) is never
-    emptied nor deleted here, so a move never writes into a chunk it is deleting.
+    emptied nor deleted here, so a move never writes into a chunk it is deleting; nor is a frame that reaches into it
+    moved.
     """
     slots = connection.execute("SELECT blob_id, chunk, start, length, last_chunk FROM frame_slots").fetchall()
     used = _used_bytes(slots)
@@ -91,11 +96,18 @@ def compact(connection: sqlite3.Connection, *, max_bytes: int) -> Compaction:
     if tail_row is None:
         return Compaction(moved=0, deleted_chunks=0, more=False)
     tail = int(tail_row[0])
-    chunks = [int(row[0]) for row in connection.execute("SELECT id FROM frame_chunks WHERE id < ?", (tail,))]
-    unused = [chunk for chunk in chunks if chunk not in used]
-    sparse = {chunk for chunk in chunks if 0 < used.get(chunk, 0) < COMPACT_BELOW * CHUNK_BYTES}
+    lengths = dict(connection.execute("SELECT id, length(data) FROM frame_chunks WHERE id < ?", (tail,)).fetchall())
+    unused = [chunk for chunk in lengths if chunk not in used]
+    # Sparse chunks, and those longer than a chunk (migration 0013 made one per frame it found; a frame written through
+    # the view `blob_frames` gets one too): their rows spill to overflow pages and leave leaf pages part unused.
+    sparse = {
+        chunk
+        for chunk, length in lengths.items()
+        if chunk in used and (used[chunk] < COMPACT_BELOW * CHUNK_BYTES or length > CHUNK_BYTES)
+    }
+    # A frame that reaches into the last chunk stays: moved, it would land where it is, and leave the same gap again.
     moving = sorted(
-        (slot for slot in slots if any(number in sparse for number in range(slot[1], slot[4] + 1))),
+        (slot for slot in slots if slot[4] < tail and any(number in sparse for number in range(slot[1], slot[4] + 1))),
         key=lambda slot: (slot[1], slot[2]),
     )
     moved = budget = 0
@@ -114,7 +126,7 @@ def compact(connection: sqlite3.Connection, *, max_bytes: int) -> Compaction:
         unused.extend(chunk for chunk in left if chunk < tail and chunk not in still)
     for chunk in unused:
         connection.execute("DELETE FROM frame_chunks WHERE id = ?", (chunk,))
-    return Compaction(moved=moved, deleted_chunks=len(unused), more=moved < len(moving))
+    return Compaction(moved=moved, deleted_chunks=len(unused), more=moved > 0)
 
 
 def _used_bytes(slots: object) -> dict[int, int]:
