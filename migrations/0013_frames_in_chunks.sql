@@ -23,7 +23,6 @@ INSERT INTO frame_chunks (id, data) SELECT blob_id, frame FROM blob_frames ORDER
 INSERT INTO frame_slots (blob_id, size, chunk, start, length, last_chunk)
 SELECT blob_id, size, blob_id, 0, length(frame), blob_id FROM blob_frames ORDER BY blob_id;
 
--- The views that join `blob_frames` (`readable_blobs`, `blob_locations`) name it, and now read this view.
 DROP TABLE blob_frames;
 
 -- `blob_frames` as it was (0001, 0005): one row per blob kept in the index, with its frame put back together. A frame
@@ -63,3 +62,43 @@ CREATE TRIGGER blob_frames_delete INSTEAD OF DELETE ON blob_frames
 BEGIN
     DELETE FROM frame_slots WHERE blob_id = OLD.blob_id;
 END;
+
+-- `readable_blobs` (0011) and `blob_locations` (0008) as they were, except that a blob's frame is in the index when
+-- its `blob_frames` row is there (which is what `f.frame IS NOT NULL` meant of the table): asking the view's frame
+-- twice would put it together twice.
+DROP VIEW readable_blobs;
+
+CREATE VIEW readable_blobs AS
+SELECT
+    n.namespace,
+    'blake3/' || CASE r.is_binary WHEN 1 THEN 'bin/' ELSE '' END || substr(r.digest, 1, 2) || '/'
+        || substr(r.digest, 3) || r.extension AS reference,
+    r.digest,
+    r.is_binary,
+    r.extension,
+    coalesce(f.size, b.size) AS size,
+    CASE WHEN f.blob_id IS NOT NULL THEN 'index' ELSE b.stored_in END AS stored_in,
+    f.frame,
+    d.encoding,
+    nb.digest AS needs
+FROM namespace_references r
+JOIN namespaces n ON n.id = r.namespace_id
+LEFT JOIN blobs b ON b.digest = r.digest
+LEFT JOIN blob_frames f ON f.blob_id = b.id
+LEFT JOIN blob_dependencies d ON d.blob_id = b.id
+LEFT JOIN blobs nb ON nb.id = d.needs_id;
+
+DROP VIEW blob_locations;
+
+CREATE VIEW blob_locations AS
+SELECT
+    b.digest,
+    coalesce(f.size, b.size) AS size,
+    CASE WHEN f.blob_id IS NOT NULL THEN 'index' ELSE b.stored_in END AS stored_in,
+    f.frame,
+    d.encoding,
+    n.digest AS needs
+FROM blobs b
+LEFT JOIN blob_frames f ON f.blob_id = b.id
+LEFT JOIN blob_dependencies d ON d.blob_id = b.id
+LEFT JOIN blobs n ON n.id = d.needs_id;
