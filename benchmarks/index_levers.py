@@ -10,7 +10,8 @@ them, so that every index is filled as the writes filled it, not as a rebuild wo
 
 - `frame_stream`: the frames kept in the index laid end to end in rows that fill one page each (`frame_chunks`),
   with a row per blob saying where its frame starts (`frame_slots`), in place of one row per frame in `blob_frames`
-  (whose 1 to 4 KB frames leave parts of most leaf pages unused).
+  (whose 1 to 4 KB frames leave parts of most leaf pages unused). Migration 0013 made this lever the schema: on an
+  index of 0013 or later it changes nothing.
 - `blobs_binary`: `blobs` with a 32-byte binary digest and integer times (milliseconds), in place of 64 hex
   characters and two 23-character texts.
 - `blobs_integer_times`: only the integer times of `blobs_binary`.
@@ -19,7 +20,7 @@ them, so that every index is filled as the writes filled it, not as a rebuild wo
   then scans the references).
 - `all`: every lever above but `blobs_integer_times` (inside `blobs_binary`) in one copy, to show they add up.
 
-Nothing here changes the store: it is the measurement a schema change (migration) would start from.
+Nothing here changes the store: it is the measurement a schema change (migration) starts from.
 """
 
 import argparse
@@ -75,7 +76,9 @@ def _drop_views(connection: sqlite3.Connection, views: tuple[str, ...]) -> None:
 
 
 def frame_stream(connection: sqlite3.Connection) -> None:
-    """The frames laid end to end in page-sized rows, and where each blob's frame starts."""
+    """The frames laid end to end in page-sized rows, and where each blob's frame starts (nothing since 0013 did)."""
+    if connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'frame_chunks'").fetchone() is not None:
+        return
     (page_size,) = connection.execute("PRAGMA page_size").fetchone()
     size = chunk_bytes(int(page_size))
     connection.execute("CREATE TABLE frame_chunks (id INTEGER PRIMARY KEY, data BLOB NOT NULL)")
