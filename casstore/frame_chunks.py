@@ -17,6 +17,7 @@ in chunks of its own): this module is SQLite's alone.
 """
 
 import sqlite3
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 # The most bytes a row of one BLOB column keeps inside a 4 KiB page of a table (more spills to an overflow page):
@@ -27,6 +28,7 @@ CHUNK_BYTES = 4057
 COMPACT_BELOW = 0.75
 
 _TAIL_SQL = "SELECT id, length(data) FROM frame_chunks ORDER BY id DESC LIMIT 1"
+_SLOTS_SQL = "SELECT blob_id, chunk, start, length, last_chunk FROM frame_slots"
 _SLOT_SQL = (
     "INSERT INTO frame_slots (blob_id, size, chunk, start, length, last_chunk) VALUES (?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (blob_id) DO UPDATE SET size = excluded.size, chunk = excluded.chunk, start = excluded.start, "
@@ -90,8 +92,7 @@ def compact(connection: sqlite3.Connection, *, max_bytes: int) -> Compaction:
     emptied nor deleted here, so a move never writes into a chunk it is deleting; nor is a frame that reaches into it
     moved.
     """
-    slots = connection.execute("SELECT blob_id, chunk, start, length, last_chunk FROM frame_slots").fetchall()
-    used = _used_bytes(slots)
+    used = _used_bytes(connection.execute(_SLOTS_SQL))
     tail_row = connection.execute(_TAIL_SQL).fetchone()
     if tail_row is None:
         return Compaction(moved=0, deleted_chunks=0, more=False)
@@ -105,34 +106,38 @@ def compact(connection: sqlite3.Connection, *, max_bytes: int) -> Compaction:
         for chunk, length in lengths.items()
         if chunk in used and (used[chunk] < COMPACT_BELOW * CHUNK_BYTES or length > CHUNK_BYTES)
     }
-    # A frame that reaches into the last chunk stays: moved, it would land where it is, and leave the same gap again.
-    moving = sorted(
-        (slot for slot in slots if slot[4] < tail and any(number in sparse for number in range(slot[1], slot[4] + 1))),
-        key=lambda slot: (slot[1], slot[2]),
-    )
-    moved = budget = 0
+    # The frames to move, in the order they are kept, up to `max_bytes` (the slots are read as a stream, so what is
+    # held in memory is that much, and a count per chunk). A frame that reaches into the last chunk stays: moved, it
+    # would land where it is, and leave the same gap again.
+    moving: list[tuple[int, int, int, int, int]] = []
+    planned = 0
+    if sparse:
+        for slot in connection.execute(f"{_SLOTS_SQL} ORDER BY chunk, start"):
+            if planned >= max_bytes and moving:
+                break
+            if slot[4] < tail and any(number in sparse for number in range(slot[1], slot[4] + 1)):
+                moving.append(slot)
+                planned += slot[3]
+    moved = 0
     left: set[int] = set()
-    for blob_id, chunk, _, length, last in moving:
-        if moved and budget + length > max_bytes:
-            break
+    for blob_id, chunk, _, _, last in moving:
         row = connection.execute("SELECT size, frame FROM blob_frames WHERE blob_id = ?", (blob_id,)).fetchone()
         append(connection, blob_id=blob_id, size=row[0], frame=bytes(row[1]))
         left.update(range(chunk, last + 1))
         moved += 1
-        budget += length
     if moved:
         # The chunks the moved frames left that no frame still there touches (the slots as they are now).
-        still = _used_bytes(connection.execute("SELECT blob_id, chunk, start, length, last_chunk FROM frame_slots"))
+        still = _used_bytes(connection.execute(_SLOTS_SQL))
         unused.extend(chunk for chunk in left if chunk < tail and chunk not in still)
     for chunk in unused:
         connection.execute("DELETE FROM frame_chunks WHERE id = ?", (chunk,))
     return Compaction(moved=moved, deleted_chunks=len(unused), more=moved > 0)
 
 
-def _used_bytes(slots: object) -> dict[int, int]:
+def _used_bytes(slots: Iterable[tuple[int, int, int, int, int]]) -> dict[int, int]:
     """:returns: For each chunk some slot touches, how many of its bytes the slots use."""
     used: dict[int, int] = {}
-    for _, chunk, start, length, last in slots:  # type: ignore[attr-defined]
+    for _, chunk, start, length, last in slots:
         for number in range(chunk, last + 1):
             begins = start if number == chunk else 0
             # Chunks after a frame's first are full ones (`append`), so its end in the last is counted from there.
