@@ -255,7 +255,6 @@ class BlobStore:
         file_access: AbstractContextManager[object],
         reading: Callable[[], AbstractContextManager[sqlite3.Connection]] | None = None,
         learner: Learner | None = None,
-        chunked_frames: bool = False,
     ) -> None:
         """
         :param files: Where blobs too large for the index are kept.
@@ -266,11 +265,8 @@ class BlobStore:
         :param reading: Opens the index for a question outside any transaction, for `load` to find the blob a learned
             frame needs; without it only plain frames can be read.
         :param learner: Store new content with learned encodings, from what it has seen (None: plain frames only).
-        :param chunked_frames: The index keeps frames end to end in `frame_chunks` (SQLite since migration 0013,
-            `casstore.frame_chunks`), not one row each in the table `blob_frames` (PostgreSQL).
         """
         self._files = files
-        self._chunked = chunked_frames
         self._reading = reading
         self.learner = learner
         self._cache = _ContentCache(CONTENT_CACHE_BYTES)
@@ -532,7 +528,7 @@ class BlobStore:
             if staged.in_index and staged.size >= MIN_DELTA_SIZE and self.learner is not None:
                 self._remember_id(staged.digest, blob_id)  # it may be needed next, as a base or a dictionary
         if staged.in_index:
-            if self._chunked:
+            if _chunked(connection):
                 frame_chunks.append(connection, blob_id=blob_id, size=staged.size, frame=staged.frame)
             else:
                 connection.execute(
@@ -852,7 +848,7 @@ class BlobStore:
         return True
 
     def _release_frame(self, connection: sqlite3.Connection, blob_id: int) -> None:
-        if self._chunked:
+        if _chunked(connection):
             frame_chunks.release(connection, blob_id)
         else:
             connection.execute("DELETE FROM blob_frames WHERE blob_id = ?", (blob_id,))
@@ -865,7 +861,7 @@ class BlobStore:
         :param max_bytes: About how many bytes of frames to move to full chunks in this transaction.
         :returns: Whether chunks are left to compact (call again, in another transaction).
         """
-        if not self._chunked:
+        if not _chunked(work.connection):
             return False
         return frame_chunks.compact(work.connection, max_bytes=max_bytes).more
 
@@ -919,6 +915,12 @@ class BlobStore:
     def remove_stray(self, blob_file: BlobFile) -> None:
         """Remove a file `is_stray` reported, while the caller's transaction still holds the write lock."""
         self._files.remove_stray(blob_file)
+
+
+def _chunked(connection: object) -> bool:
+    # A SQLite index keeps its frames end to end in `frame_chunks` (migration 0013, `casstore.frame_chunks`);
+    # PostgreSQL keeps the table `blob_frames`, one row per frame.
+    return isinstance(connection, sqlite3.Connection)
 
 
 def _needs_damaged(location: BlobLocation, error: CorruptBlobError) -> CorruptBlobError:

@@ -71,8 +71,6 @@ class Database:
     # What a transaction that should simply run again raises: nothing, as SQLite runs one writer at a time.
     conflicts: tuple[type[Exception], ...] = ()
     kind = "SQLite index"
-    # The index keeps its frames end to end in `frame_chunks` (migration 0013; `casstore.frame_chunks`).
-    chunked_frames = True
 
     def __init__(
         self, path: Path, *, durable: bool, busy_timeout: float = DEFAULT_BUSY_TIMEOUT_SECONDS, lazy: bool = False

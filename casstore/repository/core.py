@@ -115,7 +115,6 @@ class RepositoryCore:
             file_access=self._guard,
             reading=self._index_for_blobs,
             learner=learner_for(description) if learn else None,
-            chunked_frames=getattr(database, "chunked_frames", False),
         )
         # Engine primitives where a round trip costs more than a statement (PostgreSQL); the local SQLite index has
         # none and keeps its statements. A stored-writes statement trusts blob rows, so it needs a backend whose rows
