@@ -31,7 +31,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Protocol
 
-from casstore import forks
+from casstore import forks, frame_chunks
 from casstore.blob_files import BlobFile, UnsafeBlobPathError
 from casstore.blob_hints import LAST_SEEN_RESOLUTION, BlobHints
 from casstore.database import NOW_SQL, SHIFTED_NOW_SQL, UnitOfWork, ago
@@ -531,13 +531,16 @@ class BlobStore:
             if staged.in_index and staged.size >= MIN_DELTA_SIZE and self.learner is not None:
                 self._remember_id(staged.digest, blob_id)  # it may be needed next, as a base or a dictionary
         if staged.in_index:
-            connection.execute(
-                "INSERT INTO blob_frames (blob_id, size, frame) VALUES (?, ?, ?) "
-                "ON CONFLICT (blob_id) DO UPDATE SET size = excluded.size, frame = excluded.frame",
-                (blob_id, staged.size, staged.frame),
-            )
+            if _chunked(connection):
+                frame_chunks.append(connection, blob_id=blob_id, size=staged.size, frame=staged.frame)
+            else:
+                connection.execute(
+                    "INSERT INTO blob_frames (blob_id, size, frame) VALUES (?, ?, ?) "
+                    "ON CONFLICT (blob_id) DO UPDATE SET size = excluded.size, frame = excluded.frame",
+                    (blob_id, staged.size, staged.frame),
+                )
         else:
-            connection.execute("DELETE FROM blob_frames WHERE blob_id = ?", (blob_id,))
+            self._release_frame(connection, blob_id)
         stays = staged.in_index or not self._can_vanish
         work.on_commit(partial(self._hints.remember, staged.digest, current_at=checked_at, in_index=stays))
 
@@ -809,7 +812,7 @@ class BlobStore:
             ).fetchone()
             if row is None:
                 continue
-            work.connection.execute("DELETE FROM blob_frames WHERE blob_id = ?", (row[0],))
+            self._release_frame(work.connection, row[0])
             if row[1] == self._stored_elsewhere:
                 outside += int(row[2])
         return outside
@@ -834,7 +837,7 @@ class BlobStore:
         if row is None:
             return False
         blob_id, stored_in = row
-        connection.execute("DELETE FROM blob_frames WHERE blob_id = ?", (blob_id,))
+        self._release_frame(connection, blob_id)
         # What it needed no longer needs to be kept for it; a retired dictionary goes with its row.
         connection.execute("DELETE FROM blob_dependencies WHERE blob_id = ?", (blob_id,))
         connection.execute("DELETE FROM dictionaries WHERE blob_id = ?", (blob_id,))
@@ -844,6 +847,24 @@ class BlobStore:
             else:
                 work.on_commit(partial(self._files.remove, digest))
         return True
+
+    def _release_frame(self, connection: sqlite3.Connection, blob_id: int) -> None:
+        if _chunked(connection):
+            frame_chunks.release(connection, blob_id)
+        else:
+            connection.execute("DELETE FROM blob_frames WHERE blob_id = ?", (blob_id,))
+
+    def compact_frames(self, work: UnitOfWork, *, max_bytes: int) -> bool:
+        """
+        Give back the bytes of frames no longer kept (`casstore.frame_chunks.compact`), inside the caller's write
+        transaction; nothing to do where frames are rows of their own (PostgreSQL).
+
+        :param max_bytes: About how many bytes of frames to move to full chunks in this transaction.
+        :returns: Whether chunks are left to compact (call again, in another transaction).
+        """
+        if not _chunked(work.connection):
+            return False
+        return frame_chunks.compact(work.connection, max_bytes=max_bytes).more
 
     def dependencies(self, connection: sqlite3.Connection, digests: Iterable[str]) -> set[str]:
         """
@@ -895,6 +916,12 @@ class BlobStore:
     def remove_stray(self, blob_file: BlobFile) -> None:
         """Remove a file `is_stray` reported, while the caller's transaction still holds the write lock."""
         self._files.remove_stray(blob_file)
+
+
+def _chunked(connection: object) -> bool:
+    # A SQLite index keeps its frames end to end in `frame_chunks` (migration 0013, `casstore.frame_chunks`);
+    # PostgreSQL keeps the table `blob_frames`, one row per frame.
+    return isinstance(connection, sqlite3.Connection)
 
 
 def _needs_damaged(location: BlobLocation, error: CorruptBlobError) -> CorruptBlobError:

@@ -34,11 +34,32 @@ RELATIONS: dict[str, Relation] = {
     ),
     "blob_frames": Relation(
         "The zstd frames of blobs stored in the index, apart from blobs so that refreshing last_seen or summing "
-        "sizes never touches the frames' pages.",
+        "sizes never touches the frames' pages. A view (migration 0013) that puts each frame back together from "
+        "frame_chunks, where frame_slots says it is; a frame written or deleted here goes through to them.",
         {
             "blob_id": "blobs.id",
             "frame": "the zstd frame (content size and checksum inside)",
             "size": "content bytes, as in blobs (so a read of such a blob skips the blobs row)",
+        },
+    ),
+    "frame_chunks": Relation(
+        "The frames of blobs stored in the index, end to end (migration 0013): each row holds at most 4,057 bytes, "
+        "the most a row keeps in one 4 KiB page, so frames fill the pages; a frame may run on into the next rows. "
+        "gc deletes the rows no frame touches and moves the frames of rows mostly unused to the end.",
+        {
+            "id": "row id: the chunks' order (frame_slots.chunk)",
+            "data": "frames, or parts of frames, end to end (bytes of frames gc has not yet moved away may be unused)",
+        },
+    ),
+    "frame_slots": Relation(
+        "Where the frame of each blob stored in the index is (migration 0013): one row per blob_frames row.",
+        {
+            "blob_id": "blobs.id",
+            "size": "content bytes, as in blobs",
+            "chunk": "frame_chunks.id of the frame's first byte",
+            "start": "where in that chunk the frame starts, from 0",
+            "length": "the frame's bytes (blobs.stored_size)",
+            "last_chunk": "frame_chunks.id of its last byte (every chunk between is full)",
         },
     ),
     "writes": Relation(

@@ -49,11 +49,19 @@ def test_a_new_store_applies_every_migration(store: ContentAddressedToolResultSt
 def test_visibility_has_one_owner_and_no_trigger(store: ContentAddressedToolResultStore) -> None:
     """
     `visible_references` is kept by casstore's index layer alone (0006 dropped the trigger that kept half of it). The
-    one trigger left (0011) only lets a person move a write in time through the view `writes`.
+    triggers left only let a person move a write in time through the view `writes` (0011) and write a frame through
+    the view `blob_frames` (0013).
     """
     with sqlite3.connect(store.root / "index.db") as connection:
-        triggers = connection.execute("SELECT name, tbl_name FROM sqlite_master WHERE type = 'trigger'").fetchall()
-    assert triggers == [("writes_set_written_at", "writes")]
+        triggers = connection.execute(
+            "SELECT name, tbl_name FROM sqlite_master WHERE type = 'trigger' ORDER BY name"
+        ).fetchall()
+    assert triggers == [
+        ("blob_frames_delete", "blob_frames"),
+        ("blob_frames_insert", "blob_frames"),
+        ("blob_frames_update", "blob_frames"),
+        ("writes_set_written_at", "writes"),
+    ]
     reference = store.write(key="a.txt", content="seen")
     store.write(key="b.txt", content="seen")
     with sqlite3.connect(store.root / "index.db") as connection:

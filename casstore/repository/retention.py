@@ -5,6 +5,7 @@ A collection removes what it deletes from the search index too, so this part bui
 """
 
 import dataclasses
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,6 +25,9 @@ _BATCH_BYTES = 4 * 2**20
 # gc's passes over collectable blobs: a base or dictionary becomes collectable once the blobs that need it are gone,
 # so each pass may free the next link of a chain (whose length the learner bounds).
 _COLLECTION_PASSES = 10
+# Transactions of moving frames to full chunks per gc at most (each moves `_BATCH_BYTES`): what is left then waits for
+# the next gc.
+_COMPACTION_TRANSACTIONS = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +150,8 @@ class Retention(SearchIndexing):
             if max_size is not None:
                 needed_after = _total(index_queries.needed_blobs(work.connection, namespace=namespace))
             outside = self._blobs.delete_rows(work, [digest for digest, _ in collectable])
+            # What `delete_collectable_blobs` then gives back of the frames' chunks, all of it at once here.
+            self._blobs.compact_frames(work, max_bytes=sys.maxsize)
             index_after = self._database.estimated_bytes(work, rebuilt=rebuild)
         return CollectionPreview(
             collection=dataclasses.replace(
@@ -287,7 +293,19 @@ class Retention(SearchIndexing):
                     self._database.yield_to_writers(time.perf_counter() - started)
                 if deleted == before:
                     break
+            self._compact_frames()
         return Collection(blobs_deleted=deleted, blob_bytes_freed=freed)
+
+    def _compact_frames(self) -> None:
+        # The bytes of the frames just deleted (and of any deleted before), given back in transactions that move at
+        # most a batch of frames each, with a pause for writers after each, as the deletions above.
+        for _ in range(_COMPACTION_TRANSACTIONS):
+            started = time.perf_counter()
+            with self._database.transaction(exclusive=True) as work:
+                more = self._blobs.compact_frames(work, max_bytes=_BATCH_BYTES)
+            self._database.yield_to_writers(time.perf_counter() - started)
+            if not more:
+                break
 
     def remove_stray_files(self, *, modified_before: float, dry_run: bool) -> tuple[int, int]:
         """
