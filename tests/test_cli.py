@@ -207,8 +207,14 @@ def test_gc_forgets_a_namespace_and_deletes_only_what_nothing_references(
     assert count_rows(store_root, "writes") == 7
     real = json.loads(_invoke("gc", "--root", str(store_root), "--namespace", "bob", "--grace", "0s", "--json").output)
     footprint = ("index_bytes_after", "blob_bytes_after", "disk_bytes_after")  # a dry run's are estimates
-    assert {**dry, "dry_run": False, **{name: real[name] for name in footprint}} == real
-    assert dry["index_bytes_after"] < dry["index_bytes_before"]  # bob's own result was inside index.db
+    # The fixture's last checkpoint may still be cutting index.db's end when the dry run opens it: the dry run's
+    # closing checkpoint then finishes it, and the real run starts a few free pages smaller.
+    before = ("index_bytes_before", "disk_bytes_before")
+    assert {**dry, "dry_run": False, **{name: real[name] for name in footprint + before}} == real
+    assert all(0 <= dry[name] - real[name] <= 2 * 4096 for name in before)
+    # bob's own result was inside index.db: its 39-byte frame shares a page of frames with others (migration 0013),
+    # so the index may not shrink, and never grows.
+    assert dry["index_bytes_after"] <= dry["index_bytes_before"]
     assert abs(dry["index_bytes_after"] - real["index_bytes_after"]) <= 2 * 4096
     assert dry["blob_bytes_after"] == dry["blob_bytes_before"] == real["blob_bytes_after"]  # no file deleted
     assert real["index_bytes_before"] > 0 and real["blob_bytes_before"] > 0  # index.db, and the large blob's file
