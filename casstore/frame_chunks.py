@@ -27,7 +27,10 @@ CHUNK_BYTES = 4057
 # gc at most a quarter of each chunk is unused, besides the last chunk and the first of a frame reaching into it.
 COMPACT_BELOW = 0.75
 
-_TAIL_SQL = "SELECT id, length(data) FROM frame_chunks ORDER BY id DESC LIMIT 1"
+# The last chunk's length in bytes, whatever its type: a frame a person writes through the view `blob_frames` as text
+# is a chunk of text, whose `length` counts characters, and appending at that count would put the next frame's slot
+# before where its bytes are.
+_TAIL_SQL = "SELECT id, length(CAST(data AS BLOB)) FROM frame_chunks ORDER BY id DESC LIMIT 1"
 _SLOTS_SQL = "SELECT blob_id, chunk, start, length, last_chunk FROM frame_slots"
 _SLOT_SQL = (
     "INSERT INTO frame_slots (blob_id, size, chunk, start, length, last_chunk) VALUES (?, ?, ?, ?, ?, ?) "

@@ -1,0 +1,144 @@
+"""
+A review of migration 0013 (frames end to end in `frame_chunks`): damage to the chunks or the slots is reported as
+damage of the blobs it touches (a read raises `CorruptBlobError`, never returns other bytes, and `verify` lists the
+blob as corrupt, not as a lost file); gc's compaction neither fails nor spreads damage to healthy blobs; a frame a
+person writes through the view `blob_frames` as text does not shift where the next frame is found.
+"""
+
+import contextlib
+import random
+import sqlite3
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from casstore import ContentAddressedToolResultStore, CorruptBlobError
+from casstore.frame_chunks import CHUNK_BYTES
+from casstore.maintenance import collect_garbage, verify
+
+LONG_AGO = "2020-01-01 00:00:00.000"
+
+
+def _connect(root: Path) -> sqlite3.Connection:
+    return sqlite3.connect(root / "index.db", isolation_level=None)
+
+
+def _text(rng: random.Random, words: int) -> str:
+    return " ".join(f"w{rng.randrange(10**6)}" for _ in range(words))
+
+
+def _write_many(root: Path, contents: list[str]) -> list[str]:
+    with ContentAddressedToolResultStore(root, learn=False) as store:
+        return [store.write(key=f"{i}_cat_call.txt", content=content) for i, content in enumerate(contents)]
+
+
+def _blob_of(connection: sqlite3.Connection, reference: str) -> tuple[int, str]:
+    digest = reference.split("/")[-2] + reference.split("/")[-1].split(".")[0]
+    (blob_id,) = connection.execute("SELECT id FROM blobs WHERE digest = ?", (digest,)).fetchone()
+    return int(blob_id), digest
+
+
+def _assert_damaged(
+    root: Path, references: list[str], contents: list[str], damaged: set[str], *, namespace: str = "default"
+) -> None:
+    """Every blob of `damaged` raises a corruption (not a lost file) and verify lists it so; the others read."""
+    with ContentAddressedToolResultStore(root, namespace=namespace) as store:
+        for reference, content in zip(references, contents, strict=True):
+            digest = reference.split("/")[-2] + reference.split("/")[-1].split(".")[0]
+            if digest in damaged:
+                with pytest.raises(CorruptBlobError) as raised:
+                    store.read(reference)
+                assert not raised.value.missing, raised.value
+                assert "file" not in str(raised.value), raised.value  # the frame is in the index, not a file
+            else:
+                assert store.read(reference) == content
+        report = verify(store)
+        assert not report.ok
+        assert {digest for digest, _ in report.corrupt} == damaged, report
+        assert not report.missing, report
+
+
+def test_a_slot_at_a_chunk_that_is_gone_is_damage_of_its_blob(store_root: Path) -> None:
+    rng = random.Random(1)
+    contents = [_text(rng, 500) for _ in range(10)]
+    references = _write_many(store_root, contents)
+    with contextlib.closing(_connect(store_root)) as connection:
+        blob_id, digest = _blob_of(connection, references[0])
+        (chunk,) = connection.execute("SELECT chunk FROM frame_slots WHERE blob_id = ?", (blob_id,)).fetchone()
+        damaged = {
+            row[0]
+            for row in connection.execute(
+                "SELECT b.digest FROM frame_slots s JOIN blobs b ON b.id = s.blob_id "
+                "WHERE ? BETWEEN s.chunk AND s.last_chunk",
+                (chunk,),
+            )
+        }
+        connection.execute("DELETE FROM frame_chunks WHERE id = ?", (chunk,))
+    assert digest in damaged
+    _assert_damaged(store_root, references, contents, damaged)
+
+
+def test_a_slot_past_its_chunks_end_is_damage_of_its_blob(store_root: Path) -> None:
+    rng = random.Random(2)
+    contents = [_text(rng, 500) for _ in range(10)]
+    references = _write_many(store_root, contents)
+    with contextlib.closing(_connect(store_root)) as connection:
+        blob_id, digest = _blob_of(connection, references[3])
+        connection.execute("UPDATE frame_slots SET start = start + ? WHERE blob_id = ?", (2 * CHUNK_BYTES, blob_id))
+    _assert_damaged(store_root, references, contents, {digest})
+
+
+def test_a_frame_across_chunks_missing_its_middle_chunk_is_damage(store_root: Path) -> None:
+    rng = random.Random(3)
+    # Random hex compresses to about half: a frame of some 12 KB, across four chunks.
+    contents = [_text(rng, 300), rng.randbytes(12_000).hex() * 1, _text(rng, 300)]
+    references = _write_many(store_root, contents)
+    with contextlib.closing(_connect(store_root)) as connection:
+        blob_id, digest = _blob_of(connection, references[1])
+        chunk, last = connection.execute(
+            "SELECT chunk, last_chunk FROM frame_slots WHERE blob_id = ?", (blob_id,)
+        ).fetchone()
+        assert last - chunk >= 2
+        connection.execute("DELETE FROM frame_chunks WHERE id = ?", (chunk + 1,))
+    _assert_damaged(store_root, references, contents, {digest})
+
+
+def test_gc_compaction_over_a_damaged_slot_keeps_every_healthy_blob(store_root: Path) -> None:
+    rng = random.Random(4)
+    kept: dict[str, str] = {}
+    alice = ContentAddressedToolResultStore(store_root, namespace="alice", learn=False)
+    with alice, ContentAddressedToolResultStore(store_root, namespace="bob", learn=False) as bob:
+        for number in range(120):
+            content = _text(rng, rng.randrange(100, 900))
+            if number % 3 == 0:
+                kept[bob.write(key=f"{number}_cat_call.txt", content=content)] = content
+            else:
+                alice.write(key=f"{number}_cat_call.txt", content=content)
+    references = list(kept)
+    with contextlib.closing(_connect(store_root)) as connection:
+        connection.execute("UPDATE blobs SET last_seen = ?", (LONG_AGO,))
+        blob_id, digest = _blob_of(connection, references[0])
+        # The frame now starts past the end of what its chunks hold.
+        connection.execute("UPDATE frame_slots SET start = start + ? WHERE blob_id = ?", (2 * CHUNK_BYTES, blob_id))
+    with ContentAddressedToolResultStore(store_root, namespace="bob") as bob:
+        collect_garbage(bob, namespace="alice", grace=timedelta(0))
+    _assert_damaged(store_root, references, [kept[reference] for reference in references], {digest}, namespace="bob")
+
+
+def test_a_text_frame_written_through_the_view_does_not_shift_the_next_frame(store_root: Path) -> None:
+    rng = random.Random(5)
+    first = _write_many(store_root, [_text(rng, 50)])
+    with contextlib.closing(_connect(store_root)) as connection:
+        (blob_id,) = connection.execute("SELECT max(id) FROM blobs").fetchone()
+        # A person (or a test) forges a frame as text holding characters of more than one byte: that blob is damaged,
+        # and only that one.
+        connection.execute(
+            "INSERT INTO blob_frames (blob_id, frame, size) VALUES (?, ?, 10)", (blob_id + 1000, "\u00e9" * 200)
+        )
+    contents = [_text(rng, 200) for _ in range(5)]
+    with ContentAddressedToolResultStore(store_root, learn=False) as store:
+        references = [store.write(key=f"n{i}_cat_call.txt", content=content) for i, content in enumerate(contents)]
+        for reference, content in zip(references, contents, strict=True):
+            assert store.read(reference) == content
+        assert store.read(first[0])
