@@ -674,9 +674,7 @@ class BlobStore:
                 f"SELECT digest, size, stored_in, frame, encoding, needs FROM blob_locations WHERE digest IN ({marks})",
                 chunk,
             ):
-                found[digest] = BlobLocation(
-                    digest, size, _kept_frame(stored_in, frame), encoding, needs
-                )
+                found[digest] = BlobLocation(digest, size, _kept_frame(stored_in, frame), encoding, needs)
         return found
 
     def load(self, location: BlobLocation, *, guarded: bool = True, fresh: bool = False) -> bytes:

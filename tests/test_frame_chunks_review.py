@@ -33,8 +33,14 @@ def _write_many(root: Path, contents: list[str]) -> list[str]:
         return [store.write(key=f"{i}_cat_call.txt", content=content) for i, content in enumerate(contents)]
 
 
+def _digest_of(reference: str) -> str:
+    """The digest a reference names (`blake3/ab/cdef....txt` names `abcdef...`)."""
+    *_, head, tail = reference.split("/")
+    return head + tail.split(".", maxsplit=1)[0]
+
+
 def _blob_of(connection: sqlite3.Connection, reference: str) -> tuple[int, str]:
-    digest = reference.split("/")[-2] + reference.split("/")[-1].split(".")[0]
+    digest = _digest_of(reference)
     (blob_id,) = connection.execute("SELECT id FROM blobs WHERE digest = ?", (digest,)).fetchone()
     return int(blob_id), digest
 
@@ -45,8 +51,7 @@ def _assert_damaged(
     """Every blob of `damaged` raises a corruption (not a lost file) and verify lists it so; the others read."""
     with ContentAddressedToolResultStore(root, namespace=namespace) as store:
         for reference, content in zip(references, contents, strict=True):
-            digest = reference.split("/")[-2] + reference.split("/")[-1].split(".")[0]
-            if digest in damaged:
+            if _digest_of(reference) in damaged:
                 with pytest.raises(CorruptBlobError) as raised:
                     store.read(reference)
                 assert not raised.value.missing, raised.value
