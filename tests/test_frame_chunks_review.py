@@ -147,3 +147,17 @@ def test_a_text_frame_written_through_the_view_does_not_shift_the_next_frame(sto
         for reference, content in zip(references, contents, strict=True):
             assert store.read(reference) == content
         assert store.read(first[0])
+
+
+def test_a_frame_across_chunks_reads_back_in_a_session_that_reverses_unordered_selects(store_root: Path) -> None:
+    rng = random.Random(6)
+    contents = [_text(rng, 300), rng.randbytes(12_000).hex(), _text(rng, 300)]
+    _write_many(store_root, contents)
+    with contextlib.closing(_connect(store_root)) as connection:
+        spanning = connection.execute("SELECT count(*) FROM frame_slots WHERE last_chunk > chunk").fetchone()[0]
+        assert spanning >= 1
+        frames = dict(connection.execute("SELECT blob_id, frame FROM blob_frames"))
+        # A person's session may ask SQLite to read what has no ORDER BY in reverse (to find queries that depend on
+        # an order they never asked for): the view must still give every frame as it was written.
+        connection.execute("PRAGMA reverse_unordered_selects = ON")
+        assert dict(connection.execute("SELECT blob_id, frame FROM blob_frames")) == frames
