@@ -12,10 +12,13 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from casstore import ContentAddressedToolResultStore, CorruptBlobError
+from casstore import ContentAddressedToolResultStore, CorruptBlobError, frame_chunks
 from casstore.frame_chunks import CHUNK_BYTES
 from casstore.maintenance import collect_garbage, verify
+from tests.helpers import create_store
 
 LONG_AGO = "2020-01-01 00:00:00.000"
 
@@ -161,3 +164,106 @@ def test_a_frame_across_chunks_reads_back_in_a_session_that_reverses_unordered_s
         # an order they never asked for): the view must still give every frame as it was written.
         connection.execute("PRAGMA reverse_unordered_selects = ON")
         assert dict(connection.execute("SELECT blob_id, frame FROM blob_frames")) == frames
+
+
+_STEP = st.one_of(
+    st.tuples(st.just("append"), st.integers(min_value=0, max_value=5 * CHUNK_BYTES)),
+    st.tuples(st.just("view-insert"), st.integers(min_value=0, max_value=2 * CHUNK_BYTES)),
+    st.tuples(st.just("view-update"), st.integers(min_value=0, max_value=10**6)),
+    st.tuples(st.just("view-delete"), st.integers(min_value=0, max_value=10**6)),
+    st.tuples(st.just("replace"), st.integers(min_value=0, max_value=10**6)),
+    st.tuples(st.just("release"), st.integers(min_value=0, max_value=10**6)),
+    st.tuples(st.just("compact"), st.integers(min_value=1, max_value=4 * CHUNK_BYTES)),
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(_STEP, min_size=1, max_size=50), seed=st.integers(min_value=0, max_value=2**16))
+def test_frames_written_every_way_read_back_and_compaction_deletes_only_untouched_chunks(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, int]], seed: int
+) -> None:
+    """
+    Appends (empty frames and frames over several chunks too), frames written, rewritten and deleted through the
+    view `blob_frames` as a person would, a blob's frame replaced by a new append, releases and compactions, in any
+    order: every frame reads back as last written, and compaction deletes no chunk a slot touches.
+    """
+    root = tmp_path_factory.mktemp("chunks")
+    create_store(root)
+    rng = random.Random(seed)
+    kept: dict[int, bytes] = {}
+    next_id = 1
+    with contextlib.closing(_connect(root)) as connection:
+        for action, number in steps:
+            connection.execute("BEGIN IMMEDIATE")
+            chosen = sorted(kept)[number % len(kept)] if kept else None
+            if action == "append":
+                kept[next_id] = rng.randbytes(number)
+                frame_chunks.append(connection, blob_id=next_id, size=number, frame=kept[next_id])
+                next_id += 1
+            elif action == "view-insert":
+                kept[next_id] = rng.randbytes(number)
+                connection.execute(
+                    "INSERT INTO blob_frames (blob_id, frame, size) VALUES (?, ?, ?)", (next_id, kept[next_id], number)
+                )
+                next_id += 1
+            elif action == "view-update" and chosen is not None:
+                kept[chosen] = rng.randbytes(number % (2 * CHUNK_BYTES))
+                connection.execute(
+                    "UPDATE blob_frames SET frame = ?, size = ? WHERE blob_id = ?",
+                    (kept[chosen], len(kept[chosen]), chosen),
+                )
+            elif action == "view-delete" and chosen is not None:
+                connection.execute("DELETE FROM blob_frames WHERE blob_id = ?", (chosen,))
+                del kept[chosen]
+            elif action == "replace" and chosen is not None:
+                kept[chosen] = rng.randbytes(number % (3 * CHUNK_BYTES))
+                frame_chunks.append(connection, blob_id=chosen, size=len(kept[chosen]), frame=kept[chosen])
+            elif action == "release" and chosen is not None:
+                frame_chunks.release(connection, chosen)
+                del kept[chosen]
+            elif action == "compact":
+                frame_chunks.compact(connection, max_bytes=number)
+                remaining = {row[0] for row in connection.execute("SELECT id FROM frame_chunks")}
+                assert _touched(connection) <= remaining  # no chunk a slot touches was deleted
+            connection.execute("COMMIT")
+            assert _frames(connection) == kept
+            sizes = dict(connection.execute("SELECT blob_id, size FROM blob_frames").fetchall())
+            assert sizes == {blob_id: len(frame) for blob_id, frame in kept.items()}
+        for _ in range(100):
+            connection.execute("BEGIN IMMEDIATE")
+            more = frame_chunks.compact(connection, max_bytes=10**9).more
+            connection.execute("COMMIT")
+            if not more:
+                break
+        else:
+            raise AssertionError("compaction did not settle in 100 transactions")
+        assert _frames(connection) == kept
+
+
+def _frames(connection: sqlite3.Connection) -> dict[int, bytes]:
+    return {row[0]: bytes(row[1]) for row in connection.execute("SELECT blob_id, frame FROM blob_frames")}
+
+
+def _touched(connection: sqlite3.Connection) -> set[int]:
+    return {
+        number
+        for chunk, last in connection.execute("SELECT chunk, last_chunk FROM frame_slots")
+        for number in range(chunk, last + 1)
+    }
+
+
+def test_gc_moves_an_empty_frame_written_through_the_view(store_root: Path) -> None:
+    rng = random.Random(7)
+    contents = [_text(rng, 200) for _ in range(3)]
+    references = _write_many(store_root, contents)
+    with contextlib.closing(_connect(store_root)) as connection:
+        (top,) = connection.execute("SELECT max(id) FROM blobs").fetchone()
+        # Two frames a person writes through the view, the first empty: it gets an empty chunk, not the last one.
+        connection.execute("INSERT INTO blob_frames (blob_id, frame, size) VALUES (?, x'', 0)", (top + 1,))
+        connection.execute("INSERT INTO blob_frames (blob_id, frame, size) VALUES (?, x'00', 1)", (top + 2,))
+        assert connection.execute("SELECT frame FROM blob_frames WHERE blob_id = ?", (top + 1,)).fetchone() == (b"",)
+    with ContentAddressedToolResultStore(store_root) as store:
+        collect_garbage(store, grace=timedelta(0))
+        assert [store.read(reference) for reference in references] == contents
+    with contextlib.closing(_connect(store_root)) as connection:
+        assert _frames(connection)[top + 1] == b""
