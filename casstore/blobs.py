@@ -643,8 +643,8 @@ class BlobStore:
             # dictionary is nearly always in memory once read, a base far less often.
             row = connection.execute(_LOCATE_SQL, (needs,)).fetchone()
             if row is not None:
-                needed = BlobLocation(needs, row[0], row[2] if row[1] == _STORED_IN_INDEX else None, row[3], row[4])
-        return BlobLocation(digest, size, frame if stored_in == _STORED_IN_INDEX else None, encoding, needs, needed)
+                needed = BlobLocation(needs, row[0], _kept_frame(row[1], row[2]), row[3], row[4])
+        return BlobLocation(digest, size, _kept_frame(stored_in, frame), encoding, needs, needed)
 
     def locate(self, connection: sqlite3.Connection, digest: str) -> BlobLocation:
         """
@@ -656,7 +656,7 @@ class BlobStore:
         if row is None:
             raise CorruptBlobError(f"Blob {digest} is missing from the index.", digest=digest, missing=True)
         size, stored_in, frame, encoding, needs = row
-        return BlobLocation(digest, size, frame if stored_in == _STORED_IN_INDEX else None, encoding, needs)
+        return BlobLocation(digest, size, _kept_frame(stored_in, frame), encoding, needs)
 
     def locate_many(self, connection: sqlite3.Connection, digests: Sequence[str]) -> dict[str, BlobLocation]:
         """
@@ -674,9 +674,7 @@ class BlobStore:
                 f"SELECT digest, size, stored_in, frame, encoding, needs FROM blob_locations WHERE digest IN ({marks})",
                 chunk,
             ):
-                found[digest] = BlobLocation(
-                    digest, size, frame if stored_in == _STORED_IN_INDEX else None, encoding, needs
-                )
+                found[digest] = BlobLocation(digest, size, _kept_frame(stored_in, frame), encoding, needs)
         return found
 
     def load(self, location: BlobLocation, *, guarded: bool = True, fresh: bool = False) -> bytes:
@@ -916,6 +914,15 @@ class BlobStore:
     def remove_stray(self, blob_file: BlobFile) -> None:
         """Remove a file `is_stray` reported, while the caller's transaction still holds the write lock."""
         self._files.remove_stray(blob_file)
+
+
+def _kept_frame(stored_in: str, frame: bytes | None) -> bytes | None:
+    # A blob kept in the index whose frame the view gives as NULL (a slot pointing at a chunk that is gone, migration
+    # 0013) is damage of that blob in the index: an empty frame fails to decode as such (`CorruptBlobError`, not
+    # `missing`), where None would send the read looking for a file that never was.
+    if stored_in != _STORED_IN_INDEX:
+        return None
+    return b"" if frame is None else frame
 
 
 def _chunked(connection: object) -> bool:

@@ -27,7 +27,10 @@ CHUNK_BYTES = 4057
 # gc at most a quarter of each chunk is unused, besides the last chunk and the first of a frame reaching into it.
 COMPACT_BELOW = 0.75
 
-_TAIL_SQL = "SELECT id, length(data) FROM frame_chunks ORDER BY id DESC LIMIT 1"
+# The last chunk's length in bytes, whatever its type: a frame a person writes through the view `blob_frames` as text
+# is a chunk of text, whose `length` counts characters, and appending at that count would put the next frame's slot
+# before where its bytes are.
+_TAIL_SQL = "SELECT id, length(CAST(data AS BLOB)) FROM frame_chunks ORDER BY id DESC LIMIT 1"
 _SLOTS_SQL = "SELECT blob_id, chunk, start, length, last_chunk FROM frame_slots"
 _SLOT_SQL = (
     "INSERT INTO frame_slots (blob_id, size, chunk, start, length, last_chunk) VALUES (?, ?, ?, ?, ?, ?) "
@@ -55,9 +58,18 @@ def append(connection: sqlite3.Connection, *, blob_id: int, size: int, frame: by
     :param size: The content bytes (as `blobs.size`), kept in the slot for reads.
     """
     row = connection.execute(_TAIL_SQL).fetchone()
+    if not frame:
+        # An empty frame (never made by the codec; a person may write one through the view) is a slot of no bytes at
+        # the end of the last chunk. In a chunk of its own, `compact` would move it to a new last chunk every time,
+        # and two such frames would keep each other moving as long as gc lets it.
+        if row is None:
+            connection.execute("INSERT INTO frame_chunks (id, data) VALUES (1, x'')")
+        tail, used = (1, 0) if row is None else (int(row[0]), int(row[1]))
+        connection.execute(_SLOT_SQL, (blob_id, size, tail, used, 0, tail))
+        return
     tail, used = (0, CHUNK_BYTES) if row is None else (int(row[0]), int(row[1]))
     room = max(CHUNK_BYTES - used, 0)
-    if room and frame:
+    if room:
         first, start = tail, used
         connection.execute("UPDATE frame_chunks SET data = CAST(data || ? AS BLOB) WHERE id = ?", (frame[:room], tail))
         rest = frame[room:]
@@ -70,9 +82,6 @@ def append(connection: sqlite3.Connection, *, blob_id: int, size: int, frame: by
         connection.execute(
             "INSERT INTO frame_chunks (id, data) VALUES (?, ?)", (last, rest[offset : offset + CHUNK_BYTES])
         )
-    if not frame:  # an empty frame (never made by the codec) still gets a slot, in an empty chunk of its own
-        connection.execute("INSERT INTO frame_chunks (id, data) VALUES (?, x'')", (first,))
-        last = first
     connection.execute(_SLOT_SQL, (blob_id, size, first, start, len(frame), last))
 
 

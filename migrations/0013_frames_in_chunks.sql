@@ -26,16 +26,19 @@ SELECT blob_id, size, blob_id, 0, length(frame), blob_id FROM blob_frames ORDER 
 DROP TABLE blob_frames;
 
 -- `blob_frames` as it was (0001, 0005): one row per blob kept in the index, with its frame put back together. A frame
--- in one chunk is a slice of it; one across chunks joins them in the order of their ids (the order the rowid range
--- is read in), and every read checks the content's BLAKE3 digest whatever the view returns.
+-- in one chunk is a slice of it; one across chunks joins them in the order of their ids, asked for by the ORDER BY of
+-- the subquery (group_concat's order is otherwise SQLite's choice: `PRAGMA reverse_unordered_selects` in a person's
+-- session reverses the rowid range, and the view would give other bytes), and every read checks the content's BLAKE3
+-- digest whatever the view returns. An empty frame in an empty chunk is x'' (substr gives NULL for an empty BLOB); a
+-- frame whose chunk is gone is NULL.
 CREATE VIEW blob_frames AS
 SELECT
     s.blob_id,
     CASE WHEN s.chunk = s.last_chunk
-        THEN (SELECT substr(c.data, s.start + 1, s.length) FROM frame_chunks c WHERE c.id = s.chunk)
+        THEN (SELECT coalesce(substr(c.data, s.start + 1, s.length), x'') FROM frame_chunks c WHERE c.id = s.chunk)
         ELSE (
-            SELECT substr(CAST(group_concat(c.data, x'') AS BLOB), s.start + 1, s.length)
-            FROM frame_chunks c WHERE c.id BETWEEN s.chunk AND s.last_chunk
+            SELECT substr(CAST(group_concat(o.data, x'') AS BLOB), s.start + 1, s.length)
+            FROM (SELECT c.data FROM frame_chunks c WHERE c.id BETWEEN s.chunk AND s.last_chunk ORDER BY c.id) o
         )
     END AS frame,
     s.size
