@@ -144,7 +144,8 @@ class Database:
         connection = self._connection
         try:
             sqlite_utils_db = SqliteUtilsDatabase(connection, recursive_triggers=False, execute_plugins=False)
-            _refuse_unknown_schema(sqlite_utils_db, self.path)
+            with _one_snapshot(connection):
+                _refuse_unknown_schema(sqlite_utils_db, self.path)
             if connection.execute("PRAGMA page_count").fetchone()[0] == 0:
                 # A file being created: its first page, which the journal mode below writes, must already say that
                 # freed pages can be given back (`return_free_space`); SQLite fixes that before the first table.
@@ -395,6 +396,20 @@ class Database:
 
 
 _INCREMENTAL = 2  # `PRAGMA auto_vacuum`'s value for INCREMENTAL
+
+
+@contextmanager
+def _one_snapshot(connection: sqlite3.Connection) -> Iterator[None]:
+    """
+    The statements inside read one state of the index. Outside a transaction each statement reads the latest, so
+    another process committing a new index's schema between two of them would show its tables without the record
+    of its migrations: a casstore index taken for another application's database.
+    """
+    connection.execute("BEGIN")
+    try:
+        yield
+    finally:
+        connection.execute("ROLLBACK")
 
 
 def _run_script(connection: sqlite3.Connection, script: str) -> None:

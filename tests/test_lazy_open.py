@@ -5,6 +5,7 @@ Until that write a store reads as an empty one; it sees what another process cre
 an existing index is still opened and checked when the store is made.
 """
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -39,7 +40,7 @@ from casstore import (
 )
 from casstore.cli import cli
 from casstore.compactor import keep_in_context, make_read_tool
-from casstore.schema import MIGRATION_NAMES, MIGRATION_SET
+from casstore.schema import MIGRATION_NAMES, MIGRATION_SET, MIGRATIONS
 from tests.helpers import create_store, tree_fingerprint
 from tests.reliability import collect, fork_job
 
@@ -333,3 +334,31 @@ def test_the_command_on_a_folder_without_an_index_says_so_and_creates_nothing(
         "first write, such as casstore demo."
     ]
     assert root.exists() == exists and (not exists or _everything_under(root) == [])
+
+
+def test_opening_reads_the_record_of_migrations_and_the_tables_in_one_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """
+    Another process may commit a new index's schema while this one checks the file: the check must not see the
+    tables of that commit without its record of migrations (which reads as another application's database).
+    """
+    root = tmp_path / "store"
+    root.mkdir()
+    with contextlib.closing(sqlite3.connect(root / "index.db")) as connection:
+        connection.execute("PRAGMA journal_mode=WAL")  # so that another writer may commit beside this reader
+    applied = MIGRATIONS.applied  # the object the index layer asks, patched on it
+    created: list[bool] = []
+
+    def applied_then_created_elsewhere(db: object) -> object:
+        found = applied(db)  # type: ignore[arg-type]
+        if not created:
+            created.append(True)
+            with ContentAddressedToolResultStore(root, namespace="other") as other:
+                other.write(key="1.txt", content="written by the other process")
+        return found
+
+    monkeypatch.setattr(MIGRATIONS, "applied", applied_then_created_elsewhere)
+    with ContentAddressedToolResultStore(root, namespace="other") as store:
+        assert created == [True]  # the other index was created between the two reads
+        assert store.read(store.write(key="2.txt", content="and this one")) == "and this one"
