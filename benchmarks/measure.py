@@ -365,6 +365,7 @@ def run_repetition(
         references=references[CASSTORE],
         read_indices=read_indices,
         read_ns=results[CASSTORE].read_ns,
+        learn_off_read_ns=results[PLAIN].read_ns,
         training=training,
     )
     for name in STORES:
@@ -391,11 +392,13 @@ def learned_figures(
     references: list[str],
     read_indices: list[int],
     read_ns: array[int],
+    learn_off_read_ns: array[int],
     training: dict[str, float],
 ) -> dict[str, float]:
     """
     What the learned encodings did in one casstore root (closed): the share of new results stored as deltas and with
-    a dictionary, read times by encoding, the frames' and the history's bytes, and the training.
+    a dictionary, read times by encoding (beside the `learn=False` store's reads of the same references), the frames'
+    and the history's bytes, and the training.
 
     The disk floor of the learned encodings is the frames alone (`frame_bytes`: every blob's stored bytes, the
     dictionaries included, with no index, no history and no block rounding): what the same encodings of the same
@@ -426,12 +429,20 @@ def learned_figures(
         "training_s": training["training_seconds"],
     }
     by_encoding: dict[str, list[int]] = {"plain": [], "delta": [], "dictionary": []}
-    for position, elapsed in zip(read_indices, read_ns, strict=True):
-        by_encoding[encoding.get(_digest(references[position]), "plain")].append(elapsed)
+    learn_off_by_encoding: dict[str, list[int]] = {"plain": [], "delta": [], "dictionary": []}
+    for position, elapsed, learn_off_elapsed in zip(read_indices, read_ns, learn_off_read_ns, strict=True):
+        kind = encoding.get(_digest(references[position]), "plain")
+        by_encoding[kind].append(elapsed)
+        learn_off_by_encoding[kind].append(learn_off_elapsed)
     for name, times in by_encoding.items():
         figures[f"read_{name}_count"] = float(len(times))
         figures[f"read_{name}_p50_us"] = percentile(times, 0.5) / 1e3
         figures[f"read_{name}_p99_us"] = percentile(times, 0.99) / 1e3
+        # The same references read from the learn=False store (its plain frames of the same content): what the
+        # encoding costs a read, apart from which results it is used for.
+        figures[f"read_{name}_learn_off_p50_us"] = percentile(learn_off_by_encoding[name], 0.5) / 1e3
+    not_delta = by_encoding["plain"] + by_encoding["dictionary"]
+    figures["read_not_delta_p50_us"] = percentile(not_delta, 0.5) / 1e3
     return figures
 
 

@@ -318,8 +318,29 @@ def _learned_text(learned: dict[str, float], learn_off: dict[str, float], figure
         f"{_show(learned['read_dictionary_p50_us'], 'us')} / p99 {_show(learned['read_dictionary_p99_us'], 'us')} "
         f"({learned['read_dictionary_count']:,.0f}); delta p50 {_show(learned['read_delta_p50_us'], 'us')} / p99 "
         f"{_show(learned['read_delta_p99_us'], 'us')} ({learned['read_delta_count']:,.0f}).",
+        _same_references_text(learned, learn_off),
     ]
     return "\n".join(lines)
+
+
+def _same_references_text(learned: dict[str, float], learn_off: dict[str, float]) -> str:
+    """What each encoding costs a read: the same references' p50 in both stores, and the p50 without the deltas."""
+    if "read_not_delta_p50_us" not in learned:  # a result written before these figures existed
+        return ""
+    parts = []
+    for name in ("plain", "dictionary", "delta"):
+        if not learned[f"read_{name}_count"]:
+            parts.append(f"{name}: none read")
+            continue
+        mine, theirs = learned[f"read_{name}_p50_us"], learned[f"read_{name}_learn_off_p50_us"]
+        parts.append(f"{name} {_show(mine, 'us')} against {_show(theirs, 'us')} ({mine / theirs:.2f}x)")
+    not_delta = learned["read_not_delta_p50_us"]
+    return (
+        "The same references read from the learn=False store, by the encoding they have in the learn=True one "
+        f"(p50): {'; '.join(parts)}. Reads of the blobs that are not deltas alone: p50 "
+        f"{_show(not_delta, 'us')}, {not_delta / learn_off['read_p50_us']:.3f}x "
+        "the learn=False store's read p50."
+    )
 
 
 def _compactor_table(compactor: dict[str, Any]) -> str:

@@ -32,6 +32,18 @@ def _check_growth(result: dict[str, Any], printed: str) -> None:
     assert "each store's growth divided by it" in printed
 
 
+def _check_reads_by_encoding(learned: dict[str, Any], printed: str, *, reads: int) -> None:
+    # The learned store's reads by encoding, beside the learn=False store's reads of the same references.
+    encodings = ("plain", "dictionary", "delta")
+    assert sum(learned[f"read_{name}_count"] for name in encodings) == reads
+    for name in encodings:
+        if learned[f"read_{name}_count"]:
+            value = learned[f"read_{name}_learn_off_p50_us"]
+            assert value > 0 and math.isfinite(value), (name, value)
+    assert 0 < learned["read_not_delta_p50_us"] < math.inf
+    assert "The same references read from the learn=False store" in printed
+
+
 @pytest.mark.slow
 def test_small_trace_one_repetition(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     result_path = tmp_path / "result.json"
@@ -70,6 +82,8 @@ def test_small_trace_one_repetition(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert figures["file_bytes_closed"]["casstore"] < trace["unique_bytes"]
     assert figures["files_closed"]["casstore"] < figures["files_closed"]["baseline"] == trace["writes"]
     assert figures["file_bytes_closed"]["baseline"] == trace["logical_bytes"]  # the baseline stores every write as is
+
+    _check_reads_by_encoding(result["learned"], printed, reads=300)
 
     assert result["floor"]["floor_p50_us"] > 0
     assert result["floor"]["new_floor_p50_us"] > 0
