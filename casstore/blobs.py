@@ -641,9 +641,11 @@ class BlobStore:
         """
         kind = reference_kind(reference)
         row = connection.execute(_READABLE_SQL, (digest, namespace, *kind)).fetchone()
-        if row is None and connection.execute(_VISIBLE_WITHOUT_BLOB_SQL, (digest, namespace, *kind)).fetchone() is None:
-            return None
-        size, stored_in, frame, encoding, needs = row or (None, None, None, None, None)
+        if row is None:
+            if connection.execute(_VISIBLE_WITHOUT_BLOB_SQL, (digest, namespace, *kind)).fetchone() is None:
+                return None
+            raise CorruptBlobError(f"Blob {digest} is missing from the index.", digest=digest, missing=True)
+        size, stored_in, frame, encoding, needs = row
         if size is None:
             raise CorruptBlobError(f"Blob {digest} is missing from the index.", digest=digest, missing=True)
         needed = None

@@ -51,6 +51,14 @@ _ADD_REFERENCE_SQL = (
     "ON CONFLICT DO NOTHING RETURNING id"
 )
 _INSERT_WRITE_SQL = f"INSERT INTO write_log (reference_id, key, written_at) VALUES (?, ?, {NOW_MS_SQL})"
+# A repeated write in one statement: the reference found and the write appended, or nothing changed (the reference is
+# not visible yet). One statement where the look-up and the insert were two, which pays for the look-up of the blob's
+# id in `blobs` that finding a reference by its blob's id takes (migration 0016).
+_APPEND_REPEATED_WRITE_SQL = (
+    f"INSERT INTO write_log (reference_id, key, written_at) SELECT id, ?, {NOW_MS_SQL} FROM namespace_references "
+    f"WHERE blob_id = {_BLOB_ID_OF_DIGEST} AND namespace_id = (SELECT id FROM namespaces WHERE namespace = ?) "
+    "AND is_binary = ? AND extension = ?"
+)
 # The visibility no write is left for. Written with EXCEPT (a sort of each table) because a correlated NOT EXISTS
 # would scan `write_log` (which has no index but its row id) once per reference.
 _FORGET_VISIBILITY_SQL = """
@@ -99,16 +107,12 @@ def record_write(work: UnitOfWork, namespace: str, write: PreparedWrite) -> bool
         becomes visible only in the transaction that stores or finds its blob, and `gc` deletes a blob only when no
         reference to it is visible, both under SQLite's write lock.
     """
-    connection = work.connection
     binary, extension = reference_kind(write.reference)
-    row = connection.execute(_FIND_REFERENCE_SQL, (write.digest, namespace, binary, extension)).fetchone()
-    was_visible = row is not None
-    if row is None:
-        row = _add_reference(
-            work, namespace, digest=write.digest, binary=binary, extension=extension, size=len(write.data)
-        )
+    if work.change(_APPEND_REPEATED_WRITE_SQL, (write.key, write.digest, namespace, binary, extension)):
+        return True
+    row = _add_reference(work, namespace, digest=write.digest, binary=binary, extension=extension, size=len(write.data))
     work.change(_INSERT_WRITE_SQL, (row[0], write.key))
-    return was_visible
+    return False
 
 
 def _add_reference(work: UnitOfWork, namespace: str, *, digest: str, binary: int, extension: str, size: int) -> Any:
