@@ -5,6 +5,8 @@ each namespace may read (`visible_references`), which this module alone keeps.
 Since migration 0011, `writes` and `visible_references` are views over what is stored: `namespaces`, one row per
 distinct (namespace, reference) in `namespace_references` (digest, kind, extension and size, stored once; the reference
 is derived from them), and `write_log` (which reference, the key, when, in milliseconds). This module writes those.
+Since migration 0016 a reference is found by its blob's id (`namespace_references.blob_id`, which triggers on `blobs`
+keep), asked of `blobs` by digest in the same statement.
 
 It also records what each compaction did to the conversation (the `compactions` table). The per-write statements
 here are plain `sqlite3`, run inside the repository's transaction. The tables are documented in the docs and in

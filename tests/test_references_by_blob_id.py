@@ -553,3 +553,42 @@ def test_a_shared_index_of_0015_upgrades_in_place_with_its_damage(postgres_url: 
         assert alice.write(key="mend.txt", content=damaged_content) == damaged_reference
         assert alice.read(damaged_reference) == damaged_content
         assert verify(alice).clean
+
+
+def test_the_hot_statements_find_references_by_an_index_on_postgresql(
+    postgres_url: str, s3_bucket_url: S3Location
+) -> None:
+    """PostgreSQL plans by its statistics (a small table is read whole); with sequential scans off, none is needed."""
+    import psycopg
+
+    from casstore.postgres import translate
+
+    with SharedToolResultStore(
+        index_url=postgres_url, blob_url=s3_bucket_url.url, blob_options=s3_bucket_url.options
+    ) as store:
+        reference = store.write(key="a.txt", content="some content\n" * 20)
+    digest = reference.split("/")[1] + reference.split("/")[2].removesuffix(".txt")
+    values = {"digest": digest, "namespace": "default", "is_binary": 0, "extension": ".txt", "key": "k"}
+    values["grace"] = "-1 days"
+    arguments = {
+        "read": ("digest", "namespace", "is_binary", "extension"),
+        "read of a reference without its blob row": ("digest", "namespace", "is_binary", "extension"),
+        "write: a repeated write": ("key", "digest", "namespace", "is_binary", "extension"),
+        "write: find the reference": ("digest", "namespace", "is_binary", "extension"),
+        "write: make the reference": ("namespace", "digest", "digest", "is_binary", "extension", "is_binary"),
+        "is visible": ("digest", "digest", "namespace", "is_binary", "extension"),
+        "gc: what nothing references": ("grace",),
+        "gc: unreferenced digests": (),
+    }
+    with psycopg.connect(postgres_url) as connection:
+        connection.execute("SET LOCAL enable_seqscan = off")
+        for name, statement in _hot_statements().items():
+            plan = "\n".join(
+                row[0]
+                for row in connection.execute(
+                    f"EXPLAIN {translate(statement)}", [values[argument] for argument in arguments[name]]
+                )
+            )
+            assert "Seq Scan on namespace_references" not in plan, (name, plan)
+            if "namespace_references" in statement and not statement.startswith("INSERT INTO namespace_references"):
+                assert _BY_BLOB in plan, (name, plan)
