@@ -73,6 +73,12 @@ _IN_NAMESPACE = (
     "WHERE n.namespace = ?)"
 )
 _DIGEST_OF_WRITE = "(SELECT r.digest FROM namespace_references r WHERE r.id = reference_id)"
+# What nothing keeps: no reference names the blob (by its id, migration 0016), no blob needs it, no group uses it.
+_UNREFERENCED_SQL = (
+    "SELECT digest FROM blobs b WHERE NOT EXISTS (SELECT 1 FROM namespace_references v WHERE v.blob_id = b.id) "
+    "AND NOT EXISTS (SELECT 1 FROM blob_dependencies d WHERE d.needs_id = b.id) "
+    "AND NOT EXISTS (SELECT 1 FROM dictionaries k WHERE k.blob_id = b.id AND k.active = 1)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,12 +309,7 @@ def unreferenced_digests(connection: sqlite3.Connection) -> list[str]:
     :returns: Digests of blobs that no write references any more and that nothing else keeps: no other blob needs
         them (as its dictionary or base) and they are not a dictionary in use.
     """
-    rows = connection.execute(
-        "SELECT digest FROM blobs b WHERE NOT EXISTS (SELECT 1 FROM namespace_references v WHERE v.blob_id = b.id) "
-        "AND NOT EXISTS (SELECT 1 FROM blob_dependencies d WHERE d.needs_id = b.id) "
-        "AND NOT EXISTS (SELECT 1 FROM dictionaries k WHERE k.blob_id = b.id AND k.active = 1)"
-    )
-    return [row[0] for row in rows]
+    return [row[0] for row in connection.execute(_UNREFERENCED_SQL)]
 
 
 def dangling_writes(connection: sqlite3.Connection) -> list[tuple[str, str]]:
