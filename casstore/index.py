@@ -38,6 +38,11 @@ _FIND_REFERENCE_SQL = (
     f"SELECT id FROM namespace_references WHERE blob_id = {_BLOB_ID_OF_DIGEST} "
     "AND namespace_id = (SELECT id FROM namespaces WHERE namespace = ?) AND is_binary = ? AND extension = ?"
 )
+# A reference whose blob row is missing has no blob id: the unique index's NULL entries are those references only.
+_FIND_REFERENCE_WITHOUT_BLOB_SQL = (
+    "SELECT id FROM namespace_references WHERE blob_id IS NULL AND digest = ? "
+    "AND namespace_id = (SELECT id FROM namespaces WHERE namespace = ?) AND is_binary = ? AND extension = ?"
+)
 _IS_VISIBLE_SQL = (
     f"SELECT 1 FROM namespace_references r WHERE {REFERENCE_OF_DIGEST} "
     "AND r.namespace_id = (SELECT id FROM namespaces WHERE namespace = ?) AND r.is_binary = ? AND r.extension = ?"
@@ -118,7 +123,15 @@ def record_write(work: UnitOfWork, namespace: str, write: PreparedWrite) -> bool
     binary, extension = reference_kind(write.reference)
     if work.change(_APPEND_REPEATED_WRITE_SQL, (write.key, write.digest, namespace, binary, extension)):
         return True
-    row = _add_reference(work, namespace, digest=write.digest, binary=binary, extension=extension, size=len(write.data))
+    # Not visible, or visible without its blob row (a damaged index): that reference is written to, never made twice,
+    # but it proves nothing stored (the caller confirms the blob, and a blob row made again takes the reference).
+    row = work.connection.execute(
+        _FIND_REFERENCE_WITHOUT_BLOB_SQL, (write.digest, namespace, binary, extension)
+    ).fetchone()
+    if row is None:
+        row = _add_reference(
+            work, namespace, digest=write.digest, binary=binary, extension=extension, size=len(write.data)
+        )
     work.change(_INSERT_WRITE_SQL, (row[0], write.key))
     return False
 
