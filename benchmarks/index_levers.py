@@ -129,12 +129,15 @@ def blobs_integer_times(connection: sqlite3.Connection) -> None:
 
 
 def _references(connection: sqlite3.Connection, *, text_index: bool) -> None:
+    # Since migration 0016 a reference also holds its blob's id, and the unique index leads with it, not the digest.
+    by_blob = "blob_id" in {row[1] for row in connection.execute("PRAGMA table_info(namespace_references)")}
     connection.execute(
         "CREATE TABLE reference_rows (id INTEGER PRIMARY KEY, namespace_id INTEGER NOT NULL, digest BLOB NOT NULL, "
-        "is_binary INTEGER NOT NULL, extension TEXT NOT NULL, size INTEGER NOT NULL)"
+        f"is_binary INTEGER NOT NULL, extension TEXT NOT NULL, size INTEGER NOT NULL{', blob_id INTEGER' * by_blob})"
     )
     connection.execute(
-        "CREATE UNIQUE INDEX reference_rows_by_digest ON reference_rows (digest, namespace_id, is_binary, extension)"
+        f"CREATE UNIQUE INDEX reference_rows_by_key ON reference_rows ({'blob_id' if by_blob else 'digest'}, "
+        "namespace_id, is_binary, extension)"
     )
     if text_index:
         hexadecimal = "lower(hex(digest))"
@@ -144,8 +147,8 @@ def _references(connection: sqlite3.Connection, *, text_index: bool) -> None:
             "namespace_id)"
         )
     connection.execute(
-        "INSERT INTO reference_rows SELECT id, namespace_id, unhex(digest), is_binary, extension, size "
-        "FROM namespace_references ORDER BY id"
+        f"INSERT INTO reference_rows SELECT id, namespace_id, unhex(digest), is_binary, extension, size"
+        f"{', blob_id' * by_blob} FROM namespace_references ORDER BY id"
     )
     _drop_views(connection, _REFERENCE_VIEWS)
     connection.execute("DROP TABLE namespace_references")

@@ -43,6 +43,7 @@ PLAIN = "casstore_learn_off"
 STORES = (CASSTORE, BASELINE, PLAIN)
 # The index's tables and indexes that hold the offload history (not the blobs), as `dbstat` counts their pages.
 # Before migration 0011 `writes` and `visible_references` were tables; since, the three tables they are views of are.
+# Since 0016 the references' unique index is `namespace_references_by_blob` (it was `..._by_digest`).
 HISTORY = (
     "writes",
     "visible_references",
@@ -51,6 +52,7 @@ HISTORY = (
     "sqlite_autoindex_namespaces_1",
     "namespace_references",
     "namespace_references_by_digest",
+    "namespace_references_by_blob",
     "write_log",
     "offloads",
     "offloads_by_time",

@@ -56,10 +56,17 @@ _IMPORT_SQL = """
     ON CONFLICT (digest) DO UPDATE SET stored_size = excluded.stored_size, stored_in = excluded.stored_in
     RETURNING id
 """
-# By the parts of the reference (see `references.reference_kind`): the view need not make the reference's text.
+# By the parts of the reference (see `references.reference_kind`): the view need not make the reference's text. The
+# reference is found by its blob's id (migration 0016), which `blobs`' index of digests gives in the same statement.
 _READABLE_SQL = (
-    "SELECT size, stored_in, frame, encoding, needs FROM readable_blobs WHERE digest = ? AND namespace = ? AND "
-    "is_binary = ? AND extension = ?"
+    "SELECT size, stored_in, frame, encoding, needs FROM readable_blobs "
+    "WHERE blob_id = (SELECT id FROM blobs WHERE digest = ?) AND namespace = ? AND is_binary = ? AND extension = ?"
+)
+# Asked only when a read found nothing: whether the reference is visible all the same, its blob row missing (a damaged
+# index). Such a reference has no blob id; the unique index's NULL entries are those references only.
+_VISIBLE_WITHOUT_BLOB_SQL = (
+    "SELECT 1 FROM namespace_references WHERE blob_id IS NULL AND digest = ? "
+    "AND namespace_id = (SELECT id FROM namespaces WHERE namespace = ?) AND is_binary = ? AND extension = ?"
 )
 _LOCATE_SQL = "SELECT size, stored_in, frame, encoding, needs FROM blob_locations WHERE digest = ?"
 # A learned frame is recorded only for content that has no row yet (see `_record_dependency`).
@@ -85,8 +92,8 @@ _ACTIVE_DICTIONARY_SQL = (
 _CONFIRM_SQL = f"SELECT stored_in, last_seen < {SHIFTED_NOW_SQL} FROM blobs WHERE digest = ?"
 _CONFIRM_AGO = ago(LAST_SEEN_RESOLUTION)
 _RESOLUTION_SECONDS = LAST_SEEN_RESOLUTION.total_seconds()
-# A blob is referenced while a reference to it is visible.
-_REFERENCED = "SELECT 1 FROM visible_references WHERE digest = blobs.digest"
+# A blob is referenced while a reference to it is visible (`namespace_references` names it by its id, migration 0016).
+_REFERENCED = "SELECT 1 FROM namespace_references WHERE blob_id = blobs.id"
 # Digests per statement when a question names many (SQLite allows 32,766 parameters; PostgreSQL 65,535).
 _CHUNK = 500
 # A blob is collectable when no reference to it is visible, no other blob needs it (as its dictionary or base), and it
@@ -626,14 +633,18 @@ class BlobStore:
         """
         `locate`, for a read of `reference` in `namespace`, in one statement: the view `readable_blobs` joins the
         index's visibility with `blob_locations`, so a read sees both in one consistent state of the index. This is
-        the one place the blob layer asks about visibility (besides gc's question of what nothing references).
+        the one place the blob layer asks about visibility (besides gc's question of what nothing references). Only
+        when it finds nothing is a second question asked: whether the reference is visible without its blob row.
 
         :returns: None if the reference is not visible in `namespace`.
         :raises CorruptBlobError: If it is visible but the index has no row for its blob (`missing`).
         """
-        row = connection.execute(_READABLE_SQL, (digest, namespace, *reference_kind(reference))).fetchone()
+        kind = reference_kind(reference)
+        row = connection.execute(_READABLE_SQL, (digest, namespace, *kind)).fetchone()
         if row is None:
-            return None
+            if connection.execute(_VISIBLE_WITHOUT_BLOB_SQL, (digest, namespace, *kind)).fetchone() is None:
+                return None
+            raise CorruptBlobError(f"Blob {digest} is missing from the index.", digest=digest, missing=True)
         size, stored_in, frame, encoding, needs = row
         if size is None:
             raise CorruptBlobError(f"Blob {digest} is missing from the index.", digest=digest, missing=True)

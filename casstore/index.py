@@ -5,6 +5,8 @@ each namespace may read (`visible_references`), which this module alone keeps.
 Since migration 0011, `writes` and `visible_references` are views over what is stored: `namespaces`, one row per
 distinct (namespace, reference) in `namespace_references` (digest, kind, extension and size, stored once; the reference
 is derived from them), and `write_log` (which reference, the key, when, in milliseconds). This module writes those.
+Since migration 0016 a reference is found by its blob's id (`namespace_references.blob_id`, which triggers on `blobs`
+keep), asked of `blobs` by digest in the same statement.
 
 It also records what each compaction did to the conversation (the `compactions` table). The per-write statements
 here are plain `sqlite3`, run inside the repository's transaction. The tables are documented in the docs and in
@@ -19,17 +21,31 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from casstore.database import NOW_MS_SQL, NOW_SQL, SHIFTED_NOW_MS_SQL, SHIFTED_NOW_SQL, UnitOfWork, ago
-from casstore.index_queries import WritePosition
+from casstore.index_queries import REFERENCE_OF_DIGEST, WritePosition
 from casstore.prepared import PreparedWrite
 from casstore.references import reference_kind
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 # A write is a `write_log` row pointing at its namespace's reference (migration 0011): looked up first, as the
-# reference is visible already for every repeated write; made (with its namespace, the first time) otherwise.
+# reference is visible already for every repeated write; made (with its namespace, the first time) otherwise. A
+# reference is found by its blob's id (migration 0016), which `blobs`' own index of digests gives in the same
+# statement. A write commits only with its blob's row (stored, or confirmed), and a blob row made again takes the
+# references that waited for it (trigger `blobs_attach_references`), so a write needs no look-up of a reference whose
+# blob row is missing: it finds that reference by id once the row is back.
+_BLOB_ID_OF_DIGEST = "(SELECT id FROM blobs WHERE digest = ?)"
 _FIND_REFERENCE_SQL = (
-    "SELECT id FROM namespace_references WHERE digest = ? "
+    f"SELECT id FROM namespace_references WHERE blob_id = {_BLOB_ID_OF_DIGEST} "
     "AND namespace_id = (SELECT id FROM namespaces WHERE namespace = ?) AND is_binary = ? AND extension = ?"
+)
+# A reference whose blob row is missing has no blob id: the unique index's NULL entries are those references only.
+_FIND_REFERENCE_WITHOUT_BLOB_SQL = (
+    "SELECT id FROM namespace_references WHERE blob_id IS NULL AND digest = ? "
+    "AND namespace_id = (SELECT id FROM namespaces WHERE namespace = ?) AND is_binary = ? AND extension = ?"
+)
+_IS_VISIBLE_SQL = (
+    f"SELECT 1 FROM namespace_references r WHERE {REFERENCE_OF_DIGEST} "
+    "AND r.namespace_id = (SELECT id FROM namespaces WHERE namespace = ?) AND r.is_binary = ? AND r.extension = ?"
 )
 _ADD_NAMESPACE_SQL = (
     "INSERT INTO namespaces (namespace) SELECT ? WHERE NOT EXISTS (SELECT 1 FROM namespaces WHERE namespace = ?) "
@@ -37,10 +53,19 @@ _ADD_NAMESPACE_SQL = (
 )
 # Nothing returned: a concurrent writer (PostgreSQL) made the same reference first; it is then looked up again.
 _ADD_REFERENCE_SQL = (
-    "INSERT INTO namespace_references (namespace_id, digest, is_binary, extension, size) "
-    "VALUES ((SELECT id FROM namespaces WHERE namespace = ?), ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id"
+    "INSERT INTO namespace_references (namespace_id, blob_id, digest, is_binary, extension, size) "
+    f"VALUES ((SELECT id FROM namespaces WHERE namespace = ?), {_BLOB_ID_OF_DIGEST}, ?, ?, ?, ?) "
+    "ON CONFLICT DO NOTHING RETURNING id"
 )
 _INSERT_WRITE_SQL = f"INSERT INTO write_log (reference_id, key, written_at) VALUES (?, ?, {NOW_MS_SQL})"
+# A repeated write in one statement: the reference found and the write appended, or nothing changed (the reference is
+# not visible yet). One statement where the look-up and the insert were two, which pays for the look-up of the blob's
+# id in `blobs` that finding a reference by its blob's id takes (migration 0016).
+_APPEND_REPEATED_WRITE_SQL = (
+    f"INSERT INTO write_log (reference_id, key, written_at) SELECT id, ?, {NOW_MS_SQL} FROM namespace_references "
+    f"WHERE blob_id = {_BLOB_ID_OF_DIGEST} AND namespace_id = (SELECT id FROM namespaces WHERE namespace = ?) "
+    "AND is_binary = ? AND extension = ?"
+)
 # The visibility no write is left for. Written with EXCEPT (a sort of each table) because a correlated NOT EXISTS
 # would scan `write_log` (which has no index but its row id) once per reference.
 _FORGET_VISIBILITY_SQL = """
@@ -53,7 +78,12 @@ _IN_NAMESPACE = (
     "WHERE n.namespace = ?)"
 )
 _DIGEST_OF_WRITE = "(SELECT r.digest FROM namespace_references r WHERE r.id = reference_id)"
-_IS_VISIBLE_SQL = _FIND_REFERENCE_SQL
+# What nothing keeps: no reference names the blob (by its id, migration 0016), no blob needs it, no group uses it.
+_UNREFERENCED_SQL = (
+    "SELECT digest FROM blobs b WHERE NOT EXISTS (SELECT 1 FROM namespace_references v WHERE v.blob_id = b.id) "
+    "AND NOT EXISTS (SELECT 1 FROM blob_dependencies d WHERE d.needs_id = b.id) "
+    "AND NOT EXISTS (SELECT 1 FROM dictionaries k WHERE k.blob_id = b.id AND k.active = 1)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,22 +120,26 @@ def record_write(work: UnitOfWork, namespace: str, write: PreparedWrite) -> bool
         becomes visible only in the transaction that stores or finds its blob, and `gc` deletes a blob only when no
         reference to it is visible, both under SQLite's write lock.
     """
-    connection = work.connection
     binary, extension = reference_kind(write.reference)
-    row = connection.execute(_FIND_REFERENCE_SQL, (write.digest, namespace, binary, extension)).fetchone()
-    was_visible = row is not None
+    if work.change(_APPEND_REPEATED_WRITE_SQL, (write.key, write.digest, namespace, binary, extension)):
+        return True
+    # Not visible, or visible without its blob row (a damaged index): that reference is written to, never made twice,
+    # but it proves nothing stored (the caller confirms the blob, and a blob row made again takes the reference).
+    row = work.connection.execute(
+        _FIND_REFERENCE_WITHOUT_BLOB_SQL, (write.digest, namespace, binary, extension)
+    ).fetchone()
     if row is None:
         row = _add_reference(
             work, namespace, digest=write.digest, binary=binary, extension=extension, size=len(write.data)
         )
     work.change(_INSERT_WRITE_SQL, (row[0], write.key))
-    return was_visible
+    return False
 
 
 def _add_reference(work: UnitOfWork, namespace: str, *, digest: str, binary: int, extension: str, size: int) -> Any:
     connection = work.connection
     work.change(_ADD_NAMESPACE_SQL, (namespace, namespace))
-    row = connection.execute(_ADD_REFERENCE_SQL, (namespace, digest, binary, extension, size)).fetchone()
+    row = connection.execute(_ADD_REFERENCE_SQL, (namespace, digest, digest, binary, extension, size)).fetchone()
     if row is None:
         row = connection.execute(_FIND_REFERENCE_SQL, (digest, namespace, binary, extension)).fetchone()
     return row
@@ -166,7 +200,8 @@ def import_offloads(work: UnitOfWork, rows: Sequence[tuple[str, str, str, str | 
 
 def is_visible(connection: sqlite3.Connection, *, namespace: str, digest: str, reference: str) -> bool:
     """:returns: Whether `reference` (to the blob `digest`) was written in `namespace` and is not forgotten."""
-    return connection.execute(_IS_VISIBLE_SQL, (digest, namespace, *reference_kind(reference))).fetchone() is not None
+    parameters = (digest, digest, namespace, *reference_kind(reference))
+    return connection.execute(_IS_VISIBLE_SQL, parameters).fetchone() is not None
 
 
 def record_offloads(work: UnitOfWork, *, namespace: str, compaction_id: str, offloads: Sequence[OffloadRecord]) -> None:
@@ -287,12 +322,7 @@ def unreferenced_digests(connection: sqlite3.Connection) -> list[str]:
     :returns: Digests of blobs that no write references any more and that nothing else keeps: no other blob needs
         them (as its dictionary or base) and they are not a dictionary in use.
     """
-    rows = connection.execute(
-        "SELECT digest FROM blobs b WHERE NOT EXISTS (SELECT 1 FROM namespace_references v WHERE v.digest = b.digest) "
-        "AND NOT EXISTS (SELECT 1 FROM blob_dependencies d WHERE d.needs_id = b.id) "
-        "AND NOT EXISTS (SELECT 1 FROM dictionaries k WHERE k.blob_id = b.id AND k.active = 1)"
-    )
-    return [row[0] for row in rows]
+    return [row[0] for row in connection.execute(_UNREFERENCED_SQL)]
 
 
 def dangling_writes(connection: sqlite3.Connection) -> list[tuple[str, str]]:

@@ -11,6 +11,13 @@ from datetime import timedelta
 from typing import Any
 
 from casstore.database import SHIFTED_NOW_SQL, ago
+from casstore.references import reference_kind
+
+# The references (`namespace_references r`) to the content of one digest, its blob row there or not: by the blob's id
+# (migration 0016), which `blobs`' index of digests gives, or, where the blob row is missing (a damaged index, which
+# `verify` reports), by the digest among the references that have no blob id (the NULL entries of the unique index
+# `namespace_references_by_blob`, which are those references only). Its two parameters are the digest, twice.
+REFERENCE_OF_DIGEST = "(r.blob_id = (SELECT id FROM blobs WHERE digest = ?) OR (r.blob_id IS NULL AND r.digest = ?))"
 
 
 @dataclass(frozen=True)
@@ -168,7 +175,9 @@ def namespaces(connection: sqlite3.Connection) -> list[str]:
 def namespaces_holding(connection: sqlite3.Connection, *, digest: str, reference: str) -> list[str]:
     """:returns: The namespaces in which `reference` was written and is not forgotten, in order."""
     rows = connection.execute(
-        "SELECT namespace FROM visible_references WHERE digest = ? AND reference = ? ORDER BY 1", (digest, reference)
+        f"SELECT n.namespace FROM namespace_references r JOIN namespaces n ON n.id = r.namespace_id "
+        f"WHERE {REFERENCE_OF_DIGEST} AND r.is_binary = ? AND r.extension = ? ORDER BY 1",
+        (digest, digest, *reference_kind(reference)),
     )
     return [row[0] for row in rows]
 

@@ -102,10 +102,12 @@ RELATIONS: dict[str, Relation] = {
         {
             "id": "row id (write_log.reference_id)",
             "namespace_id": "namespaces.id",
-            "digest": "the content's digest (blobs.digest)",
+            "digest": "the content's digest (blobs.digest); it names the content even when the blob row is missing",
             "is_binary": "1 if the content was written as bytes (kind binary, a blake3/bin/ reference), else 0",
             "extension": "the reference's extension, such as .txt, or an empty string",
             "size": "content bytes (blobs.size)",
+            "blob_id": "blobs.id of the content, by which reads, writes and gc find the reference; NULL when the blob "
+            "row is missing (a damaged index, which verify reports); triggers on blobs keep it",
         },
     ),
     "write_log": Relation(
@@ -216,8 +218,8 @@ RELATIONS: dict[str, Relation] = {
         view=True,
     ),
     "readable_blobs": Relation(
-        "Each reference a namespace may read, with its blob's location: what read asks in one statement (by digest, "
-        "namespace, is_binary and extension, which make the reference).",
+        "Each reference a namespace may read, with its blob's location: what read asks in one statement (by blob_id, "
+        "the id of the digest's blob row, namespace, is_binary and extension, which make the reference).",
         {
             "namespace": "the namespace that may read it",
             "reference": "the reference",
@@ -229,6 +231,7 @@ RELATIONS: dict[str, Relation] = {
             "frame": "the zstd frame, for a blob kept in the index (NULL otherwise)",
             "encoding": "dictionary or delta for a blob that needs another to decode (NULL: plain)",
             "needs": "the digest of the blob it needs (its dictionary or its delta's base; NULL: plain)",
+            "blob_id": "blobs.id of its blob (NULL when the blob row is missing): what a read asks by",
         },
         view=True,
     ),

@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 from casstore.database import NOW_SQL, UnitOfWork
 from casstore.errors import InvalidReferenceError
+from casstore.index_queries import REFERENCE_OF_DIGEST
 from casstore.references import parse_reference
 
 # Characters in a trigram, FTS5's `trigram` tokenizer's unit: a term shorter than this cannot be looked up.
@@ -297,7 +298,9 @@ def index_pending(work: UnitOfWork, engine: SearchText, *, namespace: str, diges
         return True
     add(work, engine, digest=digest, text=text)
     visible = connection.execute(
-        "SELECT 1 FROM visible_references WHERE digest = ? AND namespace = ? LIMIT 1", (digest, namespace)
+        f"SELECT 1 FROM namespace_references r WHERE {REFERENCE_OF_DIGEST} "
+        "AND r.namespace_id = (SELECT id FROM namespaces WHERE namespace = ?) LIMIT 1",
+        (digest, digest, namespace),
     ).fetchone()
     if visible is not None:
         add_entry(work, namespace=namespace, digest=digest, write_id=int(row[0]))
@@ -411,7 +414,9 @@ def stray_entries(connection: Any) -> int:
     """:returns: How many entries have no document, or a reference no longer visible in their namespace."""
     row = connection.execute(
         "SELECT count(*) FROM search_entries e WHERE NOT EXISTS (SELECT 1 FROM search_documents d "
-        "JOIN visible_references v ON v.digest = d.digest AND v.namespace = e.namespace WHERE d.id = e.document)"
+        "JOIN namespace_references r ON (r.blob_id = (SELECT b.id FROM blobs b WHERE b.digest = d.digest) "
+        "OR (r.blob_id IS NULL AND r.digest = d.digest)) "
+        "JOIN namespaces n ON n.id = r.namespace_id AND n.namespace = e.namespace WHERE d.id = e.document)"
     ).fetchone()
     return int(row[0])
 
@@ -458,7 +463,7 @@ def unindexed_blobs(connection: Any, *, after: str, limit: int | None) -> list[t
     rows = connection.execute(
         "SELECT b.digest, EXISTS (SELECT 1 FROM writes w WHERE w.digest = b.digest AND w.kind = 'text') "
         "FROM blobs b WHERE b.digest > ? "
-        "AND EXISTS (SELECT 1 FROM visible_references v WHERE v.digest = b.digest) "
+        "AND EXISTS (SELECT 1 FROM namespace_references r WHERE r.blob_id = b.id) "
         "AND NOT EXISTS (SELECT 1 FROM search_documents d WHERE d.digest = b.digest) "
         "ORDER BY b.digest" + ("" if limit is None else " LIMIT ?"),
         (after,) if limit is None else (after, limit),

@@ -61,3 +61,47 @@ def replace_inline_frame(root: Path, digest: str, frame: bytes) -> None:
         connection.execute(
             "UPDATE blob_frames SET frame = ? WHERE blob_id = (SELECT id FROM blobs WHERE digest = ?)", (frame, digest)
         )
+
+
+# What migration 0016 (references by blob id) added, and the objects it changed.
+REFERENCES_BY_BLOB_ID = "0016_references_by_blob_id"
+_BLOB_ID_TRIGGERS = ("blobs_attach_references", "blobs_detach_references", "blobs_follow_references")
+
+
+def schema_through(last: str) -> dict[str, tuple[str, str]]:
+    """:returns: `sqlite_master`'s type and SQL of every object an index of the migrations up to `last` has, by name."""
+    import contextlib
+
+    import sqlite_utils
+
+    from casstore.schema import MIGRATION_NAMES, _migration_from_script
+
+    scripts = Path(__file__).resolve().parent.parent / "migrations"
+    with contextlib.closing(sqlite3.connect(":memory:")) as connection:
+        database = sqlite_utils.Database(connection)
+        for name in MIGRATION_NAMES[: MIGRATION_NAMES.index(last) + 1]:
+            _migration_from_script((scripts / f"{name}.sql").read_text(encoding="utf-8"))(database)
+        return {
+            row[0]: (row[1], row[2])
+            for row in connection.execute("SELECT name, type, sql FROM sqlite_master WHERE sql IS NOT NULL")
+        }
+
+
+def undo_references_by_blob_id(connection: sqlite3.Connection) -> None:
+    """
+    Turn an index back into what the migration before 0016 left, with the same rows: `namespace_references` without
+    `blob_id`, its unique index by digest, `readable_blobs` joining blobs by digest, no triggers on `blobs`, and 0016
+    not recorded as applied (opening the store applies it again). Later migrations are the caller's to undo first.
+    """
+    from casstore.schema import MIGRATION_NAMES
+
+    before = schema_through(MIGRATION_NAMES[MIGRATION_NAMES.index(REFERENCES_BY_BLOB_ID) - 1])
+    for name in _BLOB_ID_TRIGGERS:
+        connection.execute(f"DROP TRIGGER {name}")
+    connection.execute("DROP VIEW readable_blobs")
+    connection.execute("DROP INDEX namespace_references_by_blob")
+    connection.execute("ALTER TABLE namespace_references DROP COLUMN blob_id")
+    connection.execute(before["namespace_references_by_digest"][1])
+    connection.execute(before["readable_blobs"][1])
+    connection.execute("DELETE FROM _sqlite_migrations WHERE name = ?", (REFERENCES_BY_BLOB_ID,))
+    connection.execute(f"PRAGMA user_version = {MIGRATION_NAMES.index(REFERENCES_BY_BLOB_ID)}")

@@ -218,24 +218,31 @@ def test_stray_files_are_found_only_without_rows(database: Database, tmp_path: P
 def test_the_index_records_writes_and_answers_visibility(database: Database) -> None:
     digest = "a" * 64
     reference = f"blake3/aa/{'a' * 62}.txt"
+    write = PreparedWrite(reference, "k.txt", digest, True, b"abc")
     with database.transaction() as work:
-        was_visible = [
-            record_write(work, namespace, PreparedWrite(reference, "k.txt", digest, True, b"abc"))
-            for namespace in ("alice", "alice", "bob")
-        ]
+        # A write is recorded in the transaction that stores or finds its blob's row.
+        work.connection.execute(
+            "INSERT INTO blobs (digest, size, stored_size, stored_in, first_seen, last_seen) "
+            "VALUES (?, 3, 3, 'index', 'now', 'now')",
+            (digest,),
+        )
+        was_visible = [record_write(work, namespace, write) for namespace in ("alice", "alice", "bob")]
         assert was_visible == [False, True, False]  # visible already: only alice's second write
         record_offloads(
             work, namespace="alice", compaction_id="c", offloads=[OffloadRecord("tool", None, [reference], 10, 5)]
         )
+        work.connection.execute("DELETE FROM blobs WHERE digest = ?", (digest,))  # then lost: the writes dangle
+        # Visible without its blob row, a reference proves nothing stored; it is written to, never made twice.
+        assert record_write(work, "alice", write) is False
     with database.reading() as connection:
         assert is_visible(connection, namespace="alice", digest=digest, reference=reference)
         assert not is_visible(connection, namespace="carol", digest=digest, reference=reference)
         assert not is_visible(connection, namespace="alice", digest=digest, reference=reference + "x")
-        assert dangling_writes(connection) == [("alice", reference), ("alice", reference), ("bob", reference)]
+        assert dangling_writes(connection) == [("alice", reference)] * 2 + [("bob", reference), ("alice", reference)]
         assert connection.execute("SELECT count(*) FROM visible_references").fetchone()[0] == 2
     with database.transaction() as work:
         assert forget(work, namespace=None, older_than=None) == Forgotten(0, 0)  # nothing named, nothing forgotten
-        assert forget(work, namespace="alice", older_than=None) == Forgotten(2, 1)
+        assert forget(work, namespace="alice", older_than=None) == Forgotten(3, 1)
     with database.reading() as connection:
         assert not is_visible(connection, namespace="alice", digest=digest, reference=reference)
         assert is_visible(connection, namespace="bob", digest=digest, reference=reference)

@@ -254,8 +254,8 @@ def _postgres_columns(connection: Any, schema: str) -> set[tuple[Any, ...]]:
     return set(rows) | set(routines)
 
 
-def _postgres_tables_through(connection: Any, last: str) -> set[str]:
-    """:returns: The tables and views the PostgreSQL migrations up to `last` make (in a scratch schema)."""
+def _postgres_objects_through(connection: Any, last: str) -> tuple[set[str], set[str]]:
+    """:returns: The tables and views, and the functions, the PostgreSQL migrations up to `last` make."""
     connection.execute("CREATE SCHEMA scratch_migrations")
     connection.execute("SET LOCAL search_path TO scratch_migrations")
     for _, script in postgres_migration_scripts()[: MIGRATION_NAMES.index(last) + 1]:
@@ -263,16 +263,25 @@ def _postgres_tables_through(connection: Any, last: str) -> set[str]:
     rows = connection.execute(
         "SELECT table_name FROM information_schema.tables WHERE table_schema = 'scratch_migrations'"
     ).fetchall()
+    functions = connection.execute(
+        "SELECT routine_name FROM information_schema.routines WHERE routine_schema = 'scratch_migrations'"
+    ).fetchall()
     connection.execute("DROP SCHEMA scratch_migrations CASCADE")
     connection.execute("SET LOCAL search_path TO public")
-    return {row[0] for row in rows}
+    return {row[0] for row in rows}, {row[0] for row in functions}
 
 
 def _postgres_undo_migrations_after_0011(connection: Any) -> None:
-    """Drop the tables the PostgreSQL migrations after 0011 added (they only add tables), and forget them."""
-    added = _postgres_tables_through(connection, MIGRATION_NAMES[-1]) - _postgres_tables_through(connection, _LEAN)
-    for table in sorted(added):
+    """
+    Drop the tables and functions (with their triggers) the PostgreSQL migrations after 0011 added, and forget them.
+    The caller drops what they changed (`namespace_references`, `readable_blobs`, `casstore_record_stored_write`).
+    """
+    tables, functions = _postgres_objects_through(connection, MIGRATION_NAMES[-1])
+    tables_0011, functions_0011 = _postgres_objects_through(connection, _LEAN)
+    for table in sorted(tables - tables_0011):
         connection.execute(f'DROP TABLE "{table}" CASCADE')
+    for function in sorted(functions - functions_0011):
+        connection.execute(f'DROP FUNCTION "{function}" CASCADE')
     later = list(MIGRATION_NAMES[MIGRATION_NAMES.index(_LEAN) + 1 :])
     connection.execute("DELETE FROM _casstore_migrations WHERE name = ANY(%s)", (later,))
 

@@ -49,8 +49,9 @@ def test_a_new_store_applies_every_migration(store: ContentAddressedToolResultSt
 def test_visibility_has_one_owner_and_no_trigger(store: ContentAddressedToolResultStore) -> None:
     """
     `visible_references` is kept by casstore's index layer alone (0006 dropped the trigger that kept half of it). The
-    triggers left only let a person move a write in time through the view `writes` (0011) and write a frame through
-    the view `blob_frames` (0013).
+    triggers left only let a person move a write in time through the view `writes` (0011), write a frame through
+    the view `blob_frames` (0013), and keep a reference's `blob_id` the id of its digest's blob row (0016), which
+    changes no reference's visibility.
     """
     with sqlite3.connect(store.root / "index.db") as connection:
         triggers = connection.execute(
@@ -60,6 +61,9 @@ def test_visibility_has_one_owner_and_no_trigger(store: ContentAddressedToolResu
         ("blob_frames_delete", "blob_frames"),
         ("blob_frames_insert", "blob_frames"),
         ("blob_frames_update", "blob_frames"),
+        ("blobs_attach_references", "blobs"),
+        ("blobs_detach_references", "blobs"),
+        ("blobs_follow_references", "blobs"),
         ("writes_set_written_at", "writes"),
     ]
     reference = store.write(key="a.txt", content="seen")

@@ -62,10 +62,21 @@ def _add_triggers(database: IndexDatabase) -> None:
             work.connection.execute(statement)
 
 
+def _add_blob(database: IndexDatabase) -> None:
+    # A write is recorded in the transaction that stores or finds its blob's row (a reference names it by its id).
+    with database.transaction() as work:
+        work.connection.execute(
+            "INSERT INTO blobs (digest, size, stored_size, stored_in, first_seen, last_seen) "
+            "VALUES (?, 3, 12, 'index', '2026-01-01 00:00:00.000', '2026-01-01 00:00:00.000')",
+            (_DIGEST,),
+        )
+
+
 @pytest.mark.parametrize("triggers", [False, True], ids=["plain", "with-triggers"])
 def test_a_write_says_whether_its_reference_was_visible_already(index_database: IndexDatabase, triggers: bool) -> None:
     if triggers:
         _add_triggers(index_database)
+    _add_blob(index_database)
     with index_database.transaction() as work:
         answers = [record_write(work, namespace, _write(key)) for namespace, key in _WRITES]
     assert answers == [False, True, False, True]
