@@ -50,13 +50,16 @@ def test_visibility_has_one_owner_and_no_trigger(store: ContentAddressedToolResu
     """
     `visible_references` is kept by casstore's index layer alone (0006 dropped the trigger that kept half of it). The
     triggers left only let a person move a write in time through the view `writes` (0011) and write a frame through
-    the view `blob_frames` (0013).
+    the view `blob_frames` (0013) and a dependency through the view `blob_dependencies` (0017).
     """
     with sqlite3.connect(store.root / "index.db") as connection:
         triggers = connection.execute(
             "SELECT name, tbl_name FROM sqlite_master WHERE type = 'trigger' ORDER BY name"
         ).fetchall()
     assert triggers == [
+        ("blob_dependencies_delete", "blob_dependencies"),
+        ("blob_dependencies_insert", "blob_dependencies"),
+        ("blob_dependencies_update", "blob_dependencies"),
         ("blob_frames_delete", "blob_frames"),
         ("blob_frames_insert", "blob_frames"),
         ("blob_frames_update", "blob_frames"),
