@@ -65,7 +65,7 @@ def replace_inline_frame(root: Path, digest: str, frame: bytes) -> None:
 
 def statements_of(migration: str, *starts: str) -> list[str]:
     """:returns: The statements of `migrations/<migration>.sql` that begin with one of `starts`, in their order."""
-    from casstore.schema import _statements  # noqa: PLC0415 - the migrations' own splitter, for tests only
+    from casstore.schema import _statements
 
     script = (Path(__file__).parent.parent / "migrations" / f"{migration}.sql").read_text(encoding="utf-8")
     found = []
@@ -81,7 +81,7 @@ def as_before_0017(connection: sqlite3.Connection) -> None:
     Turn a SQLite index back into what it was before migration 0017: `blob_dependencies` a table of its own (0008)
     with the slots' dependencies, and the views and triggers that read and write it as 0008 and 0013 made them.
     """
-    from casstore.schema import MIGRATION_NAMES  # noqa: PLC0415
+    from casstore.schema import MIGRATION_NAMES
 
     rows = connection.execute("SELECT blob_id, needs_id, encoding FROM blob_dependencies").fetchall()
     for trigger in ("blob_dependencies_insert", "blob_dependencies_update", "blob_dependencies_delete"):
