@@ -551,7 +551,7 @@ class BlobStore:
                     size=staged.size,
                     frame=staged.frame,
                     needs_id=needs_id,
-                    encoding=None if needs_id is None else staged.encoding,
+                    is_delta=staged.encoding == DELTA,
                 )
             else:
                 connection.execute(

@@ -6,7 +6,7 @@ in the last page on a new page, and frames of 1 to 4 KB rarely fit what is left 
 MB of 17.7 MB). Here each frame is appended to the last row of `frame_chunks`, and rows past it, each holding
 `CHUNK_BYTES`, the most a row keeps inside one 4 KiB page; `frame_slots` says, per blob, which chunks hold its frame
 and where in the first it starts, and (since migration 0017) for a learned frame which blob it needs and how
-(`needs_id`, `encoding`: what a row of `blob_dependencies` said before). The view `blob_frames` puts each frame back
+(`needs_id`, `is_delta`: what a row of `blob_dependencies` said before). The view `blob_frames` puts each frame back
 together, and the view `blob_dependencies` lists the slots that need another blob, so every question that read the
 tables reads the views unchanged.
 
@@ -36,11 +36,11 @@ _TAIL_SQL = "SELECT id, length(CAST(data AS BLOB)) FROM frame_chunks ORDER BY id
 _SLOTS_SQL = "SELECT blob_id, chunk, start, length, last_chunk FROM frame_slots"
 # A slot written anew says what its frame needs too (migration 0017): a frame replaced by a plain one needs nothing.
 _SLOT_SQL = (
-    "INSERT INTO frame_slots (blob_id, size, chunk, start, length, last_chunk, needs_id, encoding) "
+    "INSERT INTO frame_slots (blob_id, size, chunk, start, length, last_chunk, needs_id, is_delta) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (blob_id) DO UPDATE SET size = excluded.size, chunk = excluded.chunk, start = excluded.start, "
     "length = excluded.length, last_chunk = excluded.last_chunk, needs_id = excluded.needs_id, "
-    "encoding = excluded.encoding"
+    "is_delta = excluded.is_delta"
 )
 # A frame moved by `compact` is the same frame: only where it is changes, never what it needs.
 _MOVE_SQL = "UPDATE frame_slots SET chunk = ?, start = ?, length = ?, last_chunk = ? WHERE blob_id = ?"
@@ -65,7 +65,7 @@ def append(
     size: int,
     frame: bytes,
     needs_id: int | None = None,
-    encoding: str | None = None,
+    is_delta: bool = False,
 ) -> None:
     """
     Append `frame` to the chunks and record (or replace) `blob_id`'s slot, inside the caller's write transaction.
@@ -73,10 +73,11 @@ def append(
     :param size: The content bytes (as `blobs.size`), kept in the slot for reads.
     :param needs_id: For a learned frame, `blobs.id` of the blob it needs to decode (migration 0017); None for a
         plain frame, which replaces whatever the slot said before.
-    :param encoding: With `needs_id`: `dictionary` or `delta`.
+    :param is_delta: With `needs_id`: the frame is a delta against that blob (else compressed with it, a dictionary).
     """
     first, start, last = _place(connection, frame)
-    connection.execute(_SLOT_SQL, (blob_id, size, first, start, len(frame), last, needs_id, encoding))
+    delta = None if needs_id is None else int(is_delta)
+    connection.execute(_SLOT_SQL, (blob_id, size, first, start, len(frame), last, needs_id, delta))
 
 
 def _place(connection: sqlite3.Connection, frame: bytes) -> tuple[int, int, int]:
@@ -173,7 +174,7 @@ def compact(connection: sqlite3.Connection, *, max_bytes: int) -> Compaction:
 def move(connection: sqlite3.Connection, blob_id: int) -> None:
     """
     Move `blob_id`'s frame to the end of the chunks, inside the caller's write transaction: its slot then says where
-    the frame is now, and still what it needs (its size, `needs_id` and `encoding` are left as they are).
+    the frame is now, and still what it needs (its size, `needs_id` and `is_delta` are left as they are).
     """
     (frame,) = connection.execute("SELECT frame FROM blob_frames WHERE blob_id = ?", (blob_id,)).fetchone()
     frame = bytes(frame)

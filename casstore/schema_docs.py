@@ -62,7 +62,8 @@ RELATIONS: dict[str, Relation] = {
             "length": "the frame's bytes (blobs.stored_size)",
             "last_chunk": "frame_chunks.id of its last byte (every chunk between is full)",
             "needs_id": "blobs.id of the blob the frame needs (its dictionary or its delta's base); NULL: plain",
-            "encoding": "dictionary or delta with a needs_id, NULL without one",
+            "is_delta": "with a needs_id, 1 if the frame is a delta against it (its base), 0 if it is compressed with "
+            "it (its dictionary); NULL without one",
         },
     ),
     "writes": Relation(

@@ -7,12 +7,16 @@
 -- rows before anything changes (`casstore/dependencies_upgrade.py`), so none is lost silently.
 ALTER TABLE frame_slots ADD COLUMN needs_id INTEGER;             -- blobs.id of the blob the frame needs; NULL: plain
 
--- 'dictionary' or 'delta' with a needs_id, NULL with none: what a row of blob_dependencies said, in the row itself.
-ALTER TABLE frame_slots ADD COLUMN encoding TEXT
-    CHECK ((encoding IS NULL) = (needs_id IS NULL) AND (encoding IS NULL OR encoding IN ('dictionary', 'delta')));
+-- With a needs_id, 1 for a delta against it (its base), 0 for a frame compressed with it (its dictionary); NULL
+-- without one. An integer, as namespace_references.is_binary: SQLite stores 0 and 1 in the row's header alone, where
+-- the text 'dictionary' took 10 bytes of each of the most common learned rows.
+ALTER TABLE frame_slots ADD COLUMN is_delta INTEGER
+    CHECK ((is_delta IS NULL) = (needs_id IS NULL) AND (is_delta IS NULL OR is_delta IN (0, 1)));
 
 UPDATE frame_slots
-SET (needs_id, encoding) = (SELECT d.needs_id, d.encoding FROM blob_dependencies d WHERE d.blob_id = frame_slots.blob_id)
+SET (needs_id, is_delta) = (
+    SELECT d.needs_id, d.encoding = 'delta' FROM blob_dependencies d WHERE d.blob_id = frame_slots.blob_id
+)
 WHERE blob_id IN (SELECT blob_id FROM blob_dependencies);
 
 DROP VIEW blob_encodings;
@@ -31,38 +35,43 @@ CREATE INDEX frame_slots_by_needs ON frame_slots (needs_id) WHERE needs_id IS NO
 
 -- `blob_dependencies` as it was (0008): one row per blob whose frame does not decode alone.
 CREATE VIEW blob_dependencies AS
-SELECT blob_id, needs_id, encoding FROM frame_slots WHERE needs_id IS NOT NULL;
+SELECT blob_id, needs_id, CASE is_delta WHEN 1 THEN 'delta' ELSE 'dictionary' END AS encoding
+FROM frame_slots WHERE needs_id IS NOT NULL;
 
 -- A person (or a test forging a dependency) may still write `blob_dependencies`, with the table's constraints: both
 -- columns required, one row per blob. A dependency belongs to a frame kept in the index, so one for a blob without a
--- slot (a file blob, or no blob at all) is refused; the slots' CHECK refuses an encoding other than the two.
+-- slot (a file blob, or no blob at all) is refused, and so is an encoding other than the two.
 CREATE TRIGGER blob_dependencies_insert INSTEAD OF INSERT ON blob_dependencies
 BEGIN
     SELECT RAISE(ABORT, 'NOT NULL constraint failed: blob_dependencies.needs_id and encoding are required')
     WHERE NEW.needs_id IS NULL OR NEW.encoding IS NULL;
+    SELECT RAISE(ABORT, 'CHECK constraint failed: blob_dependencies.encoding is dictionary or delta')
+    WHERE NEW.encoding NOT IN ('dictionary', 'delta');
     SELECT RAISE(ABORT, 'UNIQUE constraint failed: blob_dependencies.blob_id')
     WHERE EXISTS (SELECT 1 FROM frame_slots WHERE blob_id = NEW.blob_id AND needs_id IS NOT NULL);
     SELECT RAISE(ABORT, 'blob_dependencies: the blob has no frame in the index (frame_slots), and only a frame kept in the index may need another blob')
     WHERE NOT EXISTS (SELECT 1 FROM frame_slots WHERE blob_id = NEW.blob_id);
-    UPDATE frame_slots SET needs_id = NEW.needs_id, encoding = NEW.encoding WHERE blob_id = NEW.blob_id;
+    UPDATE frame_slots SET needs_id = NEW.needs_id, is_delta = NEW.encoding = 'delta' WHERE blob_id = NEW.blob_id;
 END;
 
 CREATE TRIGGER blob_dependencies_update INSTEAD OF UPDATE ON blob_dependencies
 BEGIN
     SELECT RAISE(ABORT, 'NOT NULL constraint failed: blob_dependencies.needs_id and encoding are required')
     WHERE NEW.needs_id IS NULL OR NEW.encoding IS NULL;
+    SELECT RAISE(ABORT, 'CHECK constraint failed: blob_dependencies.encoding is dictionary or delta')
+    WHERE NEW.encoding NOT IN ('dictionary', 'delta');
     SELECT RAISE(ABORT, 'UNIQUE constraint failed: blob_dependencies.blob_id')
     WHERE NEW.blob_id IS NOT OLD.blob_id
         AND EXISTS (SELECT 1 FROM frame_slots WHERE blob_id = NEW.blob_id AND needs_id IS NOT NULL);
     SELECT RAISE(ABORT, 'blob_dependencies: the blob has no frame in the index (frame_slots), and only a frame kept in the index may need another blob')
     WHERE NOT EXISTS (SELECT 1 FROM frame_slots WHERE blob_id = NEW.blob_id);
-    UPDATE frame_slots SET needs_id = NULL, encoding = NULL WHERE blob_id = OLD.blob_id AND NEW.blob_id IS NOT OLD.blob_id;
-    UPDATE frame_slots SET needs_id = NEW.needs_id, encoding = NEW.encoding WHERE blob_id = NEW.blob_id;
+    UPDATE frame_slots SET needs_id = NULL, is_delta = NULL WHERE blob_id = OLD.blob_id AND NEW.blob_id IS NOT OLD.blob_id;
+    UPDATE frame_slots SET needs_id = NEW.needs_id, is_delta = NEW.encoding = 'delta' WHERE blob_id = NEW.blob_id;
 END;
 
 CREATE TRIGGER blob_dependencies_delete INSTEAD OF DELETE ON blob_dependencies
 BEGIN
-    UPDATE frame_slots SET needs_id = NULL, encoding = NULL WHERE blob_id = OLD.blob_id;
+    UPDATE frame_slots SET needs_id = NULL, is_delta = NULL WHERE blob_id = OLD.blob_id;
 END;
 
 -- `blob_frames`' triggers (0013), except that a frame written through the view keeps its slot's dependency: a slot is
@@ -113,7 +122,7 @@ SELECT
             FROM (SELECT c.data FROM frame_chunks c WHERE c.id BETWEEN s.chunk AND s.last_chunk ORDER BY c.id) o
         )
     END AS frame,
-    s.encoding,
+    CASE s.is_delta WHEN 1 THEN 'delta' WHEN 0 THEN 'dictionary' END AS encoding,
     nb.digest AS needs
 FROM namespace_references r
 JOIN namespaces n ON n.id = r.namespace_id
@@ -135,7 +144,7 @@ SELECT
             FROM (SELECT c.data FROM frame_chunks c WHERE c.id BETWEEN s.chunk AND s.last_chunk ORDER BY c.id) o
         )
     END AS frame,
-    s.encoding,
+    CASE s.is_delta WHEN 1 THEN 'delta' WHEN 0 THEN 'dictionary' END AS encoding,
     n.digest AS needs
 FROM blobs b
 LEFT JOIN frame_slots s ON s.blob_id = b.id
@@ -144,7 +153,7 @@ LEFT JOIN blobs n ON n.id = s.needs_id;
 CREATE VIEW blob_encodings AS
 SELECT
     b.digest,
-    coalesce(s.encoding, 'plain') AS encoding,
+    CASE s.is_delta WHEN 1 THEN 'delta' WHEN 0 THEN 'dictionary' ELSE 'plain' END AS encoding,
     n.digest AS needs,
     b.size,
     b.stored_size,

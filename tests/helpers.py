@@ -91,7 +91,7 @@ def as_before_0017(connection: sqlite3.Connection) -> None:
     for view in ("blob_dependencies", "readable_blobs", "blob_locations", "blob_encodings"):
         connection.execute(f"DROP VIEW {view}")
     connection.execute("DROP INDEX frame_slots_by_needs")
-    connection.execute("ALTER TABLE frame_slots DROP COLUMN encoding")
+    connection.execute("ALTER TABLE frame_slots DROP COLUMN is_delta")
     connection.execute("ALTER TABLE frame_slots DROP COLUMN needs_id")
     for statement in statements_of(
         "0008_learned_encodings",

@@ -27,6 +27,8 @@ from tests.test_learned_encodings import TRAIN_AFTER, digest_of, listing, train_
 
 LONG_AGO = "2020-01-01 00:00:00.000"
 _SLOTTED = "0017_dependencies_in_slots"
+# A slot's encoding as `blob_dependencies` names it.
+_ENCODING = "CASE is_delta WHEN 1 THEN 'delta' WHEN 0 THEN 'dictionary' END"
 
 
 @pytest.fixture(autouse=True)
@@ -68,7 +70,7 @@ def test_a_learned_write_records_its_dependency_in_its_slot_alone(store_root: Pa
         )
         slots = {
             row[0]: (row[1], row[2])
-            for row in connection.execute("SELECT blob_id, needs_id, encoding FROM frame_slots")
+            for row in connection.execute(f"SELECT blob_id, needs_id, {_ENCODING} FROM frame_slots")
         }
         encodings = dict(connection.execute("SELECT digest, encoding FROM blob_encodings"))
         ids = dict(connection.execute("SELECT digest, id FROM blobs"))
@@ -104,7 +106,7 @@ def test_compaction_moving_a_learned_frame_keeps_what_it_needs(store_root: Path)
     with _index(store_root) as connection:
         before = {
             row[0]: row[1:]
-            for row in connection.execute("SELECT blob_id, chunk, start, needs_id, encoding FROM frame_slots")
+            for row in connection.execute("SELECT blob_id, chunk, start, needs_id, is_delta FROM frame_slots")
         }
         bobs = {row[0] for row in connection.execute("SELECT id FROM blobs")} & {
             row[0]
@@ -123,7 +125,7 @@ def test_compaction_moving_a_learned_frame_keeps_what_it_needs(store_root: Path)
     with _index(store_root) as connection:
         after = {
             row[0]: row[1:]
-            for row in connection.execute("SELECT blob_id, chunk, start, needs_id, encoding FROM frame_slots")
+            for row in connection.execute("SELECT blob_id, chunk, start, needs_id, is_delta FROM frame_slots")
         }
         learned_after = _dependencies(connection)
     moved = [blob_id for blob_id in learned_before if after[blob_id][:2] != before[blob_id][:2]]
@@ -162,8 +164,9 @@ def test_a_slots_dependency_follows_its_frame_through_appends_releases_and_compa
                 blob_id = next_id
                 needs_id = None if encoding is None else rng.randrange(1, 10**6)
                 frame = rng.randbytes(number)
+                delta = encoding == "delta"
                 frame_chunks.append(
-                    connection, blob_id=blob_id, size=number, frame=frame, needs_id=needs_id, encoding=encoding
+                    connection, blob_id=blob_id, size=number, frame=frame, needs_id=needs_id, is_delta=delta
                 )
                 model[blob_id] = (frame, needs_id, encoding)
             elif step == "release" and model:
@@ -176,7 +179,7 @@ def test_a_slots_dependency_follows_its_frame_through_appends_releases_and_compa
             found = {
                 row[0]: (bytes(row[1]), row[2], row[3])
                 for row in connection.execute(
-                    "SELECT f.blob_id, f.frame, s.needs_id, s.encoding FROM blob_frames f "
+                    f"SELECT f.blob_id, f.frame, s.needs_id, {_ENCODING} FROM blob_frames f "
                     "JOIN frame_slots s ON s.blob_id = f.blob_id"
                 )
             }
@@ -205,12 +208,8 @@ def test_the_view_blob_dependencies_takes_a_persons_writes_with_the_tables_const
             "INSERT INTO blob_dependencies (blob_id, needs_id, encoding) VALUES (?, ?, 'delta')", (one, two)
         )
         assert _dependencies(connection) == {one: (two, "delta")}
-        assert connection.execute(
-            "SELECT needs_id, encoding FROM frame_slots WHERE blob_id = ?", (one,)
-        ).fetchone() == (
-            two,
-            "delta",
-        )
+        slot = connection.execute("SELECT needs_id, is_delta FROM frame_slots WHERE blob_id = ?", (one,)).fetchone()
+        assert slot == (two, 1)
         refused = [
             # One row per blob, both columns required, the two encodings only, and a frame kept in the index.
             ("INSERT INTO blob_dependencies VALUES (?, ?, 'dictionary')", (one, three), "UNIQUE"),
