@@ -9,7 +9,7 @@ ALTER TABLE frame_slots ADD COLUMN needs_id INTEGER;             -- blobs.id of 
 
 -- With a needs_id, 1 for a delta against it (its base), 0 for a frame compressed with it (its dictionary); NULL
 -- without one. An integer, as namespace_references.is_binary: SQLite stores 0 and 1 in the row's header alone, where
--- the text 'dictionary' took 10 bytes of each of the most common learned rows.
+-- the text 'dictionary' would take 10 bytes of each of the most common learned rows (0.07 MB on the medium trace).
 ALTER TABLE frame_slots ADD COLUMN is_delta INTEGER
     CHECK ((is_delta IS NULL) = (needs_id IS NULL) AND (is_delta IS NULL OR is_delta IN (0, 1)));
 
@@ -29,8 +29,8 @@ DROP INDEX blob_dependencies_by_needs;
 
 DROP TABLE blob_dependencies;
 
--- gc's question "does any blob still need this one?" and `Repository.blob_dependencies`: only learned frames' slots,
--- so the index holds a few bytes per learned blob and none per plain one.
+-- gc's question "does any blob still need this one?" (what a blob needs, `Repository.blob_dependencies`, is its slot's
+-- row, by the primary key). Partial: the index holds an entry per learned blob and none per plain one.
 CREATE INDEX frame_slots_by_needs ON frame_slots (needs_id) WHERE needs_id IS NOT NULL;
 
 -- `blob_dependencies` as it was (0008): one row per blob whose frame does not decode alone.

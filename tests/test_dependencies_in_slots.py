@@ -317,3 +317,30 @@ def test_an_upgrade_with_a_dependency_that_has_no_frame_in_the_index_is_refused_
         for reference, content in written.items():
             assert store.read(reference) == content
         assert verify(store).clean
+
+
+def test_a_plain_frame_put_over_a_learned_one_needs_nothing(store_root: Path) -> None:
+    """
+    A blob stored again plain (copied from another store, which keeps its times) replaces its slot's dependency with
+    none: the table's `DELETE FROM blob_dependencies` of every plain `put` is the slot's upsert now.
+    """
+    written = _learned_store(store_root)
+    with _index(store_root) as connection:
+        learned = dict(connection.execute("SELECT digest, encoding FROM blob_encodings WHERE encoding != 'plain'"))
+        times = {
+            row[0]: (row[1], row[2]) for row in connection.execute("SELECT digest, first_seen, last_seen FROM blobs")
+        }
+    assert set(learned.values()) == {"dictionary", "delta"}
+    with ContentAddressedToolResultStore(store_root) as store:
+        for reference, content in written.items():
+            digest = digest_of(reference)
+            if digest in learned:
+                store.repository.import_blob(digest, content.encode(), seen=times[digest])
+    with _index(store_root) as connection:
+        assert connection.execute("SELECT count(*) FROM blob_dependencies").fetchone() == (0,)
+        encodings = dict(connection.execute("SELECT digest, encoding FROM blob_encodings"))
+        assert {encodings[digest] for digest in learned} == {"plain"}
+    with ContentAddressedToolResultStore(store_root) as store:
+        for reference, content in written.items():
+            assert store.read(reference) == content
+        assert verify(store).clean
