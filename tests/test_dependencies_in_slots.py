@@ -23,6 +23,7 @@ from casstore import learning as learning_module
 from casstore.maintenance import collect_garbage, verify
 from casstore.schema import MIGRATION_NAMES
 from tests.helpers import as_before_0017, create_store
+from tests.test_frame_chunks import _as_of_0012
 from tests.test_learned_encodings import TRAIN_AFTER, digest_of, listing, train_a_dictionary
 
 LONG_AGO = "2020-01-01 00:00:00.000"
@@ -340,6 +341,29 @@ def test_a_plain_frame_put_over_a_learned_one_needs_nothing(store_root: Path) ->
         assert connection.execute("SELECT count(*) FROM blob_dependencies").fetchone() == (0,)
         encodings = dict(connection.execute("SELECT digest, encoding FROM blob_encodings"))
         assert {encodings[digest] for digest in learned} == {"plain"}
+    with ContentAddressedToolResultStore(store_root) as store:
+        for reference, content in written.items():
+            assert store.read(reference) == content
+        assert verify(store).clean
+
+
+def test_an_index_of_migration_0012_with_a_dependency_on_a_file_blob_is_refused_too(store_root: Path) -> None:
+    """Before 0013 the frames kept in the index were rows of `blob_frames`: a dependency without one is refused."""
+    written = _learned_store(store_root)
+    _as_of_0012(store_root)
+    big = next(reference for reference, content in written.items() if len(content) == 600_000)
+    with _index(store_root) as connection:
+        (file_blob,) = connection.execute("SELECT id FROM blobs WHERE digest = ?", (digest_of(big),)).fetchone()
+        (needed,) = connection.execute("SELECT min(needs_id) FROM blob_dependencies").fetchone()
+        connection.execute("INSERT INTO blob_dependencies VALUES (?, ?, 'dictionary')", (file_blob, needed))
+        schema = _schema(connection)
+    with pytest.raises(SchemaError, match="1 row of the table blob_dependencies belongs") as refused:
+        ContentAddressedToolResultStore(store_root)
+    fix = str(refused.value).split("Remove those rows with sqlite3: ")[1].split("; then")[0]
+    assert fix == "DELETE FROM blob_dependencies WHERE blob_id NOT IN (SELECT blob_id FROM blob_frames)"
+    with _index(store_root) as connection:
+        assert _schema(connection) == schema  # nor 0013 applied: the frames are still rows of their own
+        connection.execute(fix)
     with ContentAddressedToolResultStore(store_root) as store:
         for reference, content in written.items():
             assert store.read(reference) == content
