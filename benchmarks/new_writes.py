@@ -1,6 +1,6 @@
 """
-`python -m benchmarks.new_writes --compare <tree>`: new-content writes of a `learn=True` store, this tree against
-another, on the same trace, by the encoding each result got.
+`python -m benchmarks.new_writes --compare <tree>`: new-content writes of a `learn=True` store (`--learn-off`:
+`learn=False`), this tree against another, on the same trace, by the encoding each result got.
 
     python -m benchmarks.new_writes --compare ../main --size medium --rounds 3
 
@@ -33,7 +33,7 @@ _THIS_TREE = _HERE.parent.parent
 _CLASSES = ("dictionary", "delta", "plain")
 
 
-def serve(*, root: Path, trace_dir: Path, chunk: int) -> None:
+def serve(*, root: Path, trace_dir: Path, chunk: int, learn: bool = True) -> None:
     """
     Answer lines on stdin: a chunk number writes that chunk of the trace and prints `[[index, ns, new, reference],
     ...]`; `done` closes the store and prints each blob's encoding, by digest.
@@ -42,7 +42,7 @@ def serve(*, root: Path, trace_dir: Path, chunk: int) -> None:
     from casstore import ContentAddressedToolResultStore
 
     trace = PackedTrace.open_index(trace_dir / "trace-index.json")
-    store = ContentAddressedToolResultStore(root, learn=True)
+    store = ContentAddressedToolResultStore(root, learn=learn)
     seen: set[str] = set()
     for line in sys.stdin:
         if line.strip() == "done":
@@ -80,7 +80,9 @@ def _digest(reference: str) -> str:
     return parts[-2] + parts[-1].split(".")[0]
 
 
-def run_round(trees: list[Path], *, trace_dir: Path, chunk: int, writes: int, first: int = 0) -> dict[str, Any]:
+def run_round(
+    trees: list[Path], *, trace_dir: Path, chunk: int, writes: int, first: int = 0, learn: bool = True
+) -> dict[str, Any]:
     """
     :param first: Which tree takes the first turn (0: this one); rounds alternate it, so that neither child is always
         the one that runs right after the other's turn.
@@ -92,6 +94,7 @@ def run_round(trees: list[Path], *, trace_dir: Path, chunk: int, writes: int, fi
                 [
                     *(sys.executable, str(_HERE), "--serve", "--root", f"{folder}/store{number}"),
                     *("--trace-dir", str(trace_dir), "--chunk", str(chunk)),
+                    *(() if learn else ("--learn-off",)),
                 ],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -144,6 +147,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--chunk", type=int, default=250, help="writes per turn (default: 250)")
     parser.add_argument("--serve", action="store_true", help="answer chunk numbers on stdin (what --compare runs)")
     parser.add_argument("--root", type=Path, help="with --serve: the store's folder")
+    parser.add_argument("--learn-off", action="store_true", help="stores with learn=False (every result plain)")
     parser.add_argument("--json", action="store_true", help="print only the JSON result")
     return parser
 
@@ -167,7 +171,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if options.chunk < 1 or options.rounds < 0:
         raise SystemExit("--chunk must be at least 1 and --rounds at least 0")
     if options.serve:
-        serve(root=options.root, trace_dir=options.trace_dir, chunk=options.chunk)
+        serve(root=options.root, trace_dir=options.trace_dir, chunk=options.chunk, learn=not options.learn_off)
         return {}
     if options.compare is None:
         raise SystemExit("--compare <tree> is required: the tree to measure this one against")
@@ -185,10 +189,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "trees": {"this": str(trees[0]), "other": str(trees[1])},
             "fingerprint": trace.fingerprint,
             "writes": len(trace),
+            "learn": not options.learn_off,
             "rounds": [],
         }
         for number in range(options.rounds):
-            figures = run_round(trees, trace_dir=trace_dir, chunk=options.chunk, writes=len(trace), first=number % 2)
+            figures = run_round(
+                trees,
+                trace_dir=trace_dir,
+                chunk=options.chunk,
+                writes=len(trace),
+                first=number % 2,
+                learn=not options.learn_off,
+            )
             result["rounds"].append(figures)
             if not options.json:
                 print(f"round {number + 1} (trace {trace.fingerprint}, {len(trace):,} writes):", file=sys.stderr)

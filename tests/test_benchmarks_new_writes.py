@@ -30,6 +30,17 @@ def test_compare_times_each_new_result_in_both_trees(capsys: pytest.CaptureFixtu
     assert (tmp_path / "trace.pack").exists()  # kept for the next run, and reused
 
 
+@pytest.mark.slow
+def test_with_learn_off_every_new_result_is_plain(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    result = main(
+        ["--compare", str(ROOT), "--rounds", "1", "--chunk", "400", "--trace-dir", str(tmp_path), "--learn-off"]
+    )
+    capsys.readouterr()
+    (figures,) = result["rounds"]
+    assert result["learn"] is False and figures["dictionary"]["count"] == figures["delta"]["count"] == 0
+    assert figures["plain"]["count"] == figures["new"]["count"] > 0
+
+
 def test_bad_options_are_refused() -> None:
     with pytest.raises(SystemExit, match="--chunk must be at least 1"):
         main(["--compare", str(ROOT), "--chunk", "0"])
