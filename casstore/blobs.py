@@ -9,10 +9,11 @@ is this layer's catalog of both. Nothing above this layer knows which kind a blo
 
 A blob's frame is `plain`, or learned from the store (docs/compression.md): compressed with its tool's trained
 dictionary (`dictionary`), or against an earlier blob's content (`delta`). A learned frame needs another blob to decode;
-the table `blob_dependencies` says which, so that gc keeps it and verify checks it, and `load` reads it first and
-verifies it like any blob. Learned frames are kept in the index only, never in a file or object: the frame and the row
-that says how to decode it then change together, in one transaction, whatever concurrent writers of the same content
-do. The content cache (`_ContentCache`) keeps recently stored or read dictionaries and bases, verified.
+`blob_dependencies` says which (in SQLite a view of the frames' slots, where migration 0017 keeps it; in PostgreSQL a
+table), so that gc keeps it and verify checks it, and `load` reads it first and verifies it like any blob. Learned
+frames are kept in the index only, never in a file or object: the frame and the row that says how to decode it then
+change together, in one transaction, whatever concurrent writers of the same content do. The content cache
+(`_ContentCache`) keeps recently stored or read dictionaries and bases, verified.
 
 Methods that take a `UnitOfWork` run inside the caller's write transaction, so a blob and the history row that
 references it commit together; what they learn (that a blob is stored) is published by the transaction once it
@@ -76,6 +77,7 @@ _PUT_NEW_SQL = f"""
     ON CONFLICT (digest) DO NOTHING
     RETURNING id
 """
+# PostgreSQL's `blob_dependencies` rows (SQLite keeps a dependency in the frame's `frame_slots` row, migration 0017).
 _SET_DEPENDENCY_SQL = (
     "INSERT INTO blob_dependencies (blob_id, needs_id, encoding) VALUES (?, ?, ?) "
     "ON CONFLICT (blob_id) DO UPDATE SET needs_id = excluded.needs_id, encoding = excluded.encoding"
@@ -86,6 +88,8 @@ _SET_KNOWN_DEPENDENCY_SQL = (
     f"SELECT ?, id, ? FROM blobs WHERE id = ? AND digest = ? AND stored_in = '{_STORED_IN_INDEX}' "
     "ON CONFLICT (blob_id) DO UPDATE SET needs_id = excluded.needs_id, encoding = excluded.encoding"
 )
+# That a needed blob in the index is still the one a hint names, where the frame's slot records the dependency.
+_KNOWN_NEEDED_SQL = f"SELECT 1 FROM blobs WHERE id = ? AND digest = ? AND stored_in = '{_STORED_IN_INDEX}'"
 _ACTIVE_DICTIONARY_SQL = (
     "SELECT b.digest, d.samples FROM dictionaries d JOIN blobs b ON b.id = d.blob_id WHERE d.tool = ? AND d.active = 1"
 )
@@ -519,14 +523,20 @@ class BlobStore:
         checked_at = self._hints.now()
         connection = work.connection
         stored_in = _STORED_IN_INDEX if staged.in_index else self._stored_elsewhere
+        chunked = _chunked(connection)
+        needs_id = None
         if staged.needs is not None and seen is None:
+            if chunked and not staged.in_index:
+                # Never made (`stage` keeps a learned frame in the index or stores the content plain): a slot is
+                # where SQLite keeps what a frame needs, and a file has none.
+                raise LearnedFrameRefused(staged.digest)
             row = connection.execute(
                 _PUT_NEW_SQL, (staged.digest, staged.size, len(staged.frame), stored_in)
             ).fetchone()
             if row is None:
                 raise LearnedFrameRefused(staged.digest)
             (blob_id,) = row
-            self._record_dependency(work, blob_id, staged)
+            needs_id = self._record_dependency(work, blob_id, staged, in_slot=chunked)
             if staged.encoding != DELTA and staged.size >= MIN_DELTA_SIZE:
                 self._remember_id(staged.digest, blob_id)  # a result with a dictionary may be a base
         else:
@@ -534,12 +544,22 @@ class BlobStore:
                 _PUT_SQL if seen is None else _IMPORT_SQL,
                 (staged.digest, staged.size, len(staged.frame), stored_in, *(seen or ())),
             ).fetchone()
-            connection.execute("DELETE FROM blob_dependencies WHERE blob_id = ?", (blob_id,))
+            if not chunked:
+                # A plain frame needs nothing, whatever the row it replaces needed. In SQLite the slot says so (its
+                # dependency is written with the frame below, or goes with the slot when the frame is a file).
+                connection.execute("DELETE FROM blob_dependencies WHERE blob_id = ?", (blob_id,))
             if staged.in_index and staged.size >= MIN_DELTA_SIZE and self.learner is not None:
                 self._remember_id(staged.digest, blob_id)  # it may be needed next, as a base or a dictionary
         if staged.in_index:
-            if _chunked(connection):
-                frame_chunks.append(connection, blob_id=blob_id, size=staged.size, frame=staged.frame)
+            if chunked:
+                frame_chunks.append(
+                    connection,
+                    blob_id=blob_id,
+                    size=staged.size,
+                    frame=staged.frame,
+                    needs_id=needs_id,
+                    is_delta=staged.encoding == DELTA,
+                )
             else:
                 connection.execute(
                     "INSERT INTO blob_frames (blob_id, size, frame) VALUES (?, ?, ?) "
@@ -551,19 +571,29 @@ class BlobStore:
         stays = staged.in_index or not self._can_vanish
         work.on_commit(partial(self._hints.remember, staged.digest, current_at=checked_at, in_index=stays))
 
-    def _record_dependency(self, work: UnitOfWork, blob_id: int, staged: StagedBlob) -> None:
+    def _record_dependency(self, work: UnitOfWork, blob_id: int, staged: StagedBlob, *, in_slot: bool) -> int:
+        """
+        Check that the blob a learned frame needs is there, and record that the frame needs it.
+
+        :param in_slot: The dependency is kept in the frame's slot (SQLite, migration 0017), which the caller writes
+            next with the id returned: nothing is recorded here. Else (PostgreSQL) it is a `blob_dependencies` row.
+        :returns: `blobs.id` of the needed blob.
+        :raises LearnedFrameRefused: If it is gone (the write is then stored plain).
+        """
         # Under the write lock: the needed blob is there (gc deletes only under it, and never a needed blob), and
         # (`_PUT_NEW_SQL`, before) the content had no row yet. Every dependency thus points from a newer row to an
-        # older one: no cycle can form. A blob in the index this process stored or needed lately is checked, and its
-        # dependency recorded, in one statement by its id (an id only ever names the blob whose digest it is asked
-        # with, so a stale one just falls through to the look-up by digest).
+        # older one: no cycle can form. A blob in the index this process stored or needed lately is checked (and on
+        # PostgreSQL its dependency recorded) in one statement by its id (an id only ever names the blob whose digest
+        # it is asked with, so a stale one just falls through to the look-up by digest).
         connection = work.connection
         needs = staged.needs or ""
         hint = self._ids.get(needs)
         if hint is not None:
-            cursor = connection.execute(_SET_KNOWN_DEPENDENCY_SQL, (blob_id, staged.encoding, hint, needs))
-            if cursor.rowcount == 1:
-                return
+            if in_slot:
+                if connection.execute(_KNOWN_NEEDED_SQL, (hint, needs)).fetchone() is not None:
+                    return hint
+            elif connection.execute(_SET_KNOWN_DEPENDENCY_SQL, (blob_id, staged.encoding, hint, needs)).rowcount == 1:
+                return hint
         row = connection.execute("SELECT id, stored_in FROM blobs WHERE digest = ?", (needs,)).fetchone()
         if row is None:
             # gc deleted it (a dictionary or base nothing needed): the next write looks it up and trains or finds anew.
@@ -576,7 +606,9 @@ class BlobStore:
             raise LearnedFrameRefused(staged.digest)
         if stored_in == _STORED_IN_INDEX:
             self._remember_id(needs, int(needs_id))
-        connection.execute(_SET_DEPENDENCY_SQL, (blob_id, int(needs_id), staged.encoding))
+        if not in_slot:
+            connection.execute(_SET_DEPENDENCY_SQL, (blob_id, int(needs_id), staged.encoding))
+        return int(needs_id)
 
     def _remember_id(self, digest: str, blob_id: int) -> None:
         ids = self._ids

@@ -5,8 +5,10 @@ One row per frame (`blob_frames` until 0013) left parts of most leaf pages unuse
 in the last page on a new page, and frames of 1 to 4 KB rarely fit what is left (on the benchmark's medium trace, 2.0
 MB of 17.7 MB). Here each frame is appended to the last row of `frame_chunks`, and rows past it, each holding
 `CHUNK_BYTES`, the most a row keeps inside one 4 KiB page; `frame_slots` says, per blob, which chunks hold its frame
-and where in the first it starts. The view `blob_frames` puts each frame back together, so every question that read
-the table reads the view unchanged.
+and where in the first it starts, and (since migration 0017) for a learned frame which blob it needs and how
+(`needs_id`, `is_delta`: what a row of `blob_dependencies` said before). The view `blob_frames` puts each frame back
+together, and the view `blob_dependencies` lists the slots that need another blob, so every question that read the
+tables reads the views unchanged.
 
 Every change happens inside the caller's write transaction, so a frame and its slot commit together with the blob's
 row, or not at all. A frame that is no longer needed leaves its bytes in its chunks until `compact` (run by gc) moves
@@ -32,11 +34,16 @@ COMPACT_BELOW = 0.75
 # before where its bytes are.
 _TAIL_SQL = "SELECT id, length(CAST(data AS BLOB)) FROM frame_chunks ORDER BY id DESC LIMIT 1"
 _SLOTS_SQL = "SELECT blob_id, chunk, start, length, last_chunk FROM frame_slots"
+# A slot written anew says what its frame needs too (migration 0017): a frame replaced by a plain one needs nothing.
 _SLOT_SQL = (
-    "INSERT INTO frame_slots (blob_id, size, chunk, start, length, last_chunk) VALUES (?, ?, ?, ?, ?, ?) "
+    "INSERT INTO frame_slots (blob_id, size, chunk, start, length, last_chunk, needs_id, is_delta) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (blob_id) DO UPDATE SET size = excluded.size, chunk = excluded.chunk, start = excluded.start, "
-    "length = excluded.length, last_chunk = excluded.last_chunk"
+    "length = excluded.length, last_chunk = excluded.last_chunk, needs_id = excluded.needs_id, "
+    "is_delta = excluded.is_delta"
 )
+# A frame moved by `compact` is the same frame: only where it is changes, never what it needs.
+_MOVE_SQL = "UPDATE frame_slots SET chunk = ?, start = ?, length = ?, last_chunk = ? WHERE blob_id = ?"
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,11 +58,33 @@ class Compaction:
     more: bool
 
 
-def append(connection: sqlite3.Connection, *, blob_id: int, size: int, frame: bytes) -> None:
+def append(
+    connection: sqlite3.Connection,
+    *,
+    blob_id: int,
+    size: int,
+    frame: bytes,
+    needs_id: int | None = None,
+    is_delta: bool = False,
+) -> None:
     """
     Append `frame` to the chunks and record (or replace) `blob_id`'s slot, inside the caller's write transaction.
 
     :param size: The content bytes (as `blobs.size`), kept in the slot for reads.
+    :param needs_id: For a learned frame, `blobs.id` of the blob it needs to decode (migration 0017); None for a
+        plain frame, which replaces whatever the slot said before.
+    :param is_delta: With `needs_id`: the frame is a delta against that blob (else compressed with it, a dictionary).
+    """
+    first, start, last = _place(connection, frame)
+    delta = None if needs_id is None else int(is_delta)
+    connection.execute(_SLOT_SQL, (blob_id, size, first, start, len(frame), last, needs_id, delta))
+
+
+def _place(connection: sqlite3.Connection, frame: bytes) -> tuple[int, int, int]:
+    """
+    Write `frame`'s bytes after the last chunk's.
+
+    :returns: Its first chunk, where in that chunk it starts, and its last chunk.
     """
     row = connection.execute(_TAIL_SQL).fetchone()
     if not frame:
@@ -65,8 +94,7 @@ def append(connection: sqlite3.Connection, *, blob_id: int, size: int, frame: by
         if row is None:
             connection.execute("INSERT INTO frame_chunks (id, data) VALUES (1, x'')")
         tail, used = (1, 0) if row is None else (int(row[0]), int(row[1]))
-        connection.execute(_SLOT_SQL, (blob_id, size, tail, used, 0, tail))
-        return
+        return tail, used, tail
     tail, used = (0, CHUNK_BYTES) if row is None else (int(row[0]), int(row[1]))
     room = max(CHUNK_BYTES - used, 0)
     if room:
@@ -82,7 +110,7 @@ def append(connection: sqlite3.Connection, *, blob_id: int, size: int, frame: by
         connection.execute(
             "INSERT INTO frame_chunks (id, data) VALUES (?, ?)", (last, rest[offset : offset + CHUNK_BYTES])
         )
-    connection.execute(_SLOT_SQL, (blob_id, size, first, start, len(frame), last))
+    return first, start, last
 
 
 def release(connection: sqlite3.Connection, blob_id: int) -> None:
@@ -97,9 +125,10 @@ def compact(connection: sqlite3.Connection, *, max_bytes: int) -> Compaction:
     caller's write transaction.
 
     A frame is moved by appending it anew and pointing its slot there, in the same transaction: a crash before the
-    commit leaves it where it was, after it where it is now. The last chunk (where frames are appended) is never
-    emptied nor deleted here, so a move never writes into a chunk it is deleting; nor is a frame that reaches into it
-    moved.
+    commit leaves it where it was, after it where it is now. Only where the frame is changes: its size and what it
+    needs (its dependency, kept in the slot since migration 0017) stay. The last chunk (where frames are appended) is
+    never emptied nor deleted here, so a move never writes into a chunk it is deleting; nor is a frame that reaches
+    into it moved.
     """
     used = _used_bytes(connection.execute(_SLOTS_SQL))
     tail_row = connection.execute(_TAIL_SQL).fetchone()
@@ -130,8 +159,7 @@ def compact(connection: sqlite3.Connection, *, max_bytes: int) -> Compaction:
     moved = 0
     left: set[int] = set()
     for blob_id, chunk, _, _, last in moving:
-        row = connection.execute("SELECT size, frame FROM blob_frames WHERE blob_id = ?", (blob_id,)).fetchone()
-        append(connection, blob_id=blob_id, size=row[0], frame=bytes(row[1]))
+        move(connection, blob_id)
         left.update(range(chunk, last + 1))
         moved += 1
     if moved:
@@ -141,6 +169,17 @@ def compact(connection: sqlite3.Connection, *, max_bytes: int) -> Compaction:
     for chunk in unused:
         connection.execute("DELETE FROM frame_chunks WHERE id = ?", (chunk,))
     return Compaction(moved=moved, deleted_chunks=len(unused), more=moved > 0)
+
+
+def move(connection: sqlite3.Connection, blob_id: int) -> None:
+    """
+    Move `blob_id`'s frame to the end of the chunks, inside the caller's write transaction: its slot then says where
+    the frame is now, and still what it needs (its size, `needs_id` and `is_delta` are left as they are).
+    """
+    (frame,) = connection.execute("SELECT frame FROM blob_frames WHERE blob_id = ?", (blob_id,)).fetchone()
+    frame = bytes(frame)
+    first, start, last = _place(connection, frame)
+    connection.execute(_MOVE_SQL, (first, start, len(frame), last, blob_id))
 
 
 def _used_bytes(slots: Iterable[tuple[int, int, int, int, int]]) -> dict[int, int]:

@@ -52,7 +52,8 @@ RELATIONS: dict[str, Relation] = {
         },
     ),
     "frame_slots": Relation(
-        "Where the frame of each blob stored in the index is (migration 0013): one row per blob_frames row.",
+        "Where the frame of each blob stored in the index is (migration 0013): one row per blob_frames row; and, "
+        "since migration 0017, what a learned frame needs to decode (the rows of the view blob_dependencies).",
         {
             "blob_id": "blobs.id",
             "size": "content bytes, as in blobs",
@@ -60,6 +61,9 @@ RELATIONS: dict[str, Relation] = {
             "start": "where in that chunk the frame starts, from 0",
             "length": "the frame's bytes (blobs.stored_size)",
             "last_chunk": "frame_chunks.id of its last byte (every chunk between is full)",
+            "needs_id": "blobs.id of the blob the frame needs (its dictionary or its delta's base); NULL: plain",
+            "is_delta": "with a needs_id, 1 if the frame is a delta against it (its base), 0 if it is compressed with "
+            "it (its dictionary); NULL without one",
         },
     ),
     "writes": Relation(
@@ -237,7 +241,9 @@ RELATIONS: dict[str, Relation] = {
     ),
     "blob_dependencies": Relation(
         "One row per blob whose frame does not decode alone (docs/compression.md): what it needs. A blob without a "
-        "row is plain. gc keeps a needed blob while anything needs it.",
+        "row is plain. gc keeps a needed blob while anything needs it. In SQLite a view (migration 0017) of the "
+        "frame_slots rows that need another blob (such frames are kept in the index only); a row written, changed or "
+        "deleted here goes through to them, and one for a blob without a slot is refused. A table in PostgreSQL.",
         {
             "blob_id": "blobs.id of the blob whose frame needs another",
             "needs_id": "blobs.id of the blob it needs",

@@ -105,3 +105,55 @@ def undo_references_by_blob_id(connection: sqlite3.Connection) -> None:
     connection.execute(before["readable_blobs"][1])
     connection.execute("DELETE FROM _sqlite_migrations WHERE name = ?", (REFERENCES_BY_BLOB_ID,))
     connection.execute(f"PRAGMA user_version = {MIGRATION_NAMES.index(REFERENCES_BY_BLOB_ID)}")
+
+
+def statements_of(migration: str, *starts: str) -> list[str]:
+    """:returns: The statements of `migrations/<migration>.sql` that begin with one of `starts`, in their order."""
+    from casstore.schema import _statements
+
+    script = (Path(__file__).parent.parent / "migrations" / f"{migration}.sql").read_text(encoding="utf-8")
+    found = []
+    for statement in _statements(script):
+        text = "\n".join(line for line in statement.splitlines() if not line.lstrip().startswith("--")).strip()
+        if text.startswith(starts):
+            found.append(text)
+    return found
+
+
+def as_before_0017(connection: sqlite3.Connection) -> None:
+    """
+    Turn a SQLite index back into what it was before migration 0017: `blob_dependencies` a table of its own (0008)
+    with the slots' dependencies, and the views and triggers that read and write it as 0008, 0013 and 0016 made them.
+    """
+    from casstore.schema import MIGRATION_NAMES
+
+    rows = connection.execute("SELECT blob_id, needs_id, encoding FROM blob_dependencies").fetchall()
+    for trigger in ("blob_dependencies_insert", "blob_dependencies_update", "blob_dependencies_delete"):
+        connection.execute(f"DROP TRIGGER {trigger}")
+    for trigger in ("blob_frames_insert", "blob_frames_update"):
+        connection.execute(f"DROP TRIGGER {trigger}")
+    for view in ("blob_dependencies", "readable_blobs", "blob_locations", "blob_encodings"):
+        connection.execute(f"DROP VIEW {view}")
+    connection.execute("DROP INDEX frame_slots_by_needs")
+    connection.execute("ALTER TABLE frame_slots DROP COLUMN is_delta")
+    connection.execute("ALTER TABLE frame_slots DROP COLUMN needs_id")
+    for statement in statements_of(
+        "0008_learned_encodings",
+        "CREATE TABLE blob_dependencies",
+        "CREATE INDEX blob_dependencies_by_needs",
+        "CREATE VIEW blob_encodings",
+    ):
+        connection.execute(statement)
+    for statement in statements_of(
+        "0013_frames_in_chunks",
+        "CREATE TRIGGER blob_frames_insert",
+        "CREATE TRIGGER blob_frames_update",
+        "CREATE VIEW blob_locations",
+    ):
+        connection.execute(statement)
+    # `readable_blobs` as the migration before 0017 left it: 0016 joined it to `blobs` by the reference's blob id.
+    (readable,) = statements_of(REFERENCES_BY_BLOB_ID, "CREATE VIEW readable_blobs")
+    connection.execute(readable)
+    connection.executemany("INSERT INTO blob_dependencies (blob_id, needs_id, encoding) VALUES (?, ?, ?)", rows)
+    connection.execute("DELETE FROM _sqlite_migrations WHERE name = '0017_dependencies_in_slots'")
+    connection.execute(f"PRAGMA user_version = {MIGRATION_NAMES.index('0017_dependencies_in_slots')}")

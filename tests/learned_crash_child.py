@@ -88,7 +88,7 @@ def main() -> None:
         if mode == "gc":
             _stall_on(BlobStore, "delete_if_collectable", marker=marker, at=at)
         else:
-            _stall_on(frame_chunks, "append", marker=marker, at=at)
+            _stall_on(frame_chunks, "move", marker=marker, at=at)
         with ContentAddressedToolResultStore(root) as store:
             collect_garbage(store, namespace="alice", grace=timedelta(0))
         return

@@ -20,7 +20,7 @@ from casstore import ContentAddressedToolResultStore, CorruptBlobError, frame_ch
 from casstore.frame_chunks import CHUNK_BYTES, COMPACT_BELOW
 from casstore.maintenance import collect_garbage, verify
 from casstore.schema import MIGRATION_NAMES
-from tests.helpers import create_store, undo_references_by_blob_id
+from tests.helpers import as_before_0017, create_store, undo_references_by_blob_id
 from tests.test_learned_encodings import _run_until_stalled
 
 LONG_AGO = "2020-01-01 00:00:00.000"
@@ -165,10 +165,12 @@ def test_gc_gives_the_bytes_of_deleted_frames_back(store_root: Path) -> None:
 
 def _as_of_0012(root: Path) -> None:
     """
-    Turn a store's index back into migration 0012's: one `blob_frames` row per frame. 0016 is undone first (it
-    redefines `readable_blobs`, which 0013 defines again): both apply again on opening, in order.
+    Turn a store's index back into migration 0012's: one `blob_frames` row per frame. 0017, then 0016, are undone first
+    (they redefine `readable_blobs` and the triggers of `blob_frames`, which 0013 defines again): all apply again on
+    opening, in order.
     """
     with contextlib.closing(_connect(root)) as connection:
+        as_before_0017(connection)
         undo_references_by_blob_id(connection)
         frames = connection.execute("SELECT blob_id, frame, size FROM blob_frames").fetchall()
         for name in ("blob_frames_insert", "blob_frames_update", "blob_frames_delete"):

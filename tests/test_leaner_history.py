@@ -72,13 +72,18 @@ def _undo_migrations_after_0011(connection: sqlite3.Connection) -> None:
     """
     Drop what the migrations after 0011 added, put back what they changed as 0011 left it (0013 made the table
     `blob_frames` a view over `frame_chunks` and `frame_slots`, and redefined the views that join it: the frames go
-    back into the table), and forget that they were applied.
+    back into the table; 0017 made the table `blob_dependencies` a view over the slots: its rows go back too), and
+    forget that they were applied.
     """
     through_0011 = _schema_through(_LEAN)
     latest = _schema_through(MIGRATION_NAMES[-1])
     frames = None
     if latest["blob_frames"][0] == "view":
         frames = connection.execute("SELECT blob_id, frame, size FROM blob_frames").fetchall()
+    dependencies = None
+    if latest["blob_dependencies"][0] == "view":
+        dependencies = connection.execute("SELECT blob_id, needs_id, encoding FROM blob_dependencies").fetchall()
+    removed = [name for name in through_0011 if name not in latest]
     added = {name: kind for name, (kind, _) in latest.items() if name not in through_0011}
     changed = {
         name: kind for name, (kind, sql) in latest.items() if name in through_0011 and through_0011[name] != (kind, sql)
@@ -89,10 +94,14 @@ def _undo_migrations_after_0011(connection: sqlite3.Connection) -> None:
         for name in sorted(name for name, changed_kind in changed.items() if changed_kind == kind):
             connection.execute(f'DROP {kind.upper()} "{name}"')
     for kind in ("table", "index", "view", "trigger"):
-        for name in sorted(name for name in changed if through_0011[name][0] == kind):
+        for name in sorted(name for name in [*changed, *removed] if through_0011[name][0] == kind):
             connection.execute(through_0011[name][1])
     if frames is not None:
         connection.executemany("INSERT INTO blob_frames (blob_id, frame, size) VALUES (?, ?, ?)", frames)
+    if dependencies is not None:
+        connection.executemany(
+            "INSERT INTO blob_dependencies (blob_id, needs_id, encoding) VALUES (?, ?, ?)", dependencies
+        )
     later = MIGRATION_NAMES[MIGRATION_NAMES.index(_LEAN) + 1 :]
     connection.executemany("DELETE FROM _sqlite_migrations WHERE name = ?", [(name,) for name in later])
 

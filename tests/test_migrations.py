@@ -50,14 +50,17 @@ def test_visibility_has_one_owner_and_no_trigger(store: ContentAddressedToolResu
     """
     `visible_references` is kept by casstore's index layer alone (0006 dropped the trigger that kept half of it). The
     triggers left only let a person move a write in time through the view `writes` (0011), write a frame through
-    the view `blob_frames` (0013), and keep a reference's `blob_id` the id of its digest's blob row (0016), which
-    changes no reference's visibility.
+    the view `blob_frames` (0013) and a dependency through the view `blob_dependencies` (0017), and keep a
+    reference's `blob_id` the id of its digest's blob row (0016), which changes no reference's visibility.
     """
     with sqlite3.connect(store.root / "index.db") as connection:
         triggers = connection.execute(
             "SELECT name, tbl_name FROM sqlite_master WHERE type = 'trigger' ORDER BY name"
         ).fetchall()
     assert triggers == [
+        ("blob_dependencies_delete", "blob_dependencies"),
+        ("blob_dependencies_insert", "blob_dependencies"),
+        ("blob_dependencies_update", "blob_dependencies"),
         ("blob_frames_delete", "blob_frames"),
         ("blob_frames_insert", "blob_frames"),
         ("blob_frames_update", "blob_frames"),

@@ -33,7 +33,13 @@ from casstore.postgres_schema import migration_scripts as postgres_migration_scr
 from casstore.report import build_report
 from casstore.schema import MIGRATION_NAMES
 from casstore.schema_docs import QUESTIONS
-from tests.helpers import REFERENCES_BY_BLOB_ID, blake3_hex, schema_through, undo_references_by_blob_id
+from tests.helpers import (
+    REFERENCES_BY_BLOB_ID,
+    as_before_0017,
+    blake3_hex,
+    schema_through,
+    undo_references_by_blob_id,
+)
 from tests.servers import S3Location
 from tests.store_backends import Backend, make_backend
 from tests.test_leaner_history import _postgres_columns
@@ -409,8 +415,9 @@ def _answers(root: Path) -> list[list[tuple[Any, ...]]]:
 def _as_of_0015(root: Path) -> None:
     """Turn an index of today's schema into exactly what migration 0015 left, with the same rows."""
     later = MIGRATION_NAMES[MIGRATION_NAMES.index(REFERENCES_BY_BLOB_ID) + 1 :]
-    assert later == (), "undo the migrations after 0016 here first"
+    assert later == ("0017_dependencies_in_slots",), "undo the migrations after 0016 here first"
     with contextlib.closing(_connect(root)) as connection:
+        as_before_0017(connection)
         undo_references_by_blob_id(connection)
         now = {
             row[0]: (row[1], row[2])
@@ -437,7 +444,7 @@ def test_an_index_of_0015_upgrades_in_place_with_the_same_answers_and_its_damage
         assert _answers(root) == before  # the upgrade happened on opening, and changed no answer
         with contextlib.closing(_connect(root)) as connection:
             applied = [row[0] for row in connection.execute("SELECT name FROM _sqlite_migrations ORDER BY id")]
-            assert applied[-1] == REFERENCES_BY_BLOB_ID
+            assert applied[-2:] == [REFERENCES_BY_BLOB_ID, "0017_dependencies_in_slots"]
             assert _mismatched(connection.execute(_CONSISTENT).fetchall()) == []
             assert connection.execute("SELECT count(*) FROM namespace_references WHERE blob_id IS NULL").fetchone()[
                 0
