@@ -547,6 +547,8 @@ def _print_verify_report(report: maintenance.VerifyReport) -> None:
         click.echo(f"missing  {digest}")
     for namespace, reference in report.dangling_writes:
         click.echo(f"no blob  {reference}  (written in namespace {namespace!r})")
+    for write_id, key in report.writes_without_reference:
+        click.echo(f"no reference  write {write_id}, key {key!r}: its namespace_references row is gone")
     if report.stray_files:
         click.echo(
             f"orphan   {report.stray_files} blob or temporary files ({format_bytes(report.stray_bytes)}) "

@@ -325,6 +325,20 @@ def unreferenced_digests(connection: sqlite3.Connection) -> list[str]:
     return [row[0] for row in connection.execute(_UNREFERENCED_SQL)]
 
 
+def writes_without_reference(connection: sqlite3.Connection) -> list[tuple[int, str]]:
+    """
+    :returns: `(id, key)` of `write_log` rows whose reference row (or its namespace's row) is gone, as a hand edit or
+        a damaged index can leave them: the view `writes` joins them away, so that nothing else shows them.
+    """
+    return [
+        (int(row[0]), row[1])
+        for row in connection.execute(
+            "SELECT w.id, w.key FROM write_log w WHERE NOT EXISTS (SELECT 1 FROM namespace_references r "
+            "JOIN namespaces n ON n.id = r.namespace_id WHERE r.id = w.reference_id) ORDER BY w.id"
+        )
+    ]
+
+
 def dangling_writes(connection: sqlite3.Connection) -> list[tuple[str, str]]:
     """:returns: `(namespace, reference)` of writes whose blob row is missing."""
     return [

@@ -32,7 +32,9 @@ class VerifyReport:
     What `verify` found.
 
     `ok` is False when content is lost or at risk: a blob that does not verify (`corrupt`), a referenced blob whose
-    file or row is gone (`missing`), a write whose blob row is gone (`dangling_writes`). `clean` is False as well when
+    file or row is gone (`missing`), a write whose blob row is gone (`dangling_writes`), a `write_log` row whose
+    reference row is gone (`writes_without_reference`: its id and key, all the index still holds of it; `writes` does
+    not show it, and its reference can no longer be read). `clean` is False as well when
     the store holds orphans, which are garbage rather than damage and which `gc` removes: blob or temporary files no
     row points at (`stray_files`; files changed since `verify` started belong to writes in flight and are not
     counted) and rows of unreferenced blobs whose file is gone (`stale_rows`, as a crash during `gc` can leave).
@@ -50,6 +52,7 @@ class VerifyReport:
     corrupt: list[tuple[str, str]] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     dangling_writes: list[tuple[str, str]] = field(default_factory=list)
+    writes_without_reference: list[tuple[int, str]] = field(default_factory=list)
     stale_rows: int = 0
     stray_files: int = 0
     stray_bytes: int = 0
@@ -61,7 +64,13 @@ class VerifyReport:
     @property
     def ok(self) -> bool:
         """:returns: Whether every blob verified, every write has its blob, and the search index matches the blobs."""
-        return not (self.corrupt or self.missing or self.dangling_writes or self.search_mismatched)
+        return not (
+            self.corrupt
+            or self.missing
+            or self.dangling_writes
+            or self.writes_without_reference
+            or self.search_mismatched
+        )
 
     @property
     def clean(self) -> bool:
@@ -82,6 +91,7 @@ def verify(source: Repository | HasRepository, *, progress: Callable[[int, int],
     started = time.time()
     snapshot = repository.integrity_snapshot()
     report.dangling_writes = snapshot.dangling_writes
+    report.writes_without_reference = snapshot.writes_without_reference
     for done, digest in enumerate(snapshot.digests, start=1):
         check = repository.check_blob(digest)
         if check.status == "corrupt":

@@ -36,6 +36,7 @@ class IntegritySnapshot:
 
     digests: list[str]
     dangling_writes: list[tuple[str, str]]
+    writes_without_reference: list[tuple[int, str]]
     unreferenced: set[str]
 
 
@@ -86,11 +87,15 @@ class Retention(SearchIndexing):
     """Verifying blobs, forgetting history, and collecting what nothing needs."""
 
     def integrity_snapshot(self) -> IntegritySnapshot:
-        """:returns: Every blob, the writes without a blob, and the unreferenced blobs, in one consistent read."""
+        """
+        :returns: Every blob, the writes without a blob, those without a reference row, and the unreferenced blobs,
+            in one consistent read.
+        """
         with self._guard.held(), self._database.snapshot() as connection:
             return IntegritySnapshot(
                 digests=self._blobs.digests(connection),
                 dangling_writes=index.dangling_writes(connection),
+                writes_without_reference=index.writes_without_reference(connection),
                 unreferenced=set(index.unreferenced_digests(connection)),
             )
 
