@@ -450,9 +450,9 @@ class BlobStore:
                 self._trained.clear()
             self._trained[digest] = needed
             return needed
-        # Kept as zstd takes it, so that the next read through it does not load it again (twice its bytes, as zstd
-        # keeps a copy for decompressing).
-        self._cache.replace(encoding, digest, needed, 2 * len(content))
+        # Kept, so that the next read or write through it does not load it again: a base is its content bytes alone
+        # (zstd copies it only into a compressor, which `FrameCodec` bounds on its own).
+        self._cache.replace(encoding, digest, needed, len(content))
         return needed
 
     def record_dictionary(self, work: UnitOfWork, digest: str, *, tool: str, samples: int, sample_bytes: int) -> None:

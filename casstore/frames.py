@@ -11,12 +11,15 @@ A frame is one of three encodings (docs/compression.md):
 - `dictionary`: a zstd frame compressed with a trained zstd dictionary (`FrameDictionary.trained`), whose frame header
   carries the dictionary's id; the dictionary is itself a blob;
 - `delta`: a zstd frame compressed with an earlier blob's content as a raw-content dictionary
-  (`FrameDictionary.base`), the way `zstd --patch-from` does it.
+  (`FrameDictionary.base`), the way `zstd --patch-from` does it. It is decoded as the second frame of a
+  content-dictionary chain whose first frame holds the base's content in raw blocks (`_raw_frame`), on a zstd context
+  the thread keeps: making a context bound to the base would cost ten times as much as decoding a small delta.
 
 Whichever it is, `decode` checks the content's BLAKE3 digest at the end: a wrong or damaged dictionary or base can make
 a frame fail to decode, never decode to other bytes unnoticed.
 """
 
+import struct
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -28,13 +31,9 @@ from casstore.errors import CorruptBlobError
 
 # Above this size, BLAKE3 hashes with several threads.
 _PARALLEL_HASH_BYTES = 4 * 1024 * 1024
-# Compressors and decompressors bound to a trained dictionary, kept per thread: making one loads the dictionary.
-_BOUND_CONTEXTS = 16
-# Those bound to a base: a decompressor takes about 96 KB, and making one costs more than decoding a small delta with
-# it; a base's compressor holds tables sized for the base. A base's compressor is kept longer, as the next version of
-# its result is compressed against it again (loading a base into a new one costs several times as much as compressing
-# a version with it): on the medium trace, 16 of them find it for 53% of the deltas tried, 4 38%.
-_BOUND_DELTA_CONTEXTS = 16
+# Compressors bound to a base, kept per thread: one holds tables sized for its base, and the next version of its
+# result is compressed against it again (loading a base into a new one costs several times as much as compressing a
+# version with it): on the medium trace, 16 of them find it for 53% of the deltas tried, 4 38%.
 _BOUND_DELTA_COMPRESSORS = 16
 _BOUND_DELTA_BYTES = 4 * 1024 * 1024
 # What a trained dictionary's tables are sized for by default: the largest result compressed with one
@@ -55,13 +54,16 @@ ENCODINGS = (PLAIN, DICTIONARY, DELTA)
 @dataclass(frozen=True, slots=True, eq=False)
 class FrameDictionary:
     """
-    What a `dictionary` or `delta` frame is compressed with: the verified content of the blob `digest`, as zstd
-    takes it (a trained dictionary, or raw content).
+    What a `dictionary` or `delta` frame is compressed with: the verified content of the blob `digest` (a trained
+    dictionary, or a base's content).
     """
 
     digest: str
     encoding: str
-    zstd: zstandard.ZstdCompressionDict
+    content: bytes
+    """The blob's content, checked to have `digest`: a base is kept as these bytes alone, not copied."""
+    zstd: zstandard.ZstdCompressionDict | None = None
+    """A trained dictionary as zstd takes it, with its tables (None for a base)."""
     parameters: zstandard.ZstdCompressionParameters | None = None
     """A trained dictionary's compression parameters, as its tables were computed for them."""
     # A trained dictionary's zstd contexts, per thread, made once: they live as long as the dictionary object.
@@ -88,13 +90,12 @@ class FrameDictionary:
             dictionary.precompute_compress(compression_params=parameters)
         except zstandard.ZstdError as error:  # pragma: no cover - content whose digest matched is what was trained
             raise CorruptBlobError(f"Blob {digest} is not a zstd dictionary ({error}).", digest=digest) from error
-        return cls(digest, DICTIONARY, dictionary, parameters)
+        return cls(digest, DICTIONARY, content, dictionary, parameters)
 
     @classmethod
     def base(cls, digest: str, content: bytes) -> "FrameDictionary":
         """:param content: The base blob's content (checked to have `digest`), used as a raw-content dictionary."""
-        raw = zstandard.ZstdCompressionDict(content, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
-        return cls(digest, DELTA, raw)
+        return cls(digest, DELTA, content)
 
 
 def content_digest(data: bytes) -> str:
@@ -127,7 +128,7 @@ class FrameCodec:
                 if bound is None:
                     bound = dictionary.contexts.compressor = self._compressor_for(dictionary)
                 return bound.compress(data)
-            return self._bound(dictionary, compressing=True).compress(data)  # type: ignore[union-attr]
+            return self._delta_compressor(dictionary).compress(data)
         compressor: zstandard.ZstdCompressor | None = getattr(self._contexts, "compressor", None)
         if compressor is None:
             compressor = zstandard.ZstdCompressor(
@@ -136,39 +137,23 @@ class FrameCodec:
             self._contexts.compressor = compressor
         return compressor.compress(data)
 
-    def _bound(
-        self, dictionary: FrameDictionary, *, compressing: bool
-    ) -> zstandard.ZstdCompressor | zstandard.ZstdDecompressor:
-        # Contexts bound to a dictionary or base are kept per thread, the most recently used: making one costs far more
-        # than a small frame (allocating and filling zstd's tables), and a base is used again by each later version
-        # of its result, a dictionary by every small result of its tool.
-        delta = dictionary.encoding == DELTA
-        name = ("delta_" if delta else "") + ("compressors" if compressing else "decompressors")  # deltas only now
-        bound: OrderedDict[str, zstandard.ZstdCompressor | zstandard.ZstdDecompressor] | None = getattr(
-            self._contexts, name, None
-        )
+    def _delta_compressor(self, base: FrameDictionary) -> zstandard.ZstdCompressor:
+        # Kept per thread, the most recently used: making one costs far more than compressing a small result with it
+        # (allocating and filling zstd's tables), and a base is used again by each later version of its result.
+        bound: OrderedDict[str, zstandard.ZstdCompressor] | None = getattr(self._contexts, "delta_compressors", None)
         if bound is None:
-            bound = OrderedDict()
-            setattr(self._contexts, name, bound)
-        context = bound.get(dictionary.digest)
-        if context is None:
-            if compressing:
-                context = self._compressor_for(dictionary)
-            else:
-                context = zstandard.ZstdDecompressor(dict_data=dictionary.zstd)
-            bound[dictionary.digest] = context
-            if delta and compressing:
-                # Bounded by the memory their tables take too (about 17 bytes per byte of base, plus 100 KB).
-                while len(bound) > _BOUND_DELTA_COMPRESSORS or (
-                    len(bound) > 1 and sum(kept.memory_size() for kept in bound.values()) > _BOUND_DELTA_BYTES
-                ):
-                    bound.popitem(last=False)
-            else:
-                while len(bound) > (_BOUND_DELTA_CONTEXTS if delta else _BOUND_CONTEXTS):
-                    bound.popitem(last=False)
-        else:
-            bound.move_to_end(dictionary.digest)
-        return context
+            bound = self._contexts.delta_compressors = OrderedDict()
+        compressor = bound.get(base.digest)
+        if compressor is not None:
+            bound.move_to_end(base.digest)
+            return compressor
+        compressor = bound[base.digest] = self._compressor_for(base)
+        # Bounded by the memory their tables take too (about 17 bytes per byte of base, plus 100 KB).
+        while len(bound) > _BOUND_DELTA_COMPRESSORS or (
+            len(bound) > 1 and sum(kept.memory_size() for kept in bound.values()) > _BOUND_DELTA_BYTES
+        ):
+            bound.popitem(last=False)
+        return compressor
 
     def _compressor_for(self, dictionary: FrameDictionary) -> zstandard.ZstdCompressor:
         if dictionary.encoding != DELTA:
@@ -179,7 +164,7 @@ class FrameCodec:
             )
         # The level's parameters, with zstd's tables sized for what the base holds rather than for the level's
         # window: a delta's matches are long, and tables sized for megabytes cost more to set up than a delta saves.
-        size = len(dictionary.zstd.as_bytes())
+        size = len(dictionary.content)
         parameters = zstandard.ZstdCompressionParameters.from_level(
             _DELTA_LEVEL if self.compression_level <= _DEFAULT_LEVEL else self.compression_level,
             source_size=2 * size + 1,
@@ -199,7 +184,7 @@ class FrameCodec:
                 write_content_size=1,
                 write_dict_id=0,
             ),
-            dict_data=dictionary.zstd,
+            dict_data=zstandard.ZstdCompressionDict(dictionary.content, dict_type=zstandard.DICT_TYPE_RAWCONTENT),
         )
 
     def decode(
@@ -229,22 +214,58 @@ class FrameCodec:
             raise CorruptBlobError(
                 f"Blob {digest} declares {declared} bytes of content, but {size} were stored.", digest=digest
             )
-        decompressor: zstandard.ZstdDecompressor | None
-        if dictionary is not None and dictionary.encoding == DICTIONARY:
-            decompressor = getattr(dictionary.contexts, "decompressor", None)
-            if decompressor is None:
-                decompressor = dictionary.contexts.decompressor = zstandard.ZstdDecompressor(dict_data=dictionary.zstd)
-        elif dictionary is not None:
-            decompressor = self._bound(dictionary, compressing=False)  # type: ignore[assignment]
-        else:
-            decompressor = getattr(self._contexts, "decompressor", None)
-            if decompressor is None:
-                decompressor = self._contexts.decompressor = zstandard.ZstdDecompressor()
-        assert decompressor is not None
         try:
-            data = decompressor.decompress(frame)
-        except zstandard.ZstdError as error:
+            if dictionary is not None and dictionary.encoding == DELTA:
+                data = self._delta_decoded(frame, dictionary)
+            else:
+                data = self._decompressor(dictionary).decompress(frame)
+        except (zstandard.ZstdError, ValueError) as error:  # ValueError: a frame the chain's checks refuse
             raise CorruptBlobError(f"Blob {digest} does not decompress ({error}).", digest=digest) from error
         if len(data) != size or content_digest(data) != digest:
             raise CorruptBlobError(f"Blob {digest} decompresses to content with another digest.", digest=digest)
         return data
+
+    def _decompressor(self, dictionary: FrameDictionary | None) -> zstandard.ZstdDecompressor:
+        if dictionary is not None:
+            decompressor: zstandard.ZstdDecompressor | None = getattr(dictionary.contexts, "decompressor", None)
+            if decompressor is None:
+                decompressor = dictionary.contexts.decompressor = zstandard.ZstdDecompressor(dict_data=dictionary.zstd)
+            return decompressor
+        decompressor = getattr(self._contexts, "decompressor", None)
+        if decompressor is None:
+            decompressor = self._contexts.decompressor = zstandard.ZstdDecompressor()
+        return decompressor
+
+    def _delta_decoded(self, frame: bytes, base: FrameDictionary) -> bytes:
+        # A content-dictionary chain loads its first frame's output as the raw-content dictionary of the next, on one
+        # context: no context is made for the base. Only the C backend's chain does (python-zstandard's CFFI one
+        # decodes each frame on its own), so another backend binds a context to the base, as raw content.
+        if _CHAINS_LOAD_CONTENT:
+            chains: zstandard.ZstdDecompressor | None = getattr(self._contexts, "chains", None)
+            if chains is None:
+                chains = self._contexts.chains = zstandard.ZstdDecompressor()
+            return chains.decompress_content_dict_chain([_raw_frame(base.content), frame])
+        raw = zstandard.ZstdCompressionDict(base.content, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+        return zstandard.ZstdDecompressor(dict_data=raw).decompress(frame)
+
+
+# A zstd frame of raw blocks (RFC 8878, 3.1.1): the magic number; a header descriptor saying "single segment, an
+# 8-byte content size, no checksum, no dictionary"; the content size; then blocks of at most 128 KiB, each a 3-byte
+# header (last-block flag, type 0 = raw, size) and the bytes as they are.
+_FRAME_MAGIC = b"\x28\xb5\x2f\xfd"
+_SINGLE_SEGMENT_WITH_8_BYTE_SIZE = b"\xe0"
+_RAW_BLOCK_MAX = 128 * 1024
+_CHAINS_LOAD_CONTENT = zstandard.backend == "cext"
+
+
+def _raw_frame(content: bytes) -> bytes:
+    """:returns: A zstd frame that holds `content` uncompressed, in raw blocks (decoding it is a copy)."""
+    header = _FRAME_MAGIC + _SINGLE_SEGMENT_WITH_8_BYTE_SIZE + struct.pack("<Q", len(content))
+    if len(content) <= _RAW_BLOCK_MAX:
+        return header + ((len(content) << 3) | 1).to_bytes(3, "little") + content
+    parts = [header]
+    for start in range(0, len(content), _RAW_BLOCK_MAX):
+        block = content[start : start + _RAW_BLOCK_MAX]
+        last = 1 if start + _RAW_BLOCK_MAX >= len(content) else 0
+        parts += [((len(block) << 3) | last).to_bytes(3, "little"), block]
+    return b"".join(parts)

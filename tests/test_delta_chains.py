@@ -1,0 +1,104 @@
+"""
+How a delta frame is decoded (casstore/frames.py): as the second frame of a zstd content-dictionary chain whose first
+frame holds the base's content in raw blocks, on a context the thread keeps (a backend whose chains do not load
+content binds a context to the base instead). Either way the frame decodes to its content or raises
+`CorruptBlobError`, never other bytes, whatever the base holds: also a base that starts with zstd's dictionary magic,
+which zstd would take for a trained dictionary were it not loaded as raw content.
+"""
+
+import contextlib
+import random
+import sqlite3
+from pathlib import Path
+
+import pytest
+import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from casstore import ContentAddressedToolResultStore, CorruptBlobError
+from casstore import frames as frames_module
+from casstore.frames import FrameCodec, FrameDictionary, content_digest
+from casstore.maintenance import verify
+
+DICTIONARY_MAGIC = b"\x37\xa4\x30\xec"
+RAW_BLOCK = 128 * 1024
+# Sizes around the raw blocks' limit, where the first frame of a chain has one block, one full one, or several.
+BLOCK_EDGES = (0, 1, 1023, RAW_BLOCK - 1, RAW_BLOCK, RAW_BLOCK + 1, 2 * RAW_BLOCK + 17)
+
+
+def _text(size: int, seed: int) -> bytes:
+    rng = random.Random(seed)
+    words = [bytes(rng.choices(b"abcdefghijklmnopqrstuvwxyz_/.", k=rng.randint(2, 9))) for _ in range(400)]
+    out = bytearray()
+    while len(out) < size:
+        out += rng.choice(words) + (b"\n" if rng.random() < 0.1 else b" ")
+    return bytes(out[:size])
+
+
+def _edited(base: bytes, seed: int) -> bytes:
+    """A near-copy of `base`: a line changed in the middle, one added at the end."""
+    middle = len(base) // 2
+    return base[:middle] + f"[edit {seed}]".encode() + base[middle + 3 :] + b"\nsummary: 1 failed\n"
+
+
+@pytest.mark.parametrize("size", BLOCK_EDGES)
+def test_the_raw_frame_that_heads_a_chain_is_a_zstd_frame_of_exactly_its_content(size: int) -> None:
+    content = _text(size, seed=size)
+    frame = frames_module._raw_frame(content)
+    assert zstandard.frame_content_size(frame) == size
+    assert zstandard.ZstdDecompressor().decompress(frame) == content
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    size=st.one_of(st.sampled_from(BLOCK_EDGES[2:]), st.integers(min_value=1024, max_value=40_000)),
+    seed=st.integers(min_value=0, max_value=10**6),
+    magic=st.booleans(),
+    chains=st.booleans(),
+)
+def test_a_delta_decodes_to_its_content_with_its_base_and_to_no_other_bytes_with_another(
+    size: int, seed: int, magic: bool, chains: bool
+) -> None:
+    base = (DICTIONARY_MAGIC if magic else b"") + _text(size, seed)
+    data = _edited(base, seed)
+    other = _edited(_text(size, seed + 1), seed)
+    codec = FrameCodec(compression_level=3)
+    digest = content_digest(data)
+    frame = codec.encode(data, dictionary=FrameDictionary.base(content_digest(base), base))
+    with pytest.MonkeyPatch.context() as patch:
+        # The chain (C backend) and the context bound to the base (other backends, or a base with the magic).
+        patch.setattr(frames_module, "_CHAINS_LOAD_CONTENT", chains)
+        assert codec.decode(digest, len(data), frame, dictionary=FrameDictionary.base(content_digest(base), base)) == (
+            data
+        )
+        for wrong in (FrameDictionary.base(content_digest(other), other), FrameDictionary.base("0" * 64, base[:-1])):
+            with pytest.raises(CorruptBlobError):
+                codec.decode(digest, len(data), frame, dictionary=wrong)
+
+
+def test_a_forged_delta_frame_raises_corrupt_blob_error_through_the_chain() -> None:
+    base = _text(20_000, seed=3)
+    data = _edited(base, 3)
+    codec = FrameCodec(compression_level=3)
+    dictionary = FrameDictionary.base(content_digest(base), base)
+    frame = bytearray(codec.encode(data, dictionary=dictionary))
+    frame[len(frame) // 2] ^= 0xFF
+    with pytest.raises(CorruptBlobError):
+        codec.decode(content_digest(data), len(data), bytes(frame), dictionary=dictionary)
+
+
+def test_a_base_that_starts_with_zstds_dictionary_magic_is_stored_as_one_and_read_back(tmp_path: Path) -> None:
+    # A tool result that is itself a zstd dictionary file, then a version of it with one more line: the second is a
+    # delta against the first, and both read back exactly, from a store that has neither in memory.
+    root = tmp_path / "store"
+    base = DICTIONARY_MAGIC + _text(30_000, seed=7)
+    versions = [base, _edited(base, 1), _edited(base, 2)]
+    with ContentAddressedToolResultStore(root) as store:
+        references = [store.write(key=f"{n}_read_file_call_{n}.bin", content=data) for n, data in enumerate(versions)]
+    with contextlib.closing(sqlite3.connect(root / "index.db")) as connection:
+        encodings = dict(connection.execute("SELECT digest, encoding FROM blob_locations").fetchall())
+    assert [encodings[content_digest(data)] for data in versions] == [None, "delta", "delta"]  # NULL: plain
+    with ContentAddressedToolResultStore(root) as store:
+        assert [store.read(reference) for reference in reversed(references)] == list(reversed(versions))
+        assert verify(store.repository).ok
