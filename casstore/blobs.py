@@ -89,7 +89,6 @@ _SET_KNOWN_DEPENDENCY_SQL = (
     "ON CONFLICT (blob_id) DO UPDATE SET needs_id = excluded.needs_id, encoding = excluded.encoding"
 )
 # That a needed blob in the index is still the one a hint names, where the frame's slot records the dependency.
-_KNOWN_NEEDED_SQL = f"SELECT 1 FROM blobs WHERE id = ? AND digest = ? AND stored_in = '{_STORED_IN_INDEX}'"
 _ACTIVE_DICTIONARY_SQL = (
     "SELECT b.digest, d.samples FROM dictionaries d JOIN blobs b ON b.id = d.blob_id WHERE d.tool = ? AND d.active = 1"
 )
@@ -524,7 +523,7 @@ class BlobStore:
         connection = work.connection
         stored_in = _STORED_IN_INDEX if staged.in_index else self._stored_elsewhere
         chunked = _chunked(connection)
-        needs_id = None
+        needs_id = unchecked = None
         if staged.needs is not None and seen is None:
             if chunked and not staged.in_index:
                 # Never made (`stage` keeps a learned frame in the index or stores the content plain): a slot is
@@ -536,7 +535,7 @@ class BlobStore:
             if row is None:
                 raise LearnedFrameRefused(staged.digest)
             (blob_id,) = row
-            needs_id = self._record_dependency(work, blob_id, staged, in_slot=chunked)
+            needs_id, unchecked = self._record_dependency(work, blob_id, staged, in_slot=chunked)
             if staged.encoding != DELTA and staged.size >= MIN_DELTA_SIZE:
                 self._remember_id(staged.digest, blob_id)  # a result with a dictionary may be a base
         else:
@@ -552,14 +551,17 @@ class BlobStore:
                 self._remember_id(staged.digest, blob_id)  # it may be needed next, as a base or a dictionary
         if staged.in_index:
             if chunked:
-                frame_chunks.append(
+                if not frame_chunks.append(
                     connection,
                     blob_id=blob_id,
                     size=staged.size,
                     frame=staged.frame,
                     needs_id=needs_id,
                     is_delta=staged.encoding == DELTA,
-                )
+                    needs_digest=unchecked,
+                ):
+                    self._forget_needed(staged.needs or "")
+                    raise LearnedFrameRefused(staged.digest)  # the blob it needs went since this process knew its id
             else:
                 connection.execute(
                     "INSERT INTO blob_frames (blob_id, size, frame) VALUES (?, ?, ?) "
@@ -571,13 +573,16 @@ class BlobStore:
         stays = staged.in_index or not self._can_vanish
         work.on_commit(partial(self._hints.remember, staged.digest, current_at=checked_at, in_index=stays))
 
-    def _record_dependency(self, work: UnitOfWork, blob_id: int, staged: StagedBlob, *, in_slot: bool) -> int:
+    def _record_dependency(
+        self, work: UnitOfWork, blob_id: int, staged: StagedBlob, *, in_slot: bool
+    ) -> tuple[int, str | None]:
         """
         Check that the blob a learned frame needs is there, and record that the frame needs it.
 
         :param in_slot: The dependency is kept in the frame's slot (SQLite, migration 0017), which the caller writes
             next with the id returned: nothing is recorded here. Else (PostgreSQL) it is a `blob_dependencies` row.
-        :returns: `blobs.id` of the needed blob.
+        :returns: `blobs.id` of the needed blob, and the digest the slot's statement must check it has (when this
+            process knew the id, in a slot: the check is made by the statement that writes the slot), else None.
         :raises LearnedFrameRefused: If it is gone (the write is then stored plain).
         """
         # Under the write lock: the needed blob is there (gc deletes only under it, and never a needed blob), and
@@ -590,16 +595,12 @@ class BlobStore:
         hint = self._ids.get(needs)
         if hint is not None:
             if in_slot:
-                if connection.execute(_KNOWN_NEEDED_SQL, (hint, needs)).fetchone() is not None:
-                    return hint
-            elif connection.execute(_SET_KNOWN_DEPENDENCY_SQL, (blob_id, staged.encoding, hint, needs)).rowcount == 1:
-                return hint
+                return hint, needs
+            if connection.execute(_SET_KNOWN_DEPENDENCY_SQL, (blob_id, staged.encoding, hint, needs)).rowcount == 1:
+                return hint, None
         row = connection.execute("SELECT id, stored_in FROM blobs WHERE digest = ?", (needs,)).fetchone()
         if row is None:
-            # gc deleted it (a dictionary or base nothing needed): the next write looks it up and trains or finds anew.
-            self._trained.pop(needs, None)
-            self._cache.discard(needs)
-            self._ids.pop(needs, None)
+            self._forget_needed(needs)
             raise LearnedFrameRefused(staged.digest)
         needs_id, stored_in = row
         if stored_in != _STORED_IN_INDEX and self._can_vanish and not self._files.exists(needs):
@@ -608,7 +609,13 @@ class BlobStore:
             self._remember_id(needs, int(needs_id))
         if not in_slot:
             connection.execute(_SET_DEPENDENCY_SQL, (blob_id, int(needs_id), staged.encoding))
-        return int(needs_id)
+        return int(needs_id), None
+
+    def _forget_needed(self, digest: str) -> None:
+        # gc deleted it (a dictionary or base nothing needed): the next write looks it up and trains or finds anew.
+        self._trained.pop(digest, None)
+        self._cache.discard(digest)
+        self._ids.pop(digest, None)
 
     def _remember_id(self, digest: str, blob_id: int) -> None:
         ids = self._ids

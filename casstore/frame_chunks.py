@@ -42,6 +42,16 @@ _SLOT_SQL = (
     "length = excluded.length, last_chunk = excluded.last_chunk, needs_id = excluded.needs_id, "
     "is_delta = excluded.is_delta"
 )
+# The same, written only if the blob the frame needs is still the one the writer knew by that id, kept in the index:
+# the check a learned write makes of a needed blob it knows the id of, in the statement that records the need.
+_CHECKED_SLOT_SQL = (
+    "INSERT INTO frame_slots (blob_id, size, chunk, start, length, last_chunk, needs_id, is_delta) "
+    "SELECT ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS "
+    "(SELECT 1 FROM blobs WHERE id = ? AND digest = ? AND stored_in = 'index') "
+    "ON CONFLICT (blob_id) DO UPDATE SET size = excluded.size, chunk = excluded.chunk, start = excluded.start, "
+    "length = excluded.length, last_chunk = excluded.last_chunk, needs_id = excluded.needs_id, "
+    "is_delta = excluded.is_delta"
+)
 # A frame moved by `compact` is the same frame: only where it is changes, never what it needs.
 _MOVE_SQL = "UPDATE frame_slots SET chunk = ?, start = ?, length = ?, last_chunk = ? WHERE blob_id = ?"
 
@@ -66,7 +76,8 @@ def append(
     frame: bytes,
     needs_id: int | None = None,
     is_delta: bool = False,
-) -> None:
+    needs_digest: str | None = None,
+) -> bool:
     """
     Append `frame` to the chunks and record (or replace) `blob_id`'s slot, inside the caller's write transaction.
 
@@ -74,10 +85,18 @@ def append(
     :param needs_id: For a learned frame, `blobs.id` of the blob it needs to decode (migration 0017); None for a
         plain frame, which replaces whatever the slot said before.
     :param is_delta: With `needs_id`: the frame is a delta against that blob (else compressed with it, a dictionary).
+    :param needs_digest: With `needs_id`, not yet checked: the digest the blob `needs_id` must have, with its frame in
+        the index; the slot is recorded only if it does.
+    :returns: Whether the slot was recorded: False only if `needs_digest` was given and the check failed (the caller
+        then rolls the transaction back, which takes the appended bytes with it).
     """
     first, start, last = _place(connection, frame)
     delta = None if needs_id is None else int(is_delta)
-    connection.execute(_SLOT_SQL, (blob_id, size, first, start, len(frame), last, needs_id, delta))
+    slot = (blob_id, size, first, start, len(frame), last, needs_id, delta)
+    if needs_digest is None:
+        connection.execute(_SLOT_SQL, slot)
+        return True
+    return connection.execute(_CHECKED_SLOT_SQL, (*slot, needs_id, needs_digest)).rowcount == 1
 
 
 def _place(connection: sqlite3.Connection, frame: bytes) -> tuple[int, int, int]:

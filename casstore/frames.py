@@ -45,6 +45,12 @@ TRAINED_SOURCE_SIZE = 16 * 1024
 _DELTA_LEVEL = 1
 _DEFAULT_LEVEL = 3
 
+# A trained dictionary's tables (hash and chain, 4 bytes an entry) at levels up to the default: every small result of
+# its tool searches them, mostly out of the CPU's caches between two writes. At 2^14 entries each (128 KiB in all,
+# against the 384 KiB level 3 sizes them at), a dictionary frame took 9.6 us against 14.3 us to compress on the medium
+# trace's small results, with the caches flushed between frames, for 0.3% more bytes.
+_TRAINED_TABLE_LOG = 14
+
 PLAIN = "plain"
 DICTIONARY = "dictionary"
 DELTA = "delta"
@@ -87,6 +93,8 @@ class FrameDictionary:
             parameters = zstandard.ZstdCompressionParameters.from_level(
                 level, source_size=source_size, dict_size=len(content), write_checksum=1, write_content_size=1
             )
+            if level <= _DEFAULT_LEVEL:
+                parameters = _with_tables_at_most(parameters, _TRAINED_TABLE_LOG)
             dictionary.precompute_compress(compression_params=parameters)
         except zstandard.ZstdError as error:  # pragma: no cover - content whose digest matched is what was trained
             raise CorruptBlobError(f"Blob {digest} is not a zstd dictionary ({error}).", digest=digest) from error
@@ -269,3 +277,20 @@ def _raw_frame(content: bytes) -> bytes:
         last = 1 if start + _RAW_BLOCK_MAX >= len(content) else 0
         parts += [((len(block) << 3) | last).to_bytes(3, "little"), block]
     return b"".join(parts)
+
+
+def _with_tables_at_most(
+    parameters: zstandard.ZstdCompressionParameters, table_log: int
+) -> zstandard.ZstdCompressionParameters:
+    """:returns: `parameters` with zstd's hash and chain tables of at most 2^`table_log` entries each."""
+    return zstandard.ZstdCompressionParameters(
+        window_log=parameters.window_log,
+        hash_log=min(parameters.hash_log, table_log),
+        chain_log=min(parameters.chain_log, table_log),
+        search_log=parameters.search_log,
+        min_match=parameters.min_match,
+        target_length=parameters.target_length,
+        strategy=parameters.strategy,
+        write_checksum=parameters.write_checksum,
+        write_content_size=parameters.write_content_size,
+    )
