@@ -8,8 +8,8 @@ from, ends in `decode`.
 A frame is one of three encodings (docs/compression.md):
 
 - `plain`: a zstd frame that needs nothing else;
-- `dictionary`: a zstd frame compressed with a trained zstd dictionary (`FrameDictionary.trained`), whose frame header
-  carries the dictionary's id; the dictionary is itself a blob;
+- `dictionary`: a zstd frame compressed with a trained zstd dictionary (`FrameDictionary.trained`); the dictionary is
+  itself a blob, which the index names (the frame header leaves its id out: 4 bytes a frame);
 - `delta`: a zstd frame compressed with an earlier blob's content as a raw-content dictionary
   (`FrameDictionary.base`), the way `zstd --patch-from` does it. It is decoded as the second frame of a
   content-dictionary chain whose first frame holds the base's content in raw blocks (`_raw_frame`), on a zstd context
@@ -180,18 +180,7 @@ class FrameCodec:
         )
         window_log = min(max(parameters.window_log, (2 * size).bit_length()), 27)
         return zstandard.ZstdCompressor(
-            compression_params=zstandard.ZstdCompressionParameters(
-                window_log=window_log,
-                hash_log=min(parameters.hash_log, window_log),
-                chain_log=min(parameters.chain_log, window_log),
-                search_log=parameters.search_log,
-                min_match=parameters.min_match,
-                target_length=parameters.target_length,
-                strategy=parameters.strategy,
-                write_checksum=1,
-                write_content_size=1,
-                write_dict_id=0,
-            ),
+            compression_params=_with_tables_at_most(parameters, window_log, window_log=window_log),
             dict_data=zstandard.ZstdCompressionDict(dictionary.content, dict_type=zstandard.DICT_TYPE_RAWCONTENT),
         )
 
@@ -280,17 +269,22 @@ def _raw_frame(content: bytes) -> bytes:
 
 
 def _with_tables_at_most(
-    parameters: zstandard.ZstdCompressionParameters, table_log: int
+    parameters: zstandard.ZstdCompressionParameters, table_log: int, *, window_log: int | None = None
 ) -> zstandard.ZstdCompressionParameters:
-    """:returns: `parameters` with zstd's hash and chain tables of at most 2^`table_log` entries each."""
+    """
+    :param window_log: The window to use instead of `parameters`' own.
+    :returns: `parameters` with zstd's hash and chain tables of at most 2^`table_log` entries each, writing the content
+        size and a checksum, and no dictionary id.
+    """
     return zstandard.ZstdCompressionParameters(
-        window_log=parameters.window_log,
+        window_log=parameters.window_log if window_log is None else window_log,
         hash_log=min(parameters.hash_log, table_log),
         chain_log=min(parameters.chain_log, table_log),
         search_log=parameters.search_log,
         min_match=parameters.min_match,
         target_length=parameters.target_length,
         strategy=parameters.strategy,
-        write_checksum=parameters.write_checksum,
-        write_content_size=parameters.write_content_size,
+        write_checksum=1,
+        write_content_size=1,
+        write_dict_id=0,
     )
