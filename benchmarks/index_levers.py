@@ -13,11 +13,13 @@ them, so that every index is filled as the writes filled it, not as a rebuild wo
   (whose 1 to 4 KB frames leave parts of most leaf pages unused). Migration 0013 made this lever the schema: on an
   index of 0013 or later it changes nothing.
 - `blobs_binary`: `blobs` with a 32-byte binary digest and integer times (milliseconds), in place of 64 hex
-  characters and two 23-character texts.
-- `blobs_integer_times`: only the integer times of `blobs_binary`.
+  characters and two 23-character texts (on an index of 0019 or later, which keeps the times as milliseconds, only the
+  binary digest).
+- `blobs_integer_times`: only the integer times of `blobs_binary`. Migration 0019 made this lever the schema.
 - `references_binary`: `namespace_references` with a 32-byte binary digest; its text index kept (on the hex of it).
+  Since migration 0018 a reference holds its digest only while its blob row is missing, and there is no text index.
 - `references_without_text_index`: `namespace_references_by_text` dropped (a person's query by a reference's text
-  then scans the references).
+  then scans the references). Migration 0018 made this lever the schema.
 - `all`: every lever above but `blobs_integer_times` (inside `blobs_binary`) in one copy, to show they add up.
 
 Nothing here changes the store: it is the measurement a schema change (migration) starts from.
@@ -104,18 +106,35 @@ def frame_stream(connection: sqlite3.Connection) -> None:
 
 
 def _blobs(connection: sqlite3.Connection, *, binary: bool) -> None:
+    # Since migration 0019 the rows are `blob_rows`', with integer times, under the view `blobs`.
+    in_milliseconds = _has(connection, "blob_rows")
+    if in_milliseconds and not binary:
+        return
     digest = "unhex(digest)" if binary else "digest"
-    connection.execute(
-        f"CREATE TABLE blob_rows (id INTEGER PRIMARY KEY, digest {'BLOB' if binary else 'TEXT'} NOT NULL UNIQUE, "
-        "size INTEGER NOT NULL, stored_size INTEGER NOT NULL, stored_in TEXT NOT NULL, first_seen INTEGER NOT NULL, "
-        "last_seen INTEGER NOT NULL)"
+    times = (
+        "first_seen, last_seen"
+        if in_milliseconds
+        else f"{_MILLISECONDS.format('first_seen')}, {_MILLISECONDS.format('last_seen')}"
     )
     connection.execute(
-        f"INSERT INTO blob_rows SELECT id, {digest}, size, stored_size, stored_in, "
-        f"{_MILLISECONDS.format('first_seen')}, {_MILLISECONDS.format('last_seen')} FROM blobs ORDER BY id"
+        f"CREATE TABLE compact_blob_rows (id INTEGER PRIMARY KEY, digest {'BLOB' if binary else 'TEXT'} NOT NULL "
+        "UNIQUE, size INTEGER NOT NULL, stored_size INTEGER NOT NULL, stored_in TEXT NOT NULL, first_seen INTEGER NOT "
+        "NULL, last_seen INTEGER NOT NULL)"
     )
-    _drop_views(connection, _VIEWS)
-    connection.execute("DROP TABLE blobs")
+    connection.execute(
+        f"INSERT INTO compact_blob_rows SELECT id, {digest}, size, stored_size, stored_in, {times} "
+        f"FROM {'blob_rows' if in_milliseconds else 'blobs'} ORDER BY id"
+    )
+    _drop_views(connection, (*_VIEWS, "offloaded_parts"))
+    if in_milliseconds:
+        connection.execute("DROP VIEW blobs")
+        connection.execute("DROP TABLE blob_rows")
+    else:
+        connection.execute("DROP TABLE blobs")
+
+
+def _has(connection: sqlite3.Connection, name: str) -> bool:
+    return connection.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone() is not None
 
 
 def blobs_binary(connection: sqlite3.Connection) -> None:
@@ -131,8 +150,10 @@ def blobs_integer_times(connection: sqlite3.Connection) -> None:
 def _references(connection: sqlite3.Connection, *, text_index: bool) -> None:
     # Since migration 0016 a reference also holds its blob's id, and the unique index leads with it, not the digest.
     by_blob = "blob_id" in {row[1] for row in connection.execute("PRAGMA table_info(namespace_references)")}
+    # Since migration 0018 a reference's digest is NULL while it has its blob row, and the text index is gone.
+    text_index = text_index and _has(connection, "namespace_references_by_text")
     connection.execute(
-        "CREATE TABLE reference_rows (id INTEGER PRIMARY KEY, namespace_id INTEGER NOT NULL, digest BLOB NOT NULL, "
+        "CREATE TABLE reference_rows (id INTEGER PRIMARY KEY, namespace_id INTEGER NOT NULL, digest BLOB, "
         f"is_binary INTEGER NOT NULL, extension TEXT NOT NULL, size INTEGER NOT NULL{', blob_id INTEGER' * by_blob})"
     )
     connection.execute(
@@ -150,7 +171,7 @@ def _references(connection: sqlite3.Connection, *, text_index: bool) -> None:
         f"INSERT INTO reference_rows SELECT id, namespace_id, unhex(digest), is_binary, extension, size"
         f"{', blob_id' * by_blob} FROM namespace_references ORDER BY id"
     )
-    _drop_views(connection, _REFERENCE_VIEWS)
+    _drop_views(connection, (*_REFERENCE_VIEWS, "offloaded_parts"))
     connection.execute("DROP TABLE namespace_references")
 
 
@@ -160,8 +181,8 @@ def references_binary(connection: sqlite3.Connection) -> None:
 
 
 def references_without_text_index(connection: sqlite3.Connection) -> None:
-    """`namespace_references_by_text` dropped."""
-    connection.execute("DROP INDEX namespace_references_by_text")
+    """`namespace_references_by_text` dropped (nothing since 0018 did)."""
+    connection.execute("DROP INDEX IF EXISTS namespace_references_by_text")
 
 
 def every_lever(connection: sqlite3.Connection) -> None:

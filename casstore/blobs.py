@@ -33,6 +33,7 @@ from functools import partial
 from typing import Protocol
 
 from casstore import forks, frame_chunks
+from casstore.blob_catalog import catalog_of
 from casstore.blob_files import BlobFile, UnsafeBlobPathError
 from casstore.blob_hints import LAST_SEEN_RESOLUTION, BlobHints
 from casstore.database import NOW_SQL, SHIFTED_NOW_SQL, UnitOfWork, ago
@@ -43,20 +44,6 @@ from casstore.references import reference_kind
 
 _STORED_IN_INDEX = "index"
 
-_PUT_SQL = f"""
-    INSERT INTO blobs (digest, size, stored_size, stored_in, first_seen, last_seen)
-    VALUES (?, ?, ?, ?, {NOW_SQL}, {NOW_SQL})
-    ON CONFLICT (digest) DO UPDATE SET
-        last_seen = excluded.last_seen, stored_size = excluded.stored_size, stored_in = excluded.stored_in
-    RETURNING id
-"""
-# A blob copied from another store keeps its times; a row already there keeps its own.
-_IMPORT_SQL = """
-    INSERT INTO blobs (digest, size, stored_size, stored_in, first_seen, last_seen)
-    VALUES (?, ?, ?, ?, ?, ?)
-    ON CONFLICT (digest) DO UPDATE SET stored_size = excluded.stored_size, stored_in = excluded.stored_in
-    RETURNING id
-"""
 # By the parts of the reference (see `references.reference_kind`): the view need not make the reference's text. The
 # reference is found by its blob's id (migration 0016), which `blobs`' index of digests gives in the same statement.
 _READABLE_SQL = (
@@ -70,13 +57,6 @@ _VISIBLE_WITHOUT_BLOB_SQL = (
     "AND namespace_id = (SELECT id FROM namespaces WHERE namespace = ?) AND is_binary = ? AND extension = ?"
 )
 _LOCATE_SQL = "SELECT size, stored_in, frame, encoding, needs FROM blob_locations WHERE digest = ?"
-# A learned frame is recorded only for content that has no row yet (see `_record_dependency`).
-_PUT_NEW_SQL = f"""
-    INSERT INTO blobs (digest, size, stored_size, stored_in, first_seen, last_seen)
-    VALUES (?, ?, ?, ?, {NOW_SQL}, {NOW_SQL})
-    ON CONFLICT (digest) DO NOTHING
-    RETURNING id
-"""
 # PostgreSQL's `blob_dependencies` rows (SQLite keeps a dependency in the frame's `frame_slots` row, migration 0017).
 _SET_DEPENDENCY_SQL = (
     "INSERT INTO blob_dependencies (blob_id, needs_id, encoding) VALUES (?, ?, ?) "
@@ -92,20 +72,14 @@ _SET_KNOWN_DEPENDENCY_SQL = (
 _ACTIVE_DICTIONARY_SQL = (
     "SELECT b.digest, d.samples FROM dictionaries d JOIN blobs b ON b.id = d.blob_id WHERE d.tool = ? AND d.active = 1"
 )
-_CONFIRM_SQL = f"SELECT stored_in, last_seen < {SHIFTED_NOW_SQL} FROM blobs WHERE digest = ?"
 _CONFIRM_AGO = ago(LAST_SEEN_RESOLUTION)
 _RESOLUTION_SECONDS = LAST_SEEN_RESOLUTION.total_seconds()
 # A blob is referenced while a reference to it is visible (`namespace_references` names it by its id, migration 0016).
 _REFERENCED = "SELECT 1 FROM namespace_references WHERE blob_id = blobs.id"
 # Digests per statement when a question names many (SQLite allows 32,766 parameters; PostgreSQL 65,535).
 _CHUNK = 500
-# A blob is collectable when no reference to it is visible, no other blob needs it (as its dictionary or base), and it
-# was not seen within the grace period: a dictionary in use that nothing was written with since the grace period
-# began goes too (a store whose writes are all forgotten shrinks to an empty one; a writer then trains anew).
-_COLLECTABLE = (
-    f"last_seen <= {SHIFTED_NOW_SQL} AND NOT EXISTS ({_REFERENCED}) "
-    "AND NOT EXISTS (SELECT 1 FROM blob_dependencies WHERE needs_id = blobs.id)"
-)
+
+
 # A delta of at most this share of its content's size is kept without comparing it with a plain frame (which would
 # have to compress the content more than 20-fold to be smaller than the delta by DELTA_KEEP_BELOW).
 _SURELY_SMALLER = 0.035
@@ -530,7 +504,7 @@ class BlobStore:
                 # where SQLite keeps what a frame needs, and a file has none.
                 raise LearnedFrameRefused(staged.digest)
             row = connection.execute(
-                _PUT_NEW_SQL, (staged.digest, staged.size, len(staged.frame), stored_in)
+                catalog_of(connection).put_new, (staged.digest, staged.size, len(staged.frame), stored_in)
             ).fetchone()
             if row is None:
                 raise LearnedFrameRefused(staged.digest)
@@ -540,7 +514,7 @@ class BlobStore:
                 self._remember_id(staged.digest, blob_id)  # a result with a dictionary may be a base
         else:
             (blob_id,) = connection.execute(
-                _PUT_SQL if seen is None else _IMPORT_SQL,
+                catalog_of(connection).put if seen is None else catalog_of(connection).import_,
                 (staged.digest, staged.size, len(staged.frame), stored_in, *(seen or ())),
             ).fetchone()
             if not chunked:
@@ -586,7 +560,7 @@ class BlobStore:
         :raises LearnedFrameRefused: If it is gone (the write is then stored plain).
         """
         # Under the write lock: the needed blob is there (gc deletes only under it, and never a needed blob), and
-        # (`_PUT_NEW_SQL`, before) the content had no row yet. Every dependency thus points from a newer row to an
+        # (`put_new`, before) the content had no row yet. Every dependency thus points from a newer row to an
         # older one: no cycle can form. A blob in the index this process stored or needed lately is checked (and on
         # PostgreSQL its dependency recorded) in one statement by its id (an id only ever names the blob whose digest
         # it is asked with, so a stale one just falls through to the look-up by digest).
@@ -638,7 +612,8 @@ class BlobStore:
         """
         checked_at = self._hints.now()
         connection = work.connection
-        row = connection.execute(_CONFIRM_SQL, (_CONFIRM_AGO, digest)).fetchone()
+        catalog = catalog_of(connection)
+        row = connection.execute(catalog.confirm, (_CONFIRM_AGO, digest)).fetchone()
         if row is None:
             return False
         stored_in, stale = row
@@ -646,7 +621,7 @@ class BlobStore:
         if not in_index and self._can_vanish and not self._files.exists(digest):
             return False
         if stale:
-            connection.execute(f"UPDATE blobs SET last_seen = {NOW_SQL} WHERE digest = ?", (digest,))
+            connection.execute(catalog.refresh, (digest,))
         # Left alone, `last_seen` may already be up to a resolution old.
         current_at = checked_at if stale else checked_at - _RESOLUTION_SECONDS
         stays = in_index or not self._can_vanish
@@ -810,9 +785,7 @@ class BlobStore:
 
     def collectable(self, connection: sqlite3.Connection, *, grace: timedelta) -> list[tuple[str, int]]:
         """:returns: `(digest, stored_size)` of every blob no reference is visible for and not seen within `grace`."""
-        rows = connection.execute(
-            f"SELECT digest, stored_size FROM blobs WHERE {_COLLECTABLE}", (_grace_parameter(grace),)
-        )
+        rows = connection.execute(catalog_of(connection).collectable, (_grace_parameter(grace),))
         return [(row[0], row[1]) for row in rows]
 
     def waiting(
@@ -855,9 +828,7 @@ class BlobStore:
         """
         outside = 0
         for digest in digests:
-            row = work.connection.execute(
-                "DELETE FROM blobs WHERE digest = ? RETURNING id, stored_in, stored_size", (digest,)
-            ).fetchone()
+            row = work.connection.execute(catalog_of(work.connection).delete, (digest,)).fetchone()
             if row is None:
                 continue
             self._release_frame(work.connection, row[0])
@@ -879,7 +850,7 @@ class BlobStore:
         """
         connection = work.connection
         row = connection.execute(
-            f"DELETE FROM blobs WHERE digest = ? AND {_COLLECTABLE} RETURNING id, stored_in",
+            catalog_of(connection).delete_if_collectable,
             (digest, _grace_parameter(grace)),
         ).fetchone()
         if row is None:
@@ -991,7 +962,8 @@ def _needs_damaged(location: BlobLocation, error: CorruptBlobError) -> CorruptBl
 
 
 def _collectable_from(last_seen: str, grace: timedelta) -> str:
-    # What `_COLLECTABLE` asks, turned around: collectable once `last_seen` is `grace` plus the resolution old.
+    # What the catalog's `collectable` asks, turned around: collectable once `last_seen` is `grace` plus the
+    # resolution old.
     when = datetime.fromisoformat(last_seen) + grace + LAST_SEEN_RESOLUTION
     return when.isoformat(sep=" ", timespec="milliseconds")
 

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from sqlite_utils import Database as SqliteUtilsDatabase
 
 from casstore import forks
+from casstore.blob_times_upgrade import refuse_unreadable_blob_times
 from casstore.dependencies_upgrade import refuse_unslotted_dependencies
 from casstore.disk import disk_usage_of_file
 from casstore.errors import IndexDamagedError, SchemaError, StoreClosedError
@@ -161,6 +162,7 @@ class Database:
                     pending = [migration.name for migration in MIGRATIONS.pending(sqlite_utils_db)]
                     refuse_unreadable_write_times(connection, pending=pending, path=self.path)
                     refuse_unslotted_dependencies(connection, pending=pending, path=self.path)
+                    refuse_unreadable_blob_times(connection, pending=pending, path=self.path)
                     MIGRATIONS.apply(sqlite_utils_db)
                     connection.execute(f"PRAGMA user_version = {len(MIGRATION_NAMES)}")
                 if connection.execute("PRAGMA auto_vacuum").fetchone()[0] == _INCREMENTAL:

@@ -57,6 +57,15 @@ _ADD_REFERENCE_SQL = (
     f"VALUES ((SELECT id FROM namespaces WHERE namespace = ?), {_BLOB_ID_OF_DIGEST}, ?, ?, ?, ?) "
     "ON CONFLICT DO NOTHING RETURNING id"
 )
+# The same in SQLite, where a reference keeps its digest only while its blob row is missing (migration 0018): the
+# blob's row holds it otherwise. The same parameters; `WHERE true` keeps SQLite from reading ON CONFLICT as a join's.
+_ADD_REFERENCE_SQLITE_SQL = (
+    "INSERT INTO namespace_references (namespace_id, blob_id, digest, is_binary, extension, size) "
+    "SELECT n.id, b.id, CASE WHEN b.id IS NULL THEN d.digest END, d.is_binary, d.extension, d.size "
+    "FROM (SELECT ? AS namespace, ? AS digest, ? AS lookup, ? AS is_binary, ? AS extension, ? AS size) d "
+    "JOIN namespaces n ON n.namespace = d.namespace LEFT JOIN blobs b ON b.digest = d.lookup WHERE true "
+    "ON CONFLICT DO NOTHING RETURNING id"
+)
 _INSERT_WRITE_SQL = f"INSERT INTO write_log (reference_id, key, written_at) VALUES (?, ?, {NOW_MS_SQL})"
 # A repeated write in one statement: the reference found and the write appended, or nothing changed (the reference is
 # not visible yet). One statement where the look-up and the insert were two, which pays for the look-up of the blob's
@@ -77,7 +86,11 @@ _IN_NAMESPACE = (
     "reference_id IN (SELECT r.id FROM namespace_references r JOIN namespaces n ON n.id = r.namespace_id "
     "WHERE n.namespace = ?)"
 )
-_DIGEST_OF_WRITE = "(SELECT r.digest FROM namespace_references r WHERE r.id = reference_id)"
+# A reference's digest is its blob's, or its own while the blob row is missing (SQLite's migration 0018).
+_DIGEST_OF_WRITE = (
+    "(SELECT coalesce(r.digest, b.digest) FROM namespace_references r LEFT JOIN blobs b ON b.id = r.blob_id "
+    "WHERE r.id = reference_id)"
+)
 # What nothing keeps: no reference names the blob (by its id, migration 0016), no blob needs it, no group uses it.
 _UNREFERENCED_SQL = (
     "SELECT digest FROM blobs b WHERE NOT EXISTS (SELECT 1 FROM namespace_references v WHERE v.blob_id = b.id) "
@@ -139,7 +152,8 @@ def record_write(work: UnitOfWork, namespace: str, write: PreparedWrite) -> bool
 def _add_reference(work: UnitOfWork, namespace: str, *, digest: str, binary: int, extension: str, size: int) -> Any:
     connection = work.connection
     work.change(_ADD_NAMESPACE_SQL, (namespace, namespace))
-    row = connection.execute(_ADD_REFERENCE_SQL, (namespace, digest, digest, binary, extension, size)).fetchone()
+    statement = _ADD_REFERENCE_SQLITE_SQL if isinstance(connection, sqlite3.Connection) else _ADD_REFERENCE_SQL
+    row = connection.execute(statement, (namespace, digest, digest, binary, extension, size)).fetchone()
     if row is None:
         row = connection.execute(_FIND_REFERENCE_SQL, (digest, namespace, binary, extension)).fetchone()
     return row

@@ -56,12 +56,12 @@ def namespace_totals(connection: sqlite3.Connection, *, namespace: str) -> dict[
     row = connection.execute(
         """
         WITH mine AS (
-            SELECT r.digest, r.size FROM write_log w JOIN namespace_references r ON r.id = w.reference_id
+            SELECT r.blob_id, r.size FROM write_log w JOIN namespace_references r ON r.id = w.reference_id
             WHERE r.namespace_id = (SELECT id FROM namespaces WHERE namespace = ?)
         )
         SELECT (SELECT count(*) FROM mine), (SELECT CAST(coalesce(sum(size), 0) AS BIGINT) FROM mine),
                count(*), CAST(coalesce(sum(size), 0) AS BIGINT), CAST(coalesce(sum(stored_size), 0) AS BIGINT)
-        FROM blobs WHERE digest IN (SELECT digest FROM mine)
+        FROM blobs WHERE id IN (SELECT blob_id FROM mine)
         """,
         (namespace,),
     ).fetchone()

@@ -20,7 +20,8 @@ class Relation:
 
 RELATIONS: dict[str, Relation] = {
     "blobs": Relation(
-        "One row per distinct piece of content.",
+        "One row per distinct piece of content. In SQLite a view (migration 0019) of blob_rows, which keeps the times "
+        "as milliseconds; a row inserted, changed or deleted here by hand goes through to it.",
         {
             "id": "row id (blob_frames.blob_id)",
             "digest": "64 lower-case hex characters: the BLAKE3 hash of the content bytes (unique)",
@@ -30,6 +31,19 @@ RELATIONS: dict[str, Relation] = {
             "first_seen": f"when it was first stored ({_TIMES})",
             "last_seen": "when it was last written, by any namespace, to the second; gc never deletes a blob seen "
             "within its grace period",
+        },
+    ),
+    "blob_rows": Relation(
+        "What the view blobs shows, as stored (SQLite, migration 0019): the same rows and ids, the times as integer "
+        "milliseconds since 1970-01-01 00:00:00 UTC. casstore's blob layer writes it.",
+        {
+            "id": "row id (blobs.id)",
+            "digest": "64 lower-case hex characters (unique)",
+            "size": "content bytes, uncompressed",
+            "stored_size": "bytes of the zstd frame that holds it",
+            "stored_in": "index or file",
+            "first_seen": "when it was first stored, in milliseconds since 1970 (blobs shows it as text)",
+            "last_seen": "when it was last written, in milliseconds since 1970, to the second",
         },
     ),
     "blob_frames": Relation(
@@ -106,7 +120,8 @@ RELATIONS: dict[str, Relation] = {
         {
             "id": "row id (write_log.reference_id)",
             "namespace_id": "namespaces.id",
-            "digest": "the content's digest (blobs.digest); it names the content even when the blob row is missing",
+            "digest": "NULL while the reference has its blob row (migration 0018: the digest is kept once, in "
+            "blobs); the content's digest while the blob row is missing, so that the reference still names it",
             "is_binary": "1 if the content was written as bytes (kind binary, a blake3/bin/ reference), else 0",
             "extension": "the reference's extension, such as .txt, or an empty string",
             "size": "content bytes (blobs.size)",
@@ -137,6 +152,25 @@ RELATIONS: dict[str, Relation] = {
             "saved_tokens": "original_tokens minus the tokens of the message that replaced it",
             "offloaded_at": f"when ({_TIMES})",
         },
+    ),
+    "offloaded_parts": Relation(
+        "One row per part of each offloaded result, with the blob its reference names, found through the index of "
+        "blobs by the digest the reference carries (migration 0018).",
+        {
+            "offload_id": "offloads.id",
+            "compaction_id": "as in offloads",
+            "namespace": "as in offloads",
+            "tool_name": "as in offloads",
+            "tool_call_id": "as in offloads",
+            "part": "the part's place in offloads.refs, from 0",
+            "reference": "the part's reference, as the compactor left it in the conversation",
+            "digest": "its blob's digest, as in blobs; NULL once gc has deleted the blob",
+            "size": "its blob's content bytes; NULL once gc has deleted the blob",
+            "stored_size": "its blob's stored bytes; NULL once gc has deleted the blob",
+            "stored_in": "where its blob is kept (index, file, object); NULL once gc has deleted the blob",
+            "offloaded_at": f"as in offloads ({_TIMES})",
+        },
+        view=True,
     ),
     "compactions": Relation(
         "One row per compact call of DedupOffloadCompactor that found the conversation over its target: what the "
@@ -372,11 +406,8 @@ QUESTIONS: tuple[Question, ...] = (
     Question(
         "every_part",
         "Every part of every offloaded result, with its size and where it is stored.",
-        "SELECT o.tool_name, o.tool_call_id, part.value AS reference, w.size, b.stored_size, b.stored_in\n"
-        "FROM offloads o, json_each(o.refs) part\n"
-        "JOIN writes w ON w.reference = part.value AND w.namespace = o.namespace\n"
-        "JOIN blobs b ON b.digest = w.digest\n"
-        "GROUP BY o.id, part.key ORDER BY o.id;",
+        "SELECT tool_name, tool_call_id, reference, size, stored_size, stored_in\n"
+        "FROM offloaded_parts ORDER BY offload_id, part;",
     ),
     Question(
         "encodings",

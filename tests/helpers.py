@@ -157,3 +157,82 @@ def as_before_0017(connection: sqlite3.Connection) -> None:
     connection.executemany("INSERT INTO blob_dependencies (blob_id, needs_id, encoding) VALUES (?, ?, ?)", rows)
     connection.execute("DELETE FROM _sqlite_migrations WHERE name = '0017_dependencies_in_slots'")
     connection.execute(f"PRAGMA user_version = {MIGRATION_NAMES.index('0017_dependencies_in_slots')}")
+
+
+# What migration 0018 (digests kept once) changed, and the objects it dropped and made again.
+DIGESTS_KEPT_ONCE = "0018_digests_kept_once"
+_DIGESTS_KEPT_ONCE_VIEWS = (
+    "offloaded_parts",
+    "writes",
+    "visible_references",
+    "dedup_summary",
+    "namespace_summary",
+    "repeated_results",
+    "readable_blobs",
+)
+
+
+def as_before_0018(connection: sqlite3.Connection) -> None:
+    """
+    Turn a SQLite index back into what it was before migration 0018, with the same rows: every reference with its own
+    copy of its digest (taken from its blob row), the index of the references' text, and the views and triggers as
+    0017 left them; 0018 not recorded as applied (opening the store applies it again). 0019 is undone first, if the
+    index has it (`blobs` a table again, where 0018's triggers are).
+    """
+    from casstore.schema import MIGRATION_NAMES
+
+    if connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'blob_rows'").fetchone() is not None:
+        as_before_0019(connection)
+    before = schema_through(MIGRATION_NAMES[MIGRATION_NAMES.index(DIGESTS_KEPT_ONCE) - 1])
+    rows = connection.execute(
+        "SELECT r.id, r.namespace_id, coalesce(r.digest, b.digest), r.is_binary, r.extension, r.size, r.blob_id "
+        "FROM namespace_references r LEFT JOIN blobs b ON b.id = r.blob_id ORDER BY r.id"
+    ).fetchall()
+    for view in _DIGESTS_KEPT_ONCE_VIEWS:
+        connection.execute(f"DROP VIEW {view}")
+    for trigger in _BLOB_ID_TRIGGERS:
+        connection.execute(f"DROP TRIGGER {trigger}")
+    connection.execute("DROP TABLE namespace_references")
+    connection.execute(before["namespace_references"][1])
+    connection.executemany(
+        "INSERT INTO namespace_references (id, namespace_id, digest, is_binary, extension, size, blob_id) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+    present = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+    for kind in ("index", "view", "trigger"):
+        for name, (object_type, sql) in before.items():
+            if object_type == kind and name not in present:
+                connection.execute(sql)
+    connection.execute("DELETE FROM _sqlite_migrations WHERE name = ?", (DIGESTS_KEPT_ONCE,))
+    connection.execute(f"PRAGMA user_version = {MIGRATION_NAMES.index(DIGESTS_KEPT_ONCE)}")
+
+
+# What migration 0019 (a blob's times in milliseconds) changed.
+BLOB_TIMES_IN_MILLISECONDS = "0019_blob_times_in_milliseconds"
+
+
+def as_before_0019(connection: sqlite3.Connection) -> None:
+    """
+    Turn a SQLite index back into what it was before migration 0019, with the same rows: `blobs` a table again, its
+    times the text the view showed, with 0018's triggers on it; 0019 not recorded as applied (opening the store
+    applies it again). The views that read `blobs` read the table again, as they did.
+    """
+    from casstore.schema import MIGRATION_NAMES
+
+    before = schema_through(MIGRATION_NAMES[MIGRATION_NAMES.index(BLOB_TIMES_IN_MILLISECONDS) - 1])
+    rows = connection.execute(
+        "SELECT id, digest, size, stored_size, stored_in, first_seen, last_seen FROM blobs ORDER BY id"
+    ).fetchall()
+    connection.execute("DROP VIEW blobs")  # and its triggers
+    connection.execute("DROP TABLE blob_rows")  # and its triggers
+    connection.execute(before["blobs"][1])
+    connection.executemany(
+        "INSERT INTO blobs (id, digest, size, stored_size, stored_in, first_seen, last_seen) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+    for trigger in _BLOB_ID_TRIGGERS:
+        connection.execute(before[trigger][1])
+    connection.execute("DELETE FROM _sqlite_migrations WHERE name = ?", (BLOB_TIMES_IN_MILLISECONDS,))
+    connection.execute(f"PRAGMA user_version = {MIGRATION_NAMES.index(BLOB_TIMES_IN_MILLISECONDS)}")

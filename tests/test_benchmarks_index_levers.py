@@ -71,13 +71,13 @@ def test_the_levers_are_measured_on_copies_and_add_up(tmp_path: Path) -> None:
         entry = figures[name]
         assert isinstance(entry, dict)
         assert entry["saved_bytes"] == total - entry["index_bytes"], name
-    # Binary digests take bytes off the rows and indexes that held hex text; integer times are a part of that.
+    # Binary digests take bytes off the rows and the index that held hex text. A store written now keeps its frames
+    # in chunks (0013), its references without their digest or an index of their text (0018), and its blobs' times
+    # as milliseconds (0019) already: those levers change nothing.
     saved = {name: figures[name]["saved_bytes"] for name in LEVERS}  # type: ignore[index]
-    assert saved["blobs_binary"] > saved["blobs_integer_times"] > 0
-    assert saved["references_binary"] > 0 and saved["references_without_text_index"] > 0
-    assert saved["frame_stream"] == 0  # a store written now keeps its frames in chunks already (migration 0013)
-    parts = ("blobs_binary", "references_binary", "references_without_text_index")
-    assert saved["all"] > max(saved[name] for name in parts)
+    assert saved["blobs_binary"] > 0
+    assert saved["frame_stream"] == saved["blobs_integer_times"] == saved["references_without_text_index"] == 0
+    assert saved["all"] >= saved["blobs_binary"]
 
 
 def test_the_command_measures_an_index_given(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -22,7 +22,7 @@ from casstore import ContentAddressedToolResultStore, SchemaError, frame_chunks
 from casstore import learning as learning_module
 from casstore.maintenance import collect_garbage, verify
 from casstore.schema import MIGRATION_NAMES
-from tests.helpers import as_before_0017, create_store
+from tests.helpers import as_before_0017, as_before_0018, create_store
 from tests.test_frame_chunks import _as_of_0012
 from tests.test_learned_encodings import TRAIN_AFTER, digest_of, listing, train_a_dictionary
 
@@ -268,6 +268,7 @@ def test_an_index_made_before_0017_upgrades_in_place(store_root: Path) -> None:
     written = _learned_store(store_root)
     with _index(store_root) as connection:
         expected = _dependencies(connection)
+        as_before_0018(connection)
         as_before_0017(connection)
         assert connection.execute("SELECT type FROM sqlite_master WHERE name = 'blob_dependencies'").fetchone() == (
             "table",
@@ -290,6 +291,7 @@ def test_an_index_made_before_0017_upgrades_in_place(store_root: Path) -> None:
 def test_an_upgrade_with_a_dependency_that_has_no_frame_in_the_index_is_refused_naming_it(store_root: Path) -> None:
     written = _learned_store(store_root)
     with _index(store_root) as connection:
+        as_before_0018(connection)
         as_before_0017(connection)
         big = next(reference for reference, content in written.items() if len(content) == 600_000)
         (file_blob,) = connection.execute("SELECT id FROM blobs WHERE digest = ?", (digest_of(big),)).fetchone()

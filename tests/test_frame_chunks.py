@@ -20,7 +20,7 @@ from casstore import ContentAddressedToolResultStore, CorruptBlobError, frame_ch
 from casstore.frame_chunks import CHUNK_BYTES, COMPACT_BELOW
 from casstore.maintenance import collect_garbage, verify
 from casstore.schema import MIGRATION_NAMES
-from tests.helpers import as_before_0017, create_store, undo_references_by_blob_id
+from tests.helpers import as_before_0017, as_before_0018, create_store, undo_references_by_blob_id
 from tests.test_learned_encodings import _run_until_stalled
 
 LONG_AGO = "2020-01-01 00:00:00.000"
@@ -170,6 +170,7 @@ def _as_of_0012(root: Path) -> None:
     opening, in order.
     """
     with contextlib.closing(_connect(root)) as connection:
+        as_before_0018(connection)
         as_before_0017(connection)
         undo_references_by_blob_id(connection)
         frames = connection.execute("SELECT blob_id, frame, size FROM blob_frames").fetchall()

@@ -97,7 +97,9 @@ def test_forgetting_the_only_namespace_shrinks_the_index_to_an_empty_stores_size
     page = _pragma(root, "page_size")
     assert _index_file_bytes(root) <= empty + page  # the file itself, not only SQLite's count of pages
     assert not (root / "index.db-wal").exists() or (root / "index.db-wal").stat().st_size == 0
-    assert report["index_bytes_before"] > 4 * int(report["index_bytes_after"])  # type: ignore[call-overload]
+    # The report says so too (its figures count the open index's log and shared memory as well).
+    assert int(report["index_bytes_before"]) >= before  # type: ignore[call-overload]
+    assert int(report["index_bytes_before"]) > 3 * int(report["index_bytes_after"])  # type: ignore[call-overload]
     text = _invoke("gc", "--root", str(root), "--grace", "0s").output
     assert "goes back to the file system" in text and "on disk" in text
 

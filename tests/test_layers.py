@@ -275,6 +275,7 @@ _CLIENTS = ["store.py", "maintenance.py", "history.py", "cli.py", "demo.py", "de
 _LAYERS_BELOW = {
     "casstore.database",
     "casstore.blobs",
+    "casstore.blob_catalog",
     "casstore.blob_files",
     "casstore.blob_hints",
     "casstore.frames",

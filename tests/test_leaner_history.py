@@ -72,8 +72,9 @@ def _undo_migrations_after_0011(connection: sqlite3.Connection) -> None:
     """
     Drop what the migrations after 0011 added, put back what they changed as 0011 left it (0013 made the table
     `blob_frames` a view over `frame_chunks` and `frame_slots`, and redefined the views that join it: the frames go
-    back into the table; 0017 made the table `blob_dependencies` a view over the slots: its rows go back too), and
-    forget that they were applied.
+    back into the table; 0017 made the table `blob_dependencies` a view over the slots: its rows go back too; 0019 made
+    the table `blobs` a view over `blob_rows`: its rows go back as the view shows them), and forget that they were
+    applied.
     """
     through_0011 = _schema_through(_LEAN)
     latest = _schema_through(MIGRATION_NAMES[-1])
@@ -83,6 +84,11 @@ def _undo_migrations_after_0011(connection: sqlite3.Connection) -> None:
     dependencies = None
     if latest["blob_dependencies"][0] == "view":
         dependencies = connection.execute("SELECT blob_id, needs_id, encoding FROM blob_dependencies").fetchall()
+    blobs = None
+    if latest["blobs"][0] == "view":  # 0019: the rows are `blob_rows`', their times as the view shows them
+        blobs = connection.execute(
+            "SELECT id, digest, size, stored_size, stored_in, first_seen, last_seen FROM blobs ORDER BY id"
+        ).fetchall()
     removed = [name for name in through_0011 if name not in latest]
     added = {name: kind for name, (kind, _) in latest.items() if name not in through_0011}
     changed = {
@@ -96,6 +102,8 @@ def _undo_migrations_after_0011(connection: sqlite3.Connection) -> None:
     for kind in ("table", "index", "view", "trigger"):
         for name in sorted(name for name in [*changed, *removed] if through_0011[name][0] == kind):
             connection.execute(through_0011[name][1])
+    if blobs is not None:
+        connection.executemany("INSERT INTO blobs VALUES (?, ?, ?, ?, ?, ?, ?)", blobs)
     if frames is not None:
         connection.executemany("INSERT INTO blob_frames (blob_id, frame, size) VALUES (?, ?, ?)", frames)
     if dependencies is not None:
@@ -263,6 +271,12 @@ def _postgres_columns(connection: Any, schema: str) -> set[tuple[Any, ...]]:
     return set(rows) | set(routines)
 
 
+def _postgres_views(connection: Any) -> set[str]:
+    """:returns: The views of the public schema."""
+    rows = connection.execute("SELECT table_name FROM information_schema.views WHERE table_schema = 'public'")
+    return {row[0] for row in rows.fetchall()}
+
+
 def _postgres_objects_through(connection: Any, last: str) -> tuple[set[str], set[str]]:
     """:returns: The tables and views, and the functions, the PostgreSQL migrations up to `last` make."""
     connection.execute("CREATE SCHEMA scratch_migrations")
@@ -287,7 +301,10 @@ def _postgres_undo_migrations_after_0011(connection: Any) -> None:
     """
     tables, functions = _postgres_objects_through(connection, MIGRATION_NAMES[-1])
     tables_0011, functions_0011 = _postgres_objects_through(connection, _LEAN)
-    for table in sorted(tables - tables_0011):
+    views = _postgres_views(connection)
+    for view in sorted((tables - tables_0011) & views):
+        connection.execute(f'DROP VIEW "{view}"')
+    for table in sorted(tables - tables_0011 - views):
         connection.execute(f'DROP TABLE "{table}" CASCADE')
     for function in sorted(functions - functions_0011):
         connection.execute(f'DROP FUNCTION "{function}" CASCADE')

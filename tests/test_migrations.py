@@ -50,8 +50,9 @@ def test_visibility_has_one_owner_and_no_trigger(store: ContentAddressedToolResu
     """
     `visible_references` is kept by casstore's index layer alone (0006 dropped the trigger that kept half of it). The
     triggers left only let a person move a write in time through the view `writes` (0011), write a frame through
-    the view `blob_frames` (0013) and a dependency through the view `blob_dependencies` (0017), and keep a
-    reference's `blob_id` the id of its digest's blob row (0016), which changes no reference's visibility.
+    the view `blob_frames` (0013), a dependency through the view `blob_dependencies` (0017) and a blob's row through
+    the view `blobs` (0019), and keep a reference's `blob_id` the id of its digest's blob row (0016, on `blob_rows`
+    since 0019), which changes no reference's visibility.
     """
     with sqlite3.connect(store.root / "index.db") as connection:
         triggers = connection.execute(
@@ -64,9 +65,12 @@ def test_visibility_has_one_owner_and_no_trigger(store: ContentAddressedToolResu
         ("blob_frames_delete", "blob_frames"),
         ("blob_frames_insert", "blob_frames"),
         ("blob_frames_update", "blob_frames"),
-        ("blobs_attach_references", "blobs"),
-        ("blobs_detach_references", "blobs"),
-        ("blobs_follow_references", "blobs"),
+        ("blobs_attach_references", "blob_rows"),
+        ("blobs_delete", "blobs"),
+        ("blobs_detach_references", "blob_rows"),
+        ("blobs_follow_references", "blob_rows"),
+        ("blobs_insert", "blobs"),
+        ("blobs_update", "blobs"),
         ("writes_set_written_at", "writes"),
     ]
     reference = store.write(key="a.txt", content="seen")

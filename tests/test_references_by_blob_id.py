@@ -34,8 +34,11 @@ from casstore.report import build_report
 from casstore.schema import MIGRATION_NAMES
 from casstore.schema_docs import QUESTIONS
 from tests.helpers import (
+    BLOB_TIMES_IN_MILLISECONDS,
+    DIGESTS_KEPT_ONCE,
     REFERENCES_BY_BLOB_ID,
     as_before_0017,
+    as_before_0018,
     blake3_hex,
     schema_through,
     undo_references_by_blob_id,
@@ -162,8 +165,10 @@ def test_the_plan_checker_sees_a_scan_in_a_loop(tmp_path: Path) -> None:
         assert not scans_in_a_loop(connection, looped)
 
 
-def _hot_statements() -> dict[str, str]:
-    from casstore import blobs, index
+def _hot_statements(*, postgres: bool = False) -> dict[str, str]:
+    from casstore import blob_catalog, blobs, index
+
+    engine: object = object() if postgres else sqlite3.connect(":memory:")
 
     return {
         "read": blobs._READABLE_SQL,
@@ -171,24 +176,29 @@ def _hot_statements() -> dict[str, str]:
         "write: a repeated write": index._APPEND_REPEATED_WRITE_SQL,
         "write: find the reference": index._FIND_REFERENCE_SQL,
         "write: find a reference without its blob row": index._FIND_REFERENCE_WITHOUT_BLOB_SQL,
-        "write: make the reference": index._ADD_REFERENCE_SQL,
+        "write: make the reference": index._ADD_REFERENCE_SQL if postgres else index._ADD_REFERENCE_SQLITE_SQL,
         "is visible": index._IS_VISIBLE_SQL,
-        "gc: what nothing references": f"SELECT digest FROM blobs WHERE {blobs._COLLECTABLE}",
+        "gc: what nothing references": blob_catalog.catalog_of(engine).collectable,
         "gc: unreferenced digests": index._UNREFERENCED_SQL,
     }
 
 
 def _trigger_statements(connection: sqlite3.Connection) -> list[str]:
-    """:returns: The statements of the triggers on `blobs` (0016), their `NEW.` and `OLD.` values as parameters."""
+    """
+    :returns: The statements of the triggers on `blobs` (0016; on `blob_rows` since 0019, and the view's), their `NEW.`
+        and `OLD.` values as parameters.
+    """
     bodies = [
         row[0]
-        for row in connection.execute("SELECT sql FROM sqlite_master WHERE tbl_name = 'blobs' AND type = 'trigger'")
+        for row in connection.execute(
+            "SELECT sql FROM sqlite_master WHERE tbl_name IN ('blobs', 'blob_rows') AND type = 'trigger'"
+        )
     ]
     statements = [
         re.sub(r"\b(?:NEW|OLD)\.\w+", "?", statement.strip())
         for body in bodies
         for statement in body.split("BEGIN", 1)[1].rsplit("END", 1)[0].split(";")
-        if statement.strip()
+        if "namespace_references" in statement
     ]
     return statements
 
@@ -293,11 +303,21 @@ def _mismatched(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     return [row for row in rows if row[1] != row[2]]
 
 
-_CONSISTENT = "SELECT r.id, r.blob_id, (SELECT b.id FROM blobs b WHERE b.digest = r.digest) FROM namespace_references r"
-_TWINS = (
-    "SELECT digest, namespace_id, is_binary, extension, count(*) FROM namespace_references "
-    "GROUP BY digest, namespace_id, is_binary, extension HAVING count(*) > 1"
+# The digest a reference names: its own while its blob row is missing, else its blob's (SQLite keeps it only in the
+# blob's row since migration 0018; PostgreSQL keeps it in both, and `_DIGESTS_DISAGREE` checks they agree).
+_NAMED = "coalesce(r.digest, (SELECT x.digest FROM blobs x WHERE x.id = r.blob_id))"
+_CONSISTENT = (
+    f"SELECT r.id, r.blob_id, (SELECT b.id FROM blobs b WHERE b.digest = {_NAMED}) FROM namespace_references r"
 )
+_DIGESTS_DISAGREE = (
+    "SELECT r.id FROM namespace_references r JOIN blobs b ON b.id = r.blob_id "
+    "WHERE r.digest IS NOT NULL AND r.digest <> b.digest"
+)
+_TWINS = (
+    f"SELECT {_NAMED} AS named, namespace_id, is_binary, extension, count(*) FROM namespace_references r "
+    "GROUP BY named, namespace_id, is_binary, extension HAVING count(*) > 1"
+)
+_BLOB_IDS_NAMING = f"SELECT r.blob_id FROM namespace_references r WHERE {_NAMED} = ?"
 
 
 @pytest.fixture(params=["local", "shared"])
@@ -315,7 +335,7 @@ def test_a_reference_whose_blob_row_is_deleted_says_so_and_a_write_mends_it(back
     other.write(key="a.txt", content=content)
     digest = blake3_hex(content.encode())
     backend.execute("DELETE FROM blobs WHERE digest = ?", (digest,))  # damage, by hand
-    assert backend.rows("SELECT blob_id FROM namespace_references WHERE digest = ?", (digest,)) == [(None,), (None,)]
+    assert backend.rows(_BLOB_IDS_NAMING, (digest,)) == [(None,), (None,)]
     # Another blob may take the freed id: the reference must not read it.
     later = store.write(key="b.txt", content="written after the damage\n" * 40)
     with pytest.raises(CorruptBlobError) as raised:
@@ -325,13 +345,13 @@ def test_a_reference_whose_blob_row_is_deleted_says_so_and_a_write_mends_it(back
     report = verify(store)
     assert sorted(report.dangling_writes) == [("alice", reference), ("bob", reference)] and not report.ok
     collect_garbage(store, grace=timedelta(0))  # nothing it may delete: the references stay, still damaged
-    assert len(backend.rows("SELECT id FROM namespace_references WHERE digest = ?", (digest,))) == 2
+    assert len(backend.rows(_BLOB_IDS_NAMING, (digest,))) == 2
     # Writing the content again stores the blob anew; both references take its new id, and no second row is made.
     assert backend.open(namespace="alice").write(key="again.txt", content=content) == reference
     (new_id,) = backend.rows("SELECT id FROM blobs WHERE digest = ?", (digest,))[0]
-    assert backend.rows("SELECT blob_id FROM namespace_references WHERE digest = ?", (digest,)) == [(new_id,)] * 2
+    assert backend.rows(_BLOB_IDS_NAMING, (digest,)) == [(new_id,)] * 2
     assert backend.rows(_TWINS) == []
-    assert _mismatched(backend.rows(_CONSISTENT)) == []
+    assert _mismatched(backend.rows(_CONSISTENT)) == [] and backend.rows(_DIGESTS_DISAGREE) == []
     for namespace in ("alice", "bob"):
         assert backend.open(namespace=namespace).read(reference) == content
     assert backend.open(namespace="alice").read(later) == "written after the damage\n" * 40
@@ -389,6 +409,7 @@ def test_blob_id_is_always_the_id_of_the_digests_blob_row(
         with contextlib.closing(_connect(root)) as connection:
             assert _mismatched(connection.execute(_CONSISTENT).fetchall()) == []
             assert connection.execute(_TWINS).fetchall() == []
+            assert connection.execute(_DIGESTS_DISAGREE).fetchall() == []
     for (namespace, reference), content in expected.items():
         with ContentAddressedToolResultStore(root, namespace=namespace) as store:
             assert store.read(reference) == content
@@ -415,8 +436,13 @@ def _answers(root: Path) -> list[list[tuple[Any, ...]]]:
 def _as_of_0015(root: Path) -> None:
     """Turn an index of today's schema into exactly what migration 0015 left, with the same rows."""
     later = MIGRATION_NAMES[MIGRATION_NAMES.index(REFERENCES_BY_BLOB_ID) + 1 :]
-    assert later == ("0017_dependencies_in_slots",), "undo the migrations after 0016 here first"
+    assert later == (
+        "0017_dependencies_in_slots",
+        DIGESTS_KEPT_ONCE,
+        BLOB_TIMES_IN_MILLISECONDS,
+    ), "undo the migrations after 0016 here first"
     with contextlib.closing(_connect(root)) as connection:
+        as_before_0018(connection)
         as_before_0017(connection)
         undo_references_by_blob_id(connection)
         now = {
@@ -444,7 +470,12 @@ def test_an_index_of_0015_upgrades_in_place_with_the_same_answers_and_its_damage
         assert _answers(root) == before  # the upgrade happened on opening, and changed no answer
         with contextlib.closing(_connect(root)) as connection:
             applied = [row[0] for row in connection.execute("SELECT name FROM _sqlite_migrations ORDER BY id")]
-            assert applied[-2:] == [REFERENCES_BY_BLOB_ID, "0017_dependencies_in_slots"]
+            assert applied[-4:] == [
+                REFERENCES_BY_BLOB_ID,
+                "0017_dependencies_in_slots",
+                DIGESTS_KEPT_ONCE,
+                BLOB_TIMES_IN_MILLISECONDS,
+            ]
             assert _mismatched(connection.execute(_CONSISTENT).fetchall()) == []
             assert connection.execute("SELECT count(*) FROM namespace_references WHERE blob_id IS NULL").fetchone()[
                 0
@@ -518,6 +549,8 @@ def _postgres_as_of_0015(url: str) -> None:
         )
     ]
     with psycopg.connect(url) as connection:
+        connection.execute("DROP VIEW offloaded_parts")  # 0018, which applies again after 0016
+        connection.execute("DELETE FROM _casstore_migrations WHERE name = %s", (DIGESTS_KEPT_ONCE,))
         connection.execute("DROP FUNCTION casstore_attach_references() CASCADE")  # and its three triggers
         connection.execute("DROP VIEW readable_blobs")
         connection.execute("DROP INDEX namespace_references_by_blob")
@@ -615,7 +648,7 @@ def test_the_hot_statements_find_references_by_an_index_on_postgresql(
     }
     with psycopg.connect(postgres_url) as connection:
         connection.execute("SET LOCAL enable_seqscan = off")
-        for name, statement in _hot_statements().items():
+        for name, statement in _hot_statements(postgres=True).items():
             plan = "\n".join(
                 row[0]
                 for row in connection.execute(
