@@ -11,6 +11,9 @@ from dataclasses import dataclass
 
 from casstore.database import NOW_MS_SQL, NOW_SQL, SHIFTED_NOW_MS_SQL, SHIFTED_NOW_SQL
 
+# The ids of the blobs another blob needs (its dictionary, or its delta's base), on both engines.
+NEEDED_IDS_SQL = "SELECT needs_id FROM blob_dependencies WHERE needs_id IS NOT NULL"
+
 
 @dataclass(frozen=True, slots=True)
 class CatalogStatements:
@@ -24,19 +27,21 @@ class CatalogStatements:
     delete: str
     collectable: str
     """Every blob gc may delete, `(digest, stored_size)`; its one parameter is the grace period's `ago`."""
-    delete_if_collectable: str
-    """The blob `digest` deleted if gc may delete it, returning `(id, stored_in)`; then the grace's `ago`."""
+    unneeded_if_collectable: str
+    """The blob `digest`'s `(id, stored_in)` if no reference names it and it was not seen within the grace period
+    (then the grace's `ago`), whether or not another blob needs it: the caller asks that of the ids it read."""
+    delete_by_id: str
 
 
 def _catalog_statements(table: str, *, now: str, shifted_now: str, given_time: str) -> CatalogStatements:
     # A blob is collectable when no reference to it is visible, no other blob needs it (as its dictionary or base),
     # and it was not seen within the grace period: a dictionary in use that nothing was written with since the grace
     # period began goes too (a store whose writes are all forgotten shrinks to an empty one; a writer then trains anew).
-    collectable = (
-        f"last_seen <= {shifted_now} "
-        f"AND NOT EXISTS (SELECT 1 FROM namespace_references WHERE blob_id = {table}.id) "
-        f"AND NOT EXISTS (SELECT 1 FROM blob_dependencies WHERE needs_id = {table}.id)"
+    # What is needed is read in one pass (`NOT IN`): SQLite keeps no index of it (migration 0020).
+    unreferenced = (
+        f"last_seen <= {shifted_now} AND NOT EXISTS (SELECT 1 FROM namespace_references WHERE blob_id = {table}.id)"
     )
+    collectable = f"{unreferenced} AND id NOT IN ({NEEDED_IDS_SQL})"
     columns = "(digest, size, stored_size, stored_in, first_seen, last_seen)"
     return CatalogStatements(
         put=f"INSERT INTO {table} {columns} VALUES (?, ?, ?, ?, {now}, {now}) "
@@ -54,7 +59,8 @@ def _catalog_statements(table: str, *, now: str, shifted_now: str, given_time: s
         refresh=f"UPDATE {table} SET last_seen = {now} WHERE digest = ?",
         delete=f"DELETE FROM {table} WHERE digest = ? RETURNING id, stored_in, stored_size",
         collectable=f"SELECT digest, stored_size FROM {table} WHERE {collectable}",
-        delete_if_collectable=f"DELETE FROM {table} WHERE digest = ? AND {collectable} RETURNING id, stored_in",
+        unneeded_if_collectable=f"SELECT id, stored_in FROM {table} WHERE digest = ? AND {unreferenced}",
+        delete_by_id=f"DELETE FROM {table} WHERE id = ?",
     )
 
 

@@ -134,7 +134,7 @@ def as_before_0017(connection: sqlite3.Connection) -> None:
         connection.execute(f"DROP TRIGGER {trigger}")
     for view in ("blob_dependencies", "readable_blobs", "blob_locations", "blob_encodings"):
         connection.execute(f"DROP VIEW {view}")
-    connection.execute("DROP INDEX frame_slots_by_needs")
+    connection.execute("DROP INDEX IF EXISTS frame_slots_by_needs")  # 0017's, gone since 0020
     connection.execute("ALTER TABLE frame_slots DROP COLUMN is_delta")
     connection.execute("ALTER TABLE frame_slots DROP COLUMN needs_id")
     for statement in statements_of(
@@ -220,6 +220,7 @@ def as_before_0019(connection: sqlite3.Connection) -> None:
     """
     from casstore.schema import MIGRATION_NAMES
 
+    as_before_0020(connection)
     before = schema_through(MIGRATION_NAMES[MIGRATION_NAMES.index(BLOB_TIMES_IN_MILLISECONDS) - 1])
     rows = connection.execute(
         "SELECT id, digest, size, stored_size, stored_in, first_seen, last_seen FROM blobs ORDER BY id"
@@ -236,3 +237,23 @@ def as_before_0019(connection: sqlite3.Connection) -> None:
         connection.execute(before[trigger][1])
     connection.execute("DELETE FROM _sqlite_migrations WHERE name = ?", (BLOB_TIMES_IN_MILLISECONDS,))
     connection.execute(f"PRAGMA user_version = {MIGRATION_NAMES.index(BLOB_TIMES_IN_MILLISECONDS)}")
+
+
+# What migration 0020 (needs found by a scan) changed.
+NEEDS_FOUND_BY_A_SCAN = "0020_needs_found_by_a_scan"
+
+
+def as_before_0020(connection: sqlite3.Connection) -> None:
+    """
+    Turn a SQLite index back into what it was before migration 0020 (if it has 0020): the partial index of what the
+    slots need, as 0017 made it; 0020 not recorded as applied.
+    """
+    from casstore.schema import MIGRATION_NAMES
+
+    applied = connection.execute("SELECT 1 FROM _sqlite_migrations WHERE name = ?", (NEEDS_FOUND_BY_A_SCAN,))
+    if applied.fetchone() is None:
+        return
+    (index,) = statements_of("0017_dependencies_in_slots", "CREATE INDEX frame_slots_by_needs")
+    connection.execute(index)
+    connection.execute("DELETE FROM _sqlite_migrations WHERE name = ?", (NEEDS_FOUND_BY_A_SCAN,))
+    connection.execute(f"PRAGMA user_version = {MIGRATION_NAMES.index(NEEDS_FOUND_BY_A_SCAN)}")

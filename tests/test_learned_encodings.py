@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import zstandard
@@ -25,6 +26,7 @@ from hypothesis import strategies as st
 
 from casstore import ContentAddressedToolResultStore, CorruptBlobError
 from casstore import learning as learning_module
+from casstore.blobs import BlobStore
 from casstore.frames import FrameCodec, FrameDictionary, content_digest
 from casstore.learning import learner_for, tool_of
 from casstore.maintenance import collect_garbage, verify
@@ -224,6 +226,35 @@ def test_forgetting_the_namespace_that_wrote_a_base_keeps_it_while_a_delta_needs
     # Once bob forgets too, the delta goes and then its base, in the same collection.
     report = collect_garbage(fresh, namespace="bob", grace=timedelta(0))
     assert report.blobs_deleted == 2 and backend.count("blobs") == 0 and backend.count("blob_dependencies") == 0
+
+
+def test_a_base_that_a_delta_comes_to_need_after_gc_listed_it_is_kept(backend: Backend) -> None:
+    """
+    gc lists its candidates without the write lock; a write may then store a delta against one of them. gc asks what
+    is needed again under its lock, before deleting, and keeps that base (migration 0020: no index answers it per blob).
+    """
+    alice, bob = backend.open(namespace="alice"), backend.open(namespace="bob")
+    base = alice.write(key="1_pytest_call_a.txt", content=listing(0))
+    _age_everything(backend)
+    real = BlobStore.collectable
+    written: list[str] = []
+
+    def collectable_then_a_delta(self: BlobStore, connection: Any, *, grace: timedelta) -> list[tuple[str, int]]:
+        candidates = real(self, connection, grace=grace)
+        if not written:  # the first pass only: a delta against a candidate, while gc holds no lock
+            assert digest_of(base) in {digest for digest, _ in candidates}
+            written.append(bob.write(key="1_pytest_call_b.txt", content=listing(2)))
+        return candidates
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(BlobStore, "collectable", collectable_then_a_delta)
+        report = collect_garbage(alice, namespace="alice", grace=timedelta(0))
+    (delta,) = written
+    assert encodings(backend)[digest_of(delta)] == ("delta", digest_of(base))
+    assert report.writes_forgotten == 1 and report.blobs_deleted == 0
+    fresh = backend.open(namespace="bob")
+    assert fresh.read(delta) == listing(2)
+    assert verify(fresh).clean
 
 
 def test_retention_by_size_counts_the_base_a_kept_delta_needs(backend: Backend) -> None:

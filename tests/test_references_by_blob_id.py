@@ -36,6 +36,7 @@ from casstore.schema_docs import QUESTIONS
 from tests.helpers import (
     BLOB_TIMES_IN_MILLISECONDS,
     DIGESTS_KEPT_ONCE,
+    NEEDS_FOUND_BY_A_SCAN,
     REFERENCES_BY_BLOB_ID,
     as_before_0017,
     as_before_0018,
@@ -440,6 +441,7 @@ def _as_of_0015(root: Path) -> None:
         "0017_dependencies_in_slots",
         DIGESTS_KEPT_ONCE,
         BLOB_TIMES_IN_MILLISECONDS,
+        NEEDS_FOUND_BY_A_SCAN,
     ), "undo the migrations after 0016 here first"
     with contextlib.closing(_connect(root)) as connection:
         as_before_0018(connection)
@@ -470,11 +472,12 @@ def test_an_index_of_0015_upgrades_in_place_with_the_same_answers_and_its_damage
         assert _answers(root) == before  # the upgrade happened on opening, and changed no answer
         with contextlib.closing(_connect(root)) as connection:
             applied = [row[0] for row in connection.execute("SELECT name FROM _sqlite_migrations ORDER BY id")]
-            assert applied[-4:] == [
+            assert applied[-5:] == [
                 REFERENCES_BY_BLOB_ID,
                 "0017_dependencies_in_slots",
                 DIGESTS_KEPT_ONCE,
                 BLOB_TIMES_IN_MILLISECONDS,
+                NEEDS_FOUND_BY_A_SCAN,
             ]
             assert _mismatched(connection.execute(_CONSISTENT).fetchall()) == []
             assert connection.execute("SELECT count(*) FROM namespace_references WHERE blob_id IS NULL").fetchone()[
