@@ -46,10 +46,12 @@ _DELTA_LEVEL = 1
 _DEFAULT_LEVEL = 3
 
 # A trained dictionary's tables (hash and chain, 4 bytes an entry) at levels up to the default: every small result of
-# its tool searches them, mostly out of the CPU's caches between two writes. At 2^14 entries each (128 KiB in all,
-# against the 384 KiB level 3 sizes them at), a dictionary frame took 9.6 us against 14.3 us to compress on the medium
-# trace's small results, with the caches flushed between frames, for 0.3% more bytes.
-_TRAINED_TABLE_LOG = 14
+# its tool searches them, mostly out of the CPU's caches between two writes (a store keeps one set per tool: 12 on the
+# medium trace). At 2^12 entries each (32 KiB in all, against the 384 KiB level 3 sizes them at), a dictionary frame
+# took 15.6 us against 18.2 us at 2^14 to compress, with the caches flushed between frames, for 1.3% more bytes of
+# dictionary frames; in four medium runs each, taking turns, the new-content write p50 went from 1.230x-1.272x of
+# `learn=False` to 1.217x-1.249x, for 0.04 MB more `du` (docs/compression.md, "Smaller tables again").
+_TRAINED_TABLE_LOG = 12
 
 PLAIN = "plain"
 DICTIONARY = "dictionary"
