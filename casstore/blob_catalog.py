@@ -11,9 +11,6 @@ from dataclasses import dataclass
 
 from casstore.database import NOW_MS_SQL, NOW_SQL, SHIFTED_NOW_MS_SQL, SHIFTED_NOW_SQL
 
-# The ids of the blobs another blob needs (its dictionary, or its delta's base), on both engines.
-NEEDED_IDS_SQL = "SELECT needs_id FROM blob_dependencies WHERE needs_id IS NOT NULL"
-
 
 @dataclass(frozen=True, slots=True)
 class CatalogStatements:
@@ -27,21 +24,19 @@ class CatalogStatements:
     delete: str
     collectable: str
     """Every blob gc may delete, `(digest, stored_size)`; its one parameter is the grace period's `ago`."""
-    unneeded_if_collectable: str
-    """The blob `digest`'s `(id, stored_in)` if no reference names it and it was not seen within the grace period
-    (then the grace's `ago`), whether or not another blob needs it: the caller asks that of the ids it read."""
-    delete_by_id: str
+    delete_if_collectable: str
+    """The blob `digest` deleted if gc may delete it, returning `(id, stored_in)`; then the grace's `ago`."""
 
 
-def _catalog_statements(table: str, *, now: str, shifted_now: str, given_time: str) -> CatalogStatements:
+def _catalog_statements(table: str, *, now: str, shifted_now: str, given_time: str, unneeded: str) -> CatalogStatements:
     # A blob is collectable when no reference to it is visible, no other blob needs it (as its dictionary or base),
     # and it was not seen within the grace period: a dictionary in use that nothing was written with since the grace
     # period began goes too (a store whose writes are all forgotten shrinks to an empty one; a writer then trains anew).
-    # What is needed is read in one pass (`NOT IN`): SQLite keeps no index of it (migration 0020).
-    unreferenced = (
-        f"last_seen <= {shifted_now} AND NOT EXISTS (SELECT 1 FROM namespace_references WHERE blob_id = {table}.id)"
+    collectable = (
+        f"last_seen <= {shifted_now} "
+        f"AND NOT EXISTS (SELECT 1 FROM namespace_references WHERE blob_id = {table}.id) "
+        f"AND {unneeded.format(table=table)}"
     )
-    collectable = f"{unreferenced} AND id NOT IN ({NEEDED_IDS_SQL})"
     columns = "(digest, size, stored_size, stored_in, first_seen, last_seen)"
     return CatalogStatements(
         put=f"INSERT INTO {table} {columns} VALUES (?, ?, ?, ?, {now}, {now}) "
@@ -59,18 +54,30 @@ def _catalog_statements(table: str, *, now: str, shifted_now: str, given_time: s
         refresh=f"UPDATE {table} SET last_seen = {now} WHERE digest = ?",
         delete=f"DELETE FROM {table} WHERE digest = ? RETURNING id, stored_in, stored_size",
         collectable=f"SELECT digest, stored_size FROM {table} WHERE {collectable}",
-        unneeded_if_collectable=f"SELECT id, stored_in FROM {table} WHERE digest = ? AND {unreferenced}",
-        delete_by_id=f"DELETE FROM {table} WHERE id = ?",
+        delete_if_collectable=f"DELETE FROM {table} WHERE digest = ? AND {collectable} RETURNING id, stored_in",
     )
 
+
+# That no other blob needs it. In SQLite (migration 0020) the deltas' slots are indexed by what they need
+# (`frame_slots_by_base`), and the slots that need a dictionary are read only for a dictionary: frames are compressed
+# only with a trained dictionary, a row of `dictionaries`. PostgreSQL's `blob_dependencies` has an index of it all.
+_SQLITE_UNNEEDED = (
+    "NOT EXISTS (SELECT 1 FROM frame_slots s WHERE s.needs_id = {table}.id AND s.is_delta = 1) "
+    "AND NOT ({table}.id IN (SELECT k.blob_id FROM dictionaries k) "
+    "AND EXISTS (SELECT 1 FROM frame_slots s WHERE s.needs_id = {table}.id AND s.is_delta = 0))"
+)
+_POSTGRES_UNNEEDED = "NOT EXISTS (SELECT 1 FROM blob_dependencies WHERE needs_id = {table}.id)"
 
 _SQLITE_CATALOG = _catalog_statements(
     "blob_rows",
     now=NOW_MS_SQL,
     shifted_now=SHIFTED_NOW_MS_SQL,
     given_time="CAST(round((julianday(?) - 2440587.5) * 86400000) AS INTEGER)",
+    unneeded=_SQLITE_UNNEEDED,
 )
-_POSTGRES_CATALOG = _catalog_statements("blobs", now=NOW_SQL, shifted_now=SHIFTED_NOW_SQL, given_time="?")
+_POSTGRES_CATALOG = _catalog_statements(
+    "blobs", now=NOW_SQL, shifted_now=SHIFTED_NOW_SQL, given_time="?", unneeded=_POSTGRES_UNNEEDED
+)
 
 
 def catalog_of(connection: object) -> CatalogStatements:

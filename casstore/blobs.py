@@ -33,7 +33,7 @@ from functools import partial
 from typing import Protocol
 
 from casstore import forks, frame_chunks
-from casstore.blob_catalog import NEEDED_IDS_SQL, catalog_of
+from casstore.blob_catalog import catalog_of
 from casstore.blob_files import BlobFile, UnsafeBlobPathError
 from casstore.blob_hints import LAST_SEEN_RESOLUTION, BlobHints
 from casstore.database import NOW_SQL, SHIFTED_NOW_SQL, UnitOfWork, ago
@@ -836,15 +836,7 @@ class BlobStore:
                 outside += int(row[2])
         return outside
 
-    def needed_ids(self, connection: sqlite3.Connection) -> frozenset[int]:
-        """
-        :returns: The ids of the blobs another blob needs to be read (a dictionary, a delta's base): read in one pass,
-            for `delete_if_collectable`. Asked inside gc's exclusive transaction, it stays true until its commit (no
-            write can come to need a blob meanwhile; deletions only make fewer blobs needed).
-        """
-        return frozenset(int(row[0]) for row in connection.execute(NEEDED_IDS_SQL))
-
-    def delete_if_collectable(self, work: UnitOfWork, digest: str, *, grace: timedelta, needed: frozenset[int]) -> bool:
+    def delete_if_collectable(self, work: UnitOfWork, digest: str, *, grace: timedelta) -> bool:
         """
         Delete a blob, inside the caller's exclusive write transaction, if it is still collectable under that lock.
 
@@ -854,16 +846,16 @@ class BlobStore:
         exclusive lock is still held: a crash in between leaves an object no row points at, which gc removes later,
         never a row without its object.
 
-        :param needed: `needed_ids`, asked in this transaction: a blob another blob needs is kept.
         :returns: Whether the blob was deleted.
         """
         connection = work.connection
-        catalog = catalog_of(connection)
-        row = connection.execute(catalog.unneeded_if_collectable, (digest, _grace_parameter(grace))).fetchone()
-        if row is None or row[0] in needed:
+        row = connection.execute(
+            catalog_of(connection).delete_if_collectable,
+            (digest, _grace_parameter(grace)),
+        ).fetchone()
+        if row is None:
             return False
         blob_id, stored_in = row
-        connection.execute(catalog.delete_by_id, (blob_id,))
         self._release_frame(connection, blob_id)
         # What it needed no longer needs to be kept for it; a retired dictionary goes with its row.
         connection.execute("DELETE FROM blob_dependencies WHERE blob_id = ?", (blob_id,))

@@ -92,7 +92,7 @@ _DIGEST_OF_WRITE = (
     "WHERE r.id = reference_id)"
 )
 # What nothing keeps: no reference names the blob (by its id, migration 0016), no blob needs it, no group uses it.
-# What is needed is read in one pass (`NOT IN`): SQLite keeps no index of it (migration 0020).
+# What is needed is read in one pass (`NOT IN`): SQLite's index of it holds the deltas' needs only (migration 0020).
 _UNREFERENCED_SQL = (
     "SELECT digest FROM blobs b WHERE NOT EXISTS (SELECT 1 FROM namespace_references v WHERE v.blob_id = b.id) "
     "AND b.id NOT IN (SELECT d.needs_id FROM blob_dependencies d WHERE d.needs_id IS NOT NULL) "

@@ -134,7 +134,8 @@ def as_before_0017(connection: sqlite3.Connection) -> None:
         connection.execute(f"DROP TRIGGER {trigger}")
     for view in ("blob_dependencies", "readable_blobs", "blob_locations", "blob_encodings"):
         connection.execute(f"DROP VIEW {view}")
-    connection.execute("DROP INDEX IF EXISTS frame_slots_by_needs")  # 0017's, gone since 0020
+    as_before_0020(connection)
+    connection.execute("DROP INDEX frame_slots_by_needs")
     connection.execute("ALTER TABLE frame_slots DROP COLUMN is_delta")
     connection.execute("ALTER TABLE frame_slots DROP COLUMN needs_id")
     for statement in statements_of(
@@ -239,21 +240,22 @@ def as_before_0019(connection: sqlite3.Connection) -> None:
     connection.execute(f"PRAGMA user_version = {MIGRATION_NAMES.index(BLOB_TIMES_IN_MILLISECONDS)}")
 
 
-# What migration 0020 (needs found by a scan) changed.
-NEEDS_FOUND_BY_A_SCAN = "0020_needs_found_by_a_scan"
+# What migration 0020 (an index of bases only) changed.
+AN_INDEX_OF_BASES_ONLY = "0020_an_index_of_bases_only"
 
 
 def as_before_0020(connection: sqlite3.Connection) -> None:
     """
-    Turn a SQLite index back into what it was before migration 0020 (if it has 0020): the partial index of what the
-    slots need, as 0017 made it; 0020 not recorded as applied.
+    Turn a SQLite index back into what it was before migration 0020 (if it has 0020): the partial index of what every
+    slot needs, as 0017 made it, in place of 0020's of the deltas' only; 0020 not recorded as applied.
     """
     from casstore.schema import MIGRATION_NAMES
 
-    applied = connection.execute("SELECT 1 FROM _sqlite_migrations WHERE name = ?", (NEEDS_FOUND_BY_A_SCAN,))
+    applied = connection.execute("SELECT 1 FROM _sqlite_migrations WHERE name = ?", (AN_INDEX_OF_BASES_ONLY,))
     if applied.fetchone() is None:
         return
+    connection.execute("DROP INDEX frame_slots_by_base")
     (index,) = statements_of("0017_dependencies_in_slots", "CREATE INDEX frame_slots_by_needs")
     connection.execute(index)
-    connection.execute("DELETE FROM _sqlite_migrations WHERE name = ?", (NEEDS_FOUND_BY_A_SCAN,))
-    connection.execute(f"PRAGMA user_version = {MIGRATION_NAMES.index(NEEDS_FOUND_BY_A_SCAN)}")
+    connection.execute("DELETE FROM _sqlite_migrations WHERE name = ?", (AN_INDEX_OF_BASES_ONLY,))
+    connection.execute(f"PRAGMA user_version = {MIGRATION_NAMES.index(AN_INDEX_OF_BASES_ONLY)}")

@@ -104,9 +104,8 @@ def test_put_twice_keeps_one_blob_and_a_collection_removes_it(
         assert blobs.collectable(connection, grace=LAST_SEEN_RESOLUTION) == []  # seen just now
     with database.transaction() as work:
         work.connection.execute("UPDATE blobs SET last_seen = '2020-01-01 00:00:00.000'")
-        needed = blobs.needed_ids(work.connection)
-        assert blobs.delete_if_collectable(work, digest, grace=LAST_SEEN_RESOLUTION, needed=needed)
-        assert not blobs.delete_if_collectable(work, digest, grace=LAST_SEEN_RESOLUTION, needed=needed)
+        assert blobs.delete_if_collectable(work, digest, grace=LAST_SEEN_RESOLUTION)
+        assert not blobs.delete_if_collectable(work, digest, grace=LAST_SEEN_RESOLUTION)
     with database.reading() as connection:
         assert not blobs.exists(connection, digest)
         with pytest.raises(CorruptBlobError) as missing:
@@ -120,9 +119,7 @@ def test_a_referenced_blob_is_never_collectable(database: Database, blobs: BlobS
     with database.transaction() as work:
         record_write(work, "ns", PreparedWrite(f"blake3/{digest[:2]}/{digest[2:]}.txt", "k.txt", digest, True, b"kept"))
         work.connection.execute("UPDATE blobs SET last_seen = '2020-01-01 00:00:00.000'")
-        assert not blobs.delete_if_collectable(
-            work, digest, grace=LAST_SEEN_RESOLUTION, needed=blobs.needed_ids(work.connection)
-        )
+        assert not blobs.delete_if_collectable(work, digest, grace=LAST_SEEN_RESOLUTION)
     assert _content(database, blobs, digest) == b"kept"
 
 

@@ -307,6 +307,25 @@ def test_gc_keeps_the_dictionary_in_use_and_the_retired_one_while_blobs_need_it(
     assert verify(third).clean
 
 
+def test_a_retired_dictionary_stays_while_a_kept_blob_needs_it(backend: Backend) -> None:
+    """gc keeps a dictionary nothing references and no write uses any more while a kept frame needs it."""
+    alice, bob = backend.open(namespace="alice"), backend.open(namespace="bob")
+    train_a_dictionary(alice)
+    (dictionary,) = [
+        row[0] for row in backend.rows("SELECT b.digest FROM dictionaries d JOIN blobs b ON b.id = d.blob_id")
+    ]
+    kept = {bob.write(key=f"{n}_stat_call_{n:016x}.txt", content=record(50_000 + n)): n for n in range(5)}
+    assert {encodings(backend)[digest_of(reference)] for reference in kept} == {("dictionary", dictionary)}
+    backend.execute("UPDATE dictionaries SET active = 0")  # as when a better one replaced it
+    _age_everything(backend)
+    report = collect_garbage(alice, namespace="alice", grace=timedelta(0))
+    assert report.blobs_deleted > 0  # alice's results went
+    assert backend.rows("SELECT count(*) FROM blobs WHERE digest = ?", (dictionary,)) == [(1,)]
+    fresh = backend.open(namespace="bob")
+    assert all(fresh.read(reference) == record(50_000 + n) for reference, n in kept.items())
+    assert verify(fresh).clean
+
+
 def _damage_frame(backend: Backend, digest: str) -> None:
     """Replace a blob's frame in the index by a valid zstd frame of other content, as a damaged disk could leave."""
     (size,) = backend.rows("SELECT size FROM blobs WHERE digest = ?", (digest,))[0]

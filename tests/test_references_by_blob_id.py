@@ -34,9 +34,9 @@ from casstore.report import build_report
 from casstore.schema import MIGRATION_NAMES
 from casstore.schema_docs import QUESTIONS
 from tests.helpers import (
+    AN_INDEX_OF_BASES_ONLY,
     BLOB_TIMES_IN_MILLISECONDS,
     DIGESTS_KEPT_ONCE,
-    NEEDS_FOUND_BY_A_SCAN,
     REFERENCES_BY_BLOB_ID,
     as_before_0017,
     as_before_0018,
@@ -441,7 +441,7 @@ def _as_of_0015(root: Path) -> None:
         "0017_dependencies_in_slots",
         DIGESTS_KEPT_ONCE,
         BLOB_TIMES_IN_MILLISECONDS,
-        NEEDS_FOUND_BY_A_SCAN,
+        AN_INDEX_OF_BASES_ONLY,
     ), "undo the migrations after 0016 here first"
     with contextlib.closing(_connect(root)) as connection:
         as_before_0018(connection)
@@ -477,7 +477,7 @@ def test_an_index_of_0015_upgrades_in_place_with_the_same_answers_and_its_damage
                 "0017_dependencies_in_slots",
                 DIGESTS_KEPT_ONCE,
                 BLOB_TIMES_IN_MILLISECONDS,
-                NEEDS_FOUND_BY_A_SCAN,
+                AN_INDEX_OF_BASES_ONLY,
             ]
             assert _mismatched(connection.execute(_CONSISTENT).fetchall()) == []
             assert connection.execute("SELECT count(*) FROM namespace_references WHERE blob_id IS NULL").fetchone()[

@@ -287,11 +287,10 @@ class Retention(SearchIndexing):
                 for batch in _sized_batches(candidates):
                     started = time.perf_counter()
                     with self._database.transaction(exclusive=True) as work:
-                        needed = self._blobs.needed_ids(work.connection)
                         for digest, stored_size in batch:
                             # An indexed blob's text is read before the blob goes: the trigrams are removed with it.
                             indexed, text = self._indexed_text(work, digest)
-                            if self._blobs.delete_if_collectable(work, digest, grace=grace, needed=needed):
+                            if self._blobs.delete_if_collectable(work, digest, grace=grace):
                                 if indexed or self._search_index_writes:  # its document, or a pending row
                                     search_index.remove(work, self._search_text, digest=digest, text=text)
                                 deleted += 1
