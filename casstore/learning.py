@@ -331,7 +331,7 @@ def _is_due(entry: _Tool) -> bool:
 
 
 def _compressed(samples: list[bytes], dictionary: zstandard.ZstdCompressionDict) -> int:
-    compressor = zstandard.ZstdCompressor(level=3, dict_data=dictionary, write_checksum=True, write_content_size=True)
+    compressor = zstandard.ZstdCompressor(level=3, dict_data=dictionary, write_checksum=False, write_content_size=True)
     return sum(len(compressor.compress(sample)) for sample in samples)
 
 

@@ -52,7 +52,7 @@ RELATIONS: dict[str, Relation] = {
         "frame_chunks, where frame_slots says it is; a frame written or deleted here goes through to them.",
         {
             "blob_id": "blobs.id",
-            "frame": "the zstd frame (content size and checksum inside)",
+            "frame": "the zstd frame (its content size inside)",
             "size": "content bytes, as in blobs (so a read of such a blob skips the blobs row)",
         },
     ),

@@ -40,7 +40,7 @@ def _damage_inline(root: Path, damage: Callable[[bytes], bytes]) -> None:
 DAMAGES: dict[str, Callable[[bytes], bytes]] = {
     "flip a byte in the header": lambda data: _flip_byte(data, 5),
     "flip a byte in the middle": lambda data: _flip_byte(data, len(data) // 2),
-    "flip a byte in the checksum": lambda data: _flip_byte(data, len(data) - 1),
+    "flip the last byte": lambda data: _flip_byte(data, len(data) - 1),
     "truncate": lambda data: data[: len(data) // 2],
     "truncate to nothing": lambda data: b"",
     "append garbage": lambda data: data + b"garbage",
