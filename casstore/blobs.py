@@ -723,7 +723,17 @@ class BlobStore:
         # through the same base decodes one frame, not two.
         needed = None
         if location.encoding is not None:
-            needed = self._dependency(location, chain=chain, fresh=fresh, guarded=guarded)
+            # Most learned frames need a trained dictionary or a base already in memory: found here without the calls
+            # and checks of `_dependency` (0.6 us of a 23 us read on the medium trace, a fifth of what a dictionary
+            # read cost over a plain one).
+            if not fresh and location.needs is not None:
+                if location.encoding == DICTIONARY:
+                    needed = self._trained.get(location.needs)
+                else:
+                    cached = self._cache.get(DELTA, location.needs)
+                    needed = cached if isinstance(cached, FrameDictionary) else None
+            if needed is None:
+                needed = self._dependency(location, chain=chain, fresh=fresh, guarded=guarded)
         frame = self._frame(location, guarded=guarded)
         return self._codec.decode(location.digest, location.size, frame, dictionary=needed)
 

@@ -73,12 +73,14 @@ class FrameDictionary:
 
     digest: str
     encoding: str
-    content: bytes
-    """The blob's content, checked to have `digest`: a base is kept as these bytes alone, not copied."""
+    content: bytes | memoryview
+    """The blob's content, checked to have `digest` (a base's is a view of `framed`, where it has one)."""
     zstd: zstandard.ZstdCompressionDict | None = None
     """A trained dictionary as zstd takes it, with its tables (None for a base)."""
     parameters: zstandard.ZstdCompressionParameters | None = None
     """A trained dictionary's compression parameters, as its tables were computed for them."""
+    framed: bytes | None = None
+    """A base of at most one raw block (128 KiB): its content as the frame a delta's chain decodes first, made once."""
     # A trained dictionary's zstd contexts, per thread, made once: they live as long as the dictionary object.
     contexts: threading.local = field(default_factory=threading.local, init=False)
 
@@ -109,8 +111,15 @@ class FrameDictionary:
 
     @classmethod
     def base(cls, digest: str, content: bytes) -> "FrameDictionary":
-        """:param content: The base blob's content (checked to have `digest`), used as a raw-content dictionary."""
-        return cls(digest, DELTA, content)
+        """
+        :param content: The base blob's content (checked to have `digest`), used as a raw-content dictionary. Up to
+            one raw block, it is copied once into the frame every read of a delta against it decodes first, and kept
+            only there: a cached base read again costs no copy of its content, and no more memory than its content.
+        """
+        if len(content) > _RAW_BLOCK_MAX:
+            return cls(digest, DELTA, content)
+        framed = _raw_frame(content)
+        return cls(digest, DELTA, memoryview(framed)[len(framed) - len(content) :], framed=framed)
 
 
 def content_digest(data: bytes) -> str:
@@ -251,7 +260,8 @@ class FrameCodec:
             chains: zstandard.ZstdDecompressor | None = getattr(self._contexts, "chains", None)
             if chains is None:
                 chains = self._contexts.chains = zstandard.ZstdDecompressor()
-            return chains.decompress_content_dict_chain([_raw_frame(base.content), frame])
+            framed = base.framed if base.framed is not None else _raw_frame(base.content)
+            return chains.decompress_content_dict_chain([framed, frame])
         raw = zstandard.ZstdCompressionDict(base.content, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
         return zstandard.ZstdDecompressor(dict_data=raw).decompress(frame)
 
@@ -265,12 +275,12 @@ _RAW_BLOCK_MAX = 128 * 1024
 _CHAINS_LOAD_CONTENT = zstandard.backend == "cext"
 
 
-def _raw_frame(content: bytes) -> bytes:
+def _raw_frame(content: bytes | memoryview) -> bytes:
     """:returns: A zstd frame that holds `content` uncompressed, in raw blocks (decoding it is a copy)."""
     header = _FRAME_MAGIC + _SINGLE_SEGMENT_WITH_8_BYTE_SIZE + struct.pack("<Q", len(content))
     if len(content) <= _RAW_BLOCK_MAX:
         return header + ((len(content) << 3) | 1).to_bytes(3, "little") + content
-    parts = [header]
+    parts: list[bytes | memoryview] = [header]
     for start in range(0, len(content), _RAW_BLOCK_MAX):
         block = content[start : start + _RAW_BLOCK_MAX]
         last = 1 if start + _RAW_BLOCK_MAX >= len(content) else 0

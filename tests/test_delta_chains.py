@@ -50,6 +50,19 @@ def test_the_raw_frame_that_heads_a_chain_is_a_zstd_frame_of_exactly_its_content
     assert zstandard.ZstdDecompressor().decompress(frame) == content
 
 
+@pytest.mark.parametrize("size", BLOCK_EDGES)
+def test_a_base_in_memory_is_kept_once_as_the_frame_its_deltas_decode_first(size: int) -> None:
+    content = _text(size, seed=size)
+    base = FrameDictionary.base(content_digest(content), content)
+    assert bytes(base.content) == content
+    if size <= RAW_BLOCK:
+        # The content is a view of the frame, not a second copy, and the frame is what a chain decodes first.
+        assert isinstance(base.content, memoryview) and base.content.obj is base.framed
+        assert zstandard.ZstdDecompressor().decompress(base.framed) == content
+    else:
+        assert base.framed is None and base.content is content
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     size=st.one_of(st.sampled_from(BLOCK_EDGES[2:]), st.integers(min_value=1024, max_value=40_000)),
