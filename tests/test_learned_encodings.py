@@ -136,6 +136,29 @@ def test_small_results_of_a_tool_get_a_trained_dictionary(backend: Backend) -> N
     assert report.clean and report.blobs_checked == len(written) + 1
 
 
+def incompressible(number: int) -> bytes:
+    """A small binary result a dictionary cannot help with: one short header, then bytes that repeat nowhere."""
+    return b"IMAGE v1\x00" + random.Random(number).randbytes(2048)
+
+
+@pytest.mark.parametrize(("plain_gain", "adopted"), [(learning_module.PLAIN_GAIN, False), (1.5, True)])
+def test_a_dictionary_that_does_not_beat_plain_frames_on_held_out_results_is_not_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plain_gain: float, adopted: bool
+) -> None:
+    # zstd trains a dictionary from these, but it compresses the held-out ones to more bytes than plain frames take:
+    # it is dropped, and the tool's results stay plain. With the rule relaxed, the same dictionary is used.
+    monkeypatch.setattr(learning_module, "PLAIN_GAIN", plain_gain)
+    root = tmp_path / "store"
+    with ContentAddressedToolResultStore(root) as store:
+        for number in range(3 * TRAIN_AFTER):
+            store.write(key=f"{number}_view_image_call_{number:016x}.png", content=incompressible(number))
+        assert store.repository.learning_figures()["trainings"] >= 1
+    with contextlib.closing(sqlite3.connect(root / "index.db")) as connection:
+        dictionaries = connection.execute("SELECT count(*) FROM dictionaries").fetchone()[0]
+        kinds = {row[0] for row in connection.execute("SELECT encoding FROM blob_encodings")}
+    assert (dictionaries == 1, "dictionary" in kinds) == (adopted, adopted)
+
+
 def test_learned_frames_are_kept_in_the_index_only(backend: Backend) -> None:
     """A file or object holds plain frames only: its row and the frame it describes change in one transaction."""
     store = backend.open(inline_max=600)
