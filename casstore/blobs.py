@@ -413,7 +413,9 @@ class BlobStore:
             if encoding == DICTIONARY:
                 needed = FrameDictionary.trained(digest, content, level=level, source_size=DICTIONARY_MAX_SIZE)
             else:
-                needed = FrameDictionary.base(digest, content)
+                # Content a write left in the cache is shared with what the learner keeps of it (a sample): framing
+                # it would hold it twice (10 MB more at the peak of the scale trace). Content decoded here is not.
+                needed = FrameDictionary.base(digest, content, frame=not isinstance(cached, bytes))
         except (CorruptBlobError, StorageError):
             if quiet:
                 return None
@@ -423,8 +425,8 @@ class BlobStore:
                 self._trained.clear()
             self._trained[digest] = needed
             return needed
-        # Kept, so that the next read or write through it does not load it again: a base is its content bytes alone
-        # (zstd copies it only into a compressor, which `FrameCodec` bounds on its own).
+        # Kept, so that the next read or write through it does not load it again: a base is its content once, in the
+        # frame its deltas' chains decode first (zstd copies it only into a compressor, which `FrameCodec` bounds).
         self._cache.replace(encoding, digest, needed, len(content))
         return needed
 

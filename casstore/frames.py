@@ -110,13 +110,16 @@ class FrameDictionary:
         return cls(digest, DICTIONARY, content, dictionary, parameters)
 
     @classmethod
-    def base(cls, digest: str, content: bytes) -> "FrameDictionary":
+    def base(cls, digest: str, content: bytes, *, frame: bool = True) -> "FrameDictionary":
         """
         :param content: The base blob's content (checked to have `digest`), used as a raw-content dictionary. Up to
             one raw block, it is copied once into the frame every read of a delta against it decodes first, and kept
             only there: a cached base read again costs no copy of its content, and no more memory than its content.
+            (Only where deltas are decoded as chains: python-zstandard's other backend takes dictionaries as bytes.)
+        :param frame: False to keep `content` as it is, when something else holds it too (a copy would double it);
+            each decode then frames it anew.
         """
-        if len(content) > _RAW_BLOCK_MAX:
+        if not frame or len(content) > _RAW_BLOCK_MAX or not _CHAINS_LOAD_CONTENT:
             return cls(digest, DELTA, content)
         framed = _raw_frame(content)
         return cls(digest, DELTA, memoryview(framed)[len(framed) - len(content) :], framed=framed)

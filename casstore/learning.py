@@ -337,7 +337,11 @@ def _is_due(entry: _Tool) -> bool:
 
 def _compressed(samples: list[bytes], dictionary: zstandard.ZstdCompressionDict | None) -> int:
     """:returns: The bytes of `samples`' frames at level 3, with `dictionary` (None: plain frames)."""
-    compressor = zstandard.ZstdCompressor(level=3, dict_data=dictionary, write_checksum=False, write_content_size=True)
+    # As the store writes frames: with the content size, without a checksum or the dictionary's id (4 bytes a frame,
+    # which would weigh against a dictionary on results of a few hundred bytes).
+    compressor = zstandard.ZstdCompressor(
+        level=3, dict_data=dictionary, write_checksum=False, write_content_size=True, write_dict_id=False
+    )
     return sum(len(compressor.compress(sample)) for sample in samples)
 
 

@@ -55,12 +55,48 @@ def test_a_base_in_memory_is_kept_once_as_the_frame_its_deltas_decode_first(size
     content = _text(size, seed=size)
     base = FrameDictionary.base(content_digest(content), content)
     assert bytes(base.content) == content
-    if size <= RAW_BLOCK:
+    if size <= RAW_BLOCK and frames_module._CHAINS_LOAD_CONTENT:
         # The content is a view of the frame, not a second copy, and the frame is what a chain decodes first.
         assert isinstance(base.content, memoryview) and base.content.obj is base.framed
-        assert zstandard.ZstdDecompressor().decompress(base.framed) == content
+        assert base.framed is not None and zstandard.ZstdDecompressor().decompress(base.framed) == content
     else:
         assert base.framed is None and base.content is content
+    # Content something else holds too (a write's, which the learner may keep as a sample) is kept as it is.
+    shared = FrameDictionary.base(content_digest(content), content, frame=False)
+    assert shared.framed is None and shared.content is content
+
+
+def test_a_delta_against_a_base_in_memory_decodes_without_framing_it_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    base = _text(20_000, seed=5)
+    data = _edited(base, 5)
+    codec = FrameCodec(compression_level=3)
+    dictionary = FrameDictionary.base(content_digest(base), base)
+    frame = codec.encode(data, dictionary=dictionary)
+
+    def framed_again(content: bytes) -> bytes:
+        raise AssertionError("the base was framed again")
+
+    monkeypatch.setattr(frames_module, "_raw_frame", framed_again)
+    assert codec.decode(content_digest(data), len(data), frame, dictionary=dictionary) == data
+
+
+def test_where_deltas_are_not_decoded_as_chains_a_base_is_kept_as_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # python-zstandard's cffi backend (PyPy) takes a dictionary's data as bytes only: a base must not reach it as a
+    # view, neither to compress a delta nor to decode one.
+    real = zstandard.ZstdCompressionDict
+
+    def bytes_only(data: object, *args: object, **kwargs: object) -> zstandard.ZstdCompressionDict:
+        assert isinstance(data, bytes), f"a dictionary's data as {type(data).__name__}"
+        return real(data, *args, **kwargs)
+
+    monkeypatch.setattr(frames_module, "_CHAINS_LOAD_CONTENT", False)
+    monkeypatch.setattr(zstandard, "ZstdCompressionDict", bytes_only)
+    base = _text(20_000, seed=6)
+    data = _edited(base, 6)
+    codec = FrameCodec(compression_level=3)
+    dictionary = FrameDictionary.base(content_digest(base), base)
+    frame = codec.encode(data, dictionary=dictionary)
+    assert codec.decode(content_digest(data), len(data), frame, dictionary=dictionary) == data
 
 
 @settings(max_examples=40, deadline=None)
