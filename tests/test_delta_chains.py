@@ -10,6 +10,7 @@ import contextlib
 import random
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 import zstandard
@@ -85,7 +86,7 @@ def test_where_deltas_are_not_decoded_as_chains_a_base_is_kept_as_bytes(monkeypa
     # view, neither to compress a delta nor to decode one.
     real = zstandard.ZstdCompressionDict
 
-    def bytes_only(data: object, *args: object, **kwargs: object) -> zstandard.ZstdCompressionDict:
+    def bytes_only(data: object, *args: Any, **kwargs: Any) -> zstandard.ZstdCompressionDict:
         assert isinstance(data, bytes), f"a dictionary's data as {type(data).__name__}"
         return real(data, *args, **kwargs)
 
