@@ -22,6 +22,7 @@ from typing import Any
 
 from casstore.database import NOW_MS_SQL, NOW_SQL, SHIFTED_NOW_MS_SQL, SHIFTED_NOW_SQL, UnitOfWork, ago
 from casstore.index_queries import REFERENCE_OF_DIGEST, WritePosition
+from casstore.key_stems import MAX_KEY_STEMS, KeyParts, split_key
 from casstore.prepared import PreparedWrite
 from casstore.references import reference_kind
 
@@ -74,6 +75,37 @@ _APPEND_REPEATED_WRITE_SQL = (
     f"INSERT INTO write_log (reference_id, key, written_at) SELECT id, ?, {NOW_MS_SQL} FROM namespace_references "
     f"WHERE blob_id = {_BLOB_ID_OF_DIGEST} AND namespace_id = (SELECT id FROM namespaces WHERE namespace = ?) "
     "AND is_binary = ? AND extension = ?"
+)
+# SQLite keeps a key's stem once (migration 0021, `casstore.key_stems`): a write names its stem's row, found in the
+# same statement. A stem without a row (past `MAX_KEY_STEMS`, or a key without one) leaves the key whole. The first
+# four parameters are the step, the whole key, the rest of the key and the stem (NULL: none).
+_SPLIT_KEY_COLUMNS = "reference_id, key_step, key_stem_id, key, written_at"
+_SPLIT_KEY_VALUES = "CASE WHEN s.id IS NULL THEN NULL ELSE ? END, s.id, CASE WHEN s.id IS NULL THEN ? ELSE ? END"
+_KEY_STEM_JOIN = "LEFT JOIN key_stems s ON s.stem = ?"
+_INSERT_WRITE_SQLITE_SQL = (
+    f"INSERT INTO write_log ({_SPLIT_KEY_COLUMNS}) SELECT ?, {_SPLIT_KEY_VALUES}, {NOW_MS_SQL} "
+    f"FROM (SELECT 1) {_KEY_STEM_JOIN}"
+)
+_APPEND_REPEATED_WRITE_SQLITE_SQL = (
+    f"INSERT INTO write_log ({_SPLIT_KEY_COLUMNS}) SELECT r.id, {_SPLIT_KEY_VALUES}, {NOW_MS_SQL} "
+    f"FROM namespace_references r {_KEY_STEM_JOIN} "
+    f"WHERE r.blob_id = {_BLOB_ID_OF_DIGEST} AND r.namespace_id = (SELECT id FROM namespaces WHERE namespace = ?) "
+    "AND r.is_binary = ? AND r.extension = ?"
+)
+# The same with the write's own time, which comes before the stem among the parameters.
+_IMPORT_WRITE_SQLITE_SQL = (
+    f"INSERT INTO write_log ({_SPLIT_KEY_COLUMNS}) SELECT ?, {_SPLIT_KEY_VALUES}, ? FROM (SELECT 1) {_KEY_STEM_JOIN}"
+)
+# A stem is added by the first write of a new reference that has it (a repeated write finds it there), until there
+# are `MAX_KEY_STEMS`; never deleted, as rows of `write_log` name it.
+_ADD_KEY_STEM_SQL = (
+    "INSERT INTO key_stems (stem) SELECT ? WHERE NOT EXISTS (SELECT 1 FROM key_stems WHERE stem = ?) "
+    f"AND (SELECT count(*) FROM key_stems) < {MAX_KEY_STEMS} ON CONFLICT DO NOTHING"
+)
+# A `write_log` row's whole key (SQLite), as the view `writes` shows it.
+_WHOLE_KEY_SQL = (
+    "CASE WHEN w.key_stem_id IS NULL THEN w.key ELSE coalesce(w.key_step || '_', '') "
+    "|| (SELECT s.stem FROM key_stems s WHERE s.id = w.key_stem_id) || w.key END"
 )
 # The visibility no write is left for. Written with EXCEPT (a sort of each table) because a correlated NOT EXISTS
 # would scan `write_log` (which has no index but its row id) once per reference.
@@ -135,7 +167,12 @@ def record_write(work: UnitOfWork, namespace: str, write: PreparedWrite) -> bool
         reference to it is visible, both under SQLite's write lock.
     """
     binary, extension = reference_kind(write.reference)
-    if work.change(_APPEND_REPEATED_WRITE_SQL, (write.key, write.digest, namespace, binary, extension)):
+    sqlite = isinstance(work.connection, sqlite3.Connection)
+    if sqlite:
+        key = _key_parameters(write.key)
+        if work.change(_APPEND_REPEATED_WRITE_SQLITE_SQL, (*key, write.digest, namespace, binary, extension)):
+            return True
+    elif work.change(_APPEND_REPEATED_WRITE_SQL, (write.key, write.digest, namespace, binary, extension)):
         return True
     # Not visible, or visible without its blob row (a damaged index): that reference is written to, never made twice,
     # but it proves nothing stored (the caller confirms the blob, and a blob row made again takes the reference).
@@ -146,8 +183,21 @@ def record_write(work: UnitOfWork, namespace: str, write: PreparedWrite) -> bool
         row = _add_reference(
             work, namespace, digest=write.digest, binary=binary, extension=extension, size=len(write.data)
         )
-    work.change(_INSERT_WRITE_SQL, (row[0], write.key))
+    if not sqlite:
+        work.change(_INSERT_WRITE_SQL, (row[0], write.key))
+        return False
+    if key[3] is not None:
+        work.change(_ADD_KEY_STEM_SQL, (key[3], key[3]))
+    work.change(_INSERT_WRITE_SQLITE_SQL, (row[0], *key))
     return False
+
+
+def _key_parameters(key: str) -> tuple[int | None, str, str, str | None]:
+    """:returns: `(step, whole key, rest, stem)`, as the SQLite statements that write `write_log` take them."""
+    parts: KeyParts | None = split_key(key)
+    if parts is None:
+        return None, key, key, None
+    return parts.step, key, parts.rest, parts.stem
 
 
 def _add_reference(work: UnitOfWork, namespace: str, *, digest: str, binary: int, extension: str, size: int) -> Any:
@@ -181,10 +231,22 @@ def import_writes(work: UnitOfWork, rows: Sequence[tuple[str, str, str, str, int
         if row is None:
             row = _add_reference(work, namespace, digest=digest, binary=binary, extension=extension, size=size)
         references[(namespace, reference)] = int(row[0])
+    if not isinstance(connection, sqlite3.Connection):
+        connection.executemany(
+            "INSERT INTO write_log (reference_id, key, written_at) VALUES (?, ?, ?)",
+            [
+                (references[(namespace, reference)], key, milliseconds(at))
+                for namespace, key, _, _, _, reference, at in rows
+            ],
+        )
+        return
+    keys = {key: _key_parameters(key) for key in {row[1] for row in rows}}
+    for stem in sorted({parameters[3] for parameters in keys.values() if parameters[3] is not None}):
+        work.change(_ADD_KEY_STEM_SQL, (stem, stem))
     connection.executemany(
-        "INSERT INTO write_log (reference_id, key, written_at) VALUES (?, ?, ?)",
+        _IMPORT_WRITE_SQLITE_SQL,
         [
-            (references[(namespace, reference)], key, milliseconds(at))
+            (references[(namespace, reference)], *keys[key][:3], milliseconds(at), keys[key][3])
             for namespace, key, _, _, _, reference, at in rows
         ],
     )
@@ -345,10 +407,11 @@ def writes_without_reference(connection: sqlite3.Connection) -> list[tuple[int, 
     :returns: `(id, key)` of `write_log` rows whose reference row (or its namespace's row) is gone, as a hand edit or
         a damaged index can leave them: the view `writes` joins them away, so that nothing else shows them.
     """
+    key = _WHOLE_KEY_SQL if isinstance(connection, sqlite3.Connection) else "w.key"
     return [
         (int(row[0]), row[1])
         for row in connection.execute(
-            "SELECT w.id, w.key FROM write_log w WHERE NOT EXISTS (SELECT 1 FROM namespace_references r "
+            f"SELECT w.id, {key} FROM write_log w WHERE NOT EXISTS (SELECT 1 FROM namespace_references r "
             "JOIN namespaces n ON n.id = r.namespace_id WHERE r.id = w.reference_id) ORDER BY w.id"
         )
     ]

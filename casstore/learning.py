@@ -20,6 +20,8 @@ from typing import NamedTuple
 
 import zstandard
 
+from casstore.key_stems import CALL_ID_MARKERS
+
 # Deltas. Below MIN_DELTA_SIZE a result is too small for a base to pay for the look-up it needs; a base above
 # MAX_BASE_SIZE costs more to load into zstd than a write should spend. A delta is kept only if its frame is under
 # DELTA_KEEP_BELOW of the plain one's (it costs a read of its base). ANCHOR_BYTES of a result's head and of its tail
@@ -60,10 +62,6 @@ _TAIL = 1 << 32
 # zstd reserves dictionary ids below 32768.
 _FIRST_DICTIONARY_ID = 32768
 
-# Where the call id starts in a Haystack key's stem, after the tool name: OpenAI's, Anthropic's, and the hook's own
-# `call{index}` when a tool call has no id.
-_CALL_ID_MARKERS = ("_call", "_toolu_", "_fc_", "_chatcmpl")
-
 
 def tool_of(key: str) -> str:
     """
@@ -83,7 +81,7 @@ def tool_of(key: str) -> str:
     step, underscore, tool = stem.partition("_")
     if not underscore or not step.isdigit() or not step.isascii():
         return f".{extension}"[:100]
-    for marker in _CALL_ID_MARKERS:
+    for marker in CALL_ID_MARKERS:
         cut = tool.rfind(marker)
         if cut > 0:
             tool = tool[:cut]

@@ -134,8 +134,20 @@ RELATIONS: dict[str, Relation] = {
         {
             "id": "increasing row id (writes.id)",
             "reference_id": "namespace_references.id",
-            "key": "the key the caller passed; only recorded",
+            "key": "the key the caller passed, only recorded; since migration 0021 only its rest after the step and "
+            "stem where key_stem_id is set (writes shows the whole key)",
             "written_at": "when, in milliseconds since 1970-01-01 00:00:00 UTC (writes shows it as text)",
+            "key_step": "the number a Haystack key starts with (its step), where the key was split; else NULL",
+            "key_stem_id": "key_stems.id of the key's stem (its tool's part), where the key was split; NULL: key is "
+            "whole",
+        },
+    ),
+    "key_stems": Relation(
+        "One row per stem of the keys written (migration 0021): the part of a Haystack key that every write of its "
+        "tool repeats, such as read_file_call, kept once.",
+        {
+            "id": "row id (write_log.key_stem_id)",
+            "stem": "the stem's text; a key is its step and '_' (if it has one), the stem, then write_log.key",
         },
     ),
     "offloads": Relation(

@@ -251,6 +251,7 @@ def as_before_0020(connection: sqlite3.Connection) -> None:
     """
     from casstore.schema import MIGRATION_NAMES
 
+    as_before_0021(connection)
     applied = connection.execute("SELECT 1 FROM _sqlite_migrations WHERE name = ?", (AN_INDEX_OF_BASES_ONLY,))
     if applied.fetchone() is None:
         return
@@ -259,3 +260,39 @@ def as_before_0020(connection: sqlite3.Connection) -> None:
     connection.execute(index)
     connection.execute("DELETE FROM _sqlite_migrations WHERE name = ?", (AN_INDEX_OF_BASES_ONLY,))
     connection.execute(f"PRAGMA user_version = {MIGRATION_NAMES.index(AN_INDEX_OF_BASES_ONLY)}")
+
+
+# What migration 0021 (key stems) changed.
+KEY_STEMS = "0021_key_stems"
+
+
+def as_before_0021(connection: sqlite3.Connection) -> None:
+    """
+    Turn a SQLite index back into what it was before migration 0021 (if it has 0021), with the same rows: `write_log`
+    with every key whole and without the stem columns, no `key_stems`, and the views `writes` and `repeated_results`
+    (and the trigger on `writes`) as 0018 made them; 0021 not recorded as applied (opening the store applies it again).
+    """
+    from casstore.schema import MIGRATION_NAMES
+
+    applied = connection.execute("SELECT 1 FROM _sqlite_migrations WHERE name = ?", (KEY_STEMS,))
+    if applied.fetchone() is None:
+        return
+    before = schema_through(MIGRATION_NAMES[MIGRATION_NAMES.index(KEY_STEMS) - 1])
+    rows = connection.execute(
+        "SELECT w.id, w.reference_id, CASE WHEN w.key_stem_id IS NULL THEN w.key ELSE coalesce(w.key_step || '_', '') "
+        "|| (SELECT s.stem FROM key_stems s WHERE s.id = w.key_stem_id) || w.key END, w.written_at "
+        "FROM write_log w ORDER BY w.id"
+    ).fetchall()
+    for view in ("writes", "repeated_results"):
+        connection.execute(f"DROP VIEW {view}")  # and its triggers
+    connection.execute("DROP TABLE write_log")
+    connection.execute("DROP TABLE key_stems")
+    connection.execute(before["write_log"][1])
+    connection.executemany("INSERT INTO write_log (id, reference_id, key, written_at) VALUES (?, ?, ?, ?)", rows)
+    present = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+    for kind in ("index", "view", "trigger"):
+        for name, (object_type, sql) in before.items():
+            if object_type == kind and name not in present:
+                connection.execute(sql)
+    connection.execute("DELETE FROM _sqlite_migrations WHERE name = ?", (KEY_STEMS,))
+    connection.execute(f"PRAGMA user_version = {MIGRATION_NAMES.index(KEY_STEMS)}")

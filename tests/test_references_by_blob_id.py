@@ -37,6 +37,7 @@ from tests.helpers import (
     AN_INDEX_OF_BASES_ONLY,
     BLOB_TIMES_IN_MILLISECONDS,
     DIGESTS_KEPT_ONCE,
+    KEY_STEMS,
     REFERENCES_BY_BLOB_ID,
     as_before_0017,
     as_before_0018,
@@ -442,6 +443,7 @@ def _as_of_0015(root: Path) -> None:
         DIGESTS_KEPT_ONCE,
         BLOB_TIMES_IN_MILLISECONDS,
         AN_INDEX_OF_BASES_ONLY,
+        KEY_STEMS,
     ), "undo the migrations after 0016 here first"
     with contextlib.closing(_connect(root)) as connection:
         as_before_0018(connection)
@@ -472,12 +474,13 @@ def test_an_index_of_0015_upgrades_in_place_with_the_same_answers_and_its_damage
         assert _answers(root) == before  # the upgrade happened on opening, and changed no answer
         with contextlib.closing(_connect(root)) as connection:
             applied = [row[0] for row in connection.execute("SELECT name FROM _sqlite_migrations ORDER BY id")]
-            assert applied[-5:] == [
+            assert applied[-6:] == [
                 REFERENCES_BY_BLOB_ID,
                 "0017_dependencies_in_slots",
                 DIGESTS_KEPT_ONCE,
                 BLOB_TIMES_IN_MILLISECONDS,
                 AN_INDEX_OF_BASES_ONLY,
+                KEY_STEMS,
             ]
             assert _mismatched(connection.execute(_CONSISTENT).fetchall()) == []
             assert connection.execute("SELECT count(*) FROM namespace_references WHERE blob_id IS NULL").fetchone()[
