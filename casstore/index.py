@@ -231,7 +231,8 @@ def import_writes(work: UnitOfWork, rows: Sequence[tuple[str, str, str, str, int
         if row is None:
             row = _add_reference(work, namespace, digest=digest, binary=binary, extension=extension, size=size)
         references[(namespace, reference)] = int(row[0])
-    if not isinstance(connection, sqlite3.Connection):
+    sqlite = isinstance(connection, sqlite3.Connection)  # PostgreSQL keeps keys whole (its migration 0021)
+    if not sqlite:
         connection.executemany(
             "INSERT INTO write_log (reference_id, key, written_at) VALUES (?, ?, ?)",
             [

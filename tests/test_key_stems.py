@@ -18,10 +18,10 @@ from casstore.maintenance import verify
 from casstore.schema import MIGRATION_NAMES
 from tests.helpers import KEY_STEMS, as_before_0021
 
-_TOOL = st.text(alphabet=st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), min_size=1)
+_TOOL = st.text(alphabet=st.characters(blacklist_characters="\x00", blacklist_categories=["Cs"]), min_size=1)
 
 
-@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",))))
+@given(st.text(alphabet=st.characters(blacklist_categories=["Cs"])))
 def test_a_split_key_joins_back_to_the_same_text(key: str) -> None:
     parts = split_key(key)
     assert parts is None or parts.key == key
@@ -31,7 +31,7 @@ def test_a_split_key_joins_back_to_the_same_text(key: str) -> None:
     step=st.integers(min_value=0, max_value=10**18 - 1),
     tool=_TOOL,
     marker=st.sampled_from(CALL_ID_MARKERS),
-    rest=st.text(alphabet=st.characters(blacklist_categories=("Cs",))),
+    rest=st.text(alphabet=st.characters(blacklist_categories=["Cs"])),
 )
 def test_every_key_of_the_hooks_shape_is_split_and_joins_back(step: int, tool: str, marker: str, rest: str) -> None:
     key = f"{step}_{tool}{marker}{rest}"
@@ -96,7 +96,7 @@ def test_the_history_shows_every_key_as_written_and_keeps_each_stem_once(tmp_pat
         other.write(key="5_read_range_call_cc.txt", content="result 0\n" * 40)
     written = [*_KEYS, "3790_read_range_call_bb.txt", "5_read_range_call_cc.txt"]
     assert [row[0] for row in _rows(root, "SELECT key FROM writes ORDER BY id")] == written
-    stems = dict(_rows(root, "SELECT stem, id FROM key_stems"))
+    stems = {row[0]: row[1] for row in _rows(root, "SELECT stem, id FROM key_stems")}
     assert set(stems) == {"read_range_call", "read_file_toolu_", "list_dir_call", "compacted_read_file_"}
     logged = _rows(root, "SELECT key_step, key_stem_id, key FROM write_log ORDER BY id")
     assert logged[0] == (3788, stems["read_range_call"], "_31316e8c2361f1e0.txt")
