@@ -200,13 +200,18 @@ def as_before_0018(connection: sqlite3.Connection) -> None:
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
         rows,
     )
-    present = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
-    for kind in ("index", "view", "trigger"):
-        for name, (object_type, sql) in before.items():
-            if object_type == kind and name not in present:
-                connection.execute(sql)
+    _make_missing(connection, before)
     connection.execute("DELETE FROM _sqlite_migrations WHERE name = ?", (DIGESTS_KEPT_ONCE,))
     connection.execute(f"PRAGMA user_version = {MIGRATION_NAMES.index(DIGESTS_KEPT_ONCE)}")
+
+
+def _make_missing(connection: sqlite3.Connection, schema: dict[str, tuple[str, str]]) -> None:
+    """Make the indexes, views and triggers of `schema` (as `schema_through` gives it) that the index lacks."""
+    present = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+    for kind in ("index", "view", "trigger"):
+        for name, (object_type, sql) in schema.items():
+            if object_type == kind and name not in present:
+                connection.execute(sql)
 
 
 # What migration 0019 (a blob's times in milliseconds) changed.
@@ -289,10 +294,6 @@ def as_before_0021(connection: sqlite3.Connection) -> None:
     connection.execute("DROP TABLE key_stems")
     connection.execute(before["write_log"][1])
     connection.executemany("INSERT INTO write_log (id, reference_id, key, written_at) VALUES (?, ?, ?, ?)", rows)
-    present = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
-    for kind in ("index", "view", "trigger"):
-        for name, (object_type, sql) in before.items():
-            if object_type == kind and name not in present:
-                connection.execute(sql)
+    _make_missing(connection, before)
     connection.execute("DELETE FROM _sqlite_migrations WHERE name = ?", (KEY_STEMS,))
     connection.execute(f"PRAGMA user_version = {MIGRATION_NAMES.index(KEY_STEMS)}")
