@@ -2,9 +2,10 @@
 A key's stem: the part of a Haystack key that its tool's every write repeats, kept once in the index (migration 0021).
 
 Haystack's offload hook names a result `{step}_{tool}_{call id}[_{part}].{ext}` (`3788_read_file_call_5f0c...txt`),
-and its compactor `compacted_{tool}_{32 hex}[_{part}].{ext}`. Of a key's 40 characters on the benchmark's trace, the
-step and the tool are 20: `write_log` keeps the step as an integer, the stem (`read_file_call`) as the id of a
-`key_stems` row, and only the rest of the key as text. The views show the whole key, as before.
+its compactor `compacted_{tool}_{32 hex}[_{part}].{ext}`, and casstore's `compacted_{tool}_{call id}[_{part}].{ext}`.
+Of a key's 40 characters on the benchmark's trace, the step and the tool are 20: `write_log` keeps the step as an
+integer, the stem (`read_file_call`) as the id of a `key_stems` row, and only the rest of the key as text. The views
+show the whole key, as before.
 
 A key of another shape is kept whole. `split_key` and `KeyParts.key` are exact inverses: whatever is split joins back
 to the same string (a property test holds them to it).
@@ -17,6 +18,7 @@ from typing import NamedTuple
 # `call{index}` when a tool call has no id.
 CALL_ID_MARKERS = ("_call", "_toolu_", "_fc_", "_chatcmpl")
 # Haystack's compactor's keys: `compacted_{tool}_`, the stem, then 32 hex digits, maybe `_{part}` and an extension.
+_COMPACTED = "compacted_"
 _COMPACTED_KEY = re.compile(r"(compacted_.+?_)([0-9a-f]{32}(?:[_.].*)?)", re.DOTALL)
 # The steps kept as integers: ASCII digits without a leading zero that fit in 64 bits with room to spare.
 _MAX_STEP_DIGITS = 18
@@ -48,15 +50,22 @@ def split_key(key: str) -> KeyParts | None:
     """
     step_text, underscore, tail = key.partition("_")
     if underscore and _is_step(step_text):
-        for marker in CALL_ID_MARKERS:
-            cut = tail.rfind(marker)
-            if cut > 0:
-                end = cut + len(marker)
-                return _parts(int(step_text), tail[:end], tail[end:])
+        return _split_at_call_id(int(step_text), "", tail)
+    if not key.startswith(_COMPACTED):
         return None
-    compacted = _COMPACTED_KEY.fullmatch(key) if key.startswith("compacted_") else None
+    compacted = _COMPACTED_KEY.fullmatch(key)
     if compacted is not None:
         return _parts(None, compacted.group(1), compacted.group(2))
+    # casstore's compactor names a result by its tool call's id: `compacted_{tool}_{call id}...`.
+    return _split_at_call_id(None, _COMPACTED, key[len(_COMPACTED) :])
+
+
+def _split_at_call_id(step: int | None, prefix: str, tail: str) -> KeyParts | None:
+    for marker in CALL_ID_MARKERS:
+        cut = tail.rfind(marker)
+        if cut > 0:
+            end = cut + len(marker)
+            return _parts(step, prefix + tail[:end], tail[end:])
     return None
 
 

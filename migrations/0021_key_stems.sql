@@ -1,9 +1,10 @@
 -- A key's stem kept once (docs/index.md, "What the history stores"). A Haystack key is `{step}_{tool}_{call id}...`
--- (the offload hook's) or `compacted_{tool}_{32 hex}...` (the compactor's): of its 40 characters on the benchmark's
--- trace, the step and the tool's stem are 20, written again by every write of the tool. A new `write_log` row keeps
--- the step as an integer (`key_step`), the stem as the id of its `key_stems` row (`key_stem_id`), and only the rest in
--- `key`; a key of another shape, and every row written before 0021, keeps `key` whole (both new columns NULL). The
--- views show the whole key, as before: a person reading `write_log` alone sees the rest of split keys only.
+-- (the offload hook's) or `compacted_{tool}_{32 hex or call id}...` (the compactors'): of its 40 characters on the
+-- benchmark's trace, the step and the tool's stem are 20, written again by every write of the tool. A new
+-- `write_log` row keeps the step as an integer (`key_step`, if it has one), the stem as the id of its `key_stems` row
+-- (`key_stem_id`), and only the rest in `key`; a key of another shape, and every row written before 0021, keeps
+-- `key` whole (both new columns NULL). The views show the whole key, as before: a person reading `write_log` alone
+-- sees the rest of split keys only.
 CREATE TABLE key_stems (
     id INTEGER PRIMARY KEY,
     stem TEXT NOT NULL UNIQUE                                -- such as 'read_file_call' or 'compacted_read_file_'

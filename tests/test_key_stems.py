@@ -18,7 +18,9 @@ from casstore.maintenance import verify
 from casstore.schema import MIGRATION_NAMES
 from tests.helpers import KEY_STEMS, as_before_0021
 
-_TOOL = st.text(alphabet=st.characters(blacklist_characters="\x00", blacklist_categories=["Cs"]), min_size=1)
+_TOOL = st.text(
+    alphabet=st.characters(blacklist_characters="\x00", blacklist_categories=["Cs"]), min_size=1, max_size=100
+)
 
 
 @given(st.text(alphabet=st.characters(blacklist_categories=["Cs"])))
@@ -51,9 +53,17 @@ def test_a_compactors_key_is_split_before_its_id(tool: str, identifier: str, par
     assert parts.stem.startswith("compacted_") and parts.rest.endswith(f"_{part}.txt")
 
 
+@given(tool=_TOOL, marker=st.sampled_from(CALL_ID_MARKERS), identifier=st.text(max_size=30))
+def test_casstores_compactor_keys_are_split_at_the_call_id(tool: str, marker: str, identifier: str) -> None:
+    key = f"compacted_{tool}{marker}{identifier}.txt"
+    parts = split_key(key)
+    assert parts is not None and parts.step is None and parts.key == key and parts.stem.startswith("compacted_")
+
+
 @pytest.mark.parametrize(
     "key",
     [
+        "compacted_read_file.txt",  # neither 32 hex digits nor a call id
         "007_read_file_call_abc.txt",  # a leading zero would not print back
         "1234567890123456789_read_file_call_abc.txt",  # 19 digits
         "3__call_abc.txt",  # no tool before the marker
@@ -80,6 +90,7 @@ _KEYS = [
     "12_read_file_toolu_01A09q90qw90lq917835lq9_2.txt",
     "0_list_dir_call",
     "compacted_read_file_0123456789abcdef0123456789abcdef_2.txt",
+    "compacted_search_call_42.txt",
     "notes.md",
     "007_read_file_call_x.txt",
     "５_grep_call_x.txt",
@@ -97,13 +108,20 @@ def test_the_history_shows_every_key_as_written_and_keeps_each_stem_once(tmp_pat
     written = [*_KEYS, "3790_read_range_call_bb.txt", "5_read_range_call_cc.txt"]
     assert [row[0] for row in _rows(root, "SELECT key FROM writes ORDER BY id")] == written
     stems = {row[0]: row[1] for row in _rows(root, "SELECT stem, id FROM key_stems")}
-    assert set(stems) == {"read_range_call", "read_file_toolu_", "list_dir_call", "compacted_read_file_"}
+    assert set(stems) == {
+        "read_range_call",
+        "read_file_toolu_",
+        "list_dir_call",
+        "compacted_read_file_",
+        "compacted_search_call",
+    }
     logged = _rows(root, "SELECT key_step, key_stem_id, key FROM write_log ORDER BY id")
     assert logged[0] == (3788, stems["read_range_call"], "_31316e8c2361f1e0.txt")
     assert logged[3] == (0, stems["list_dir_call"], "")
     assert logged[4] == (None, stems["compacted_read_file_"], "0123456789abcdef0123456789abcdef_2.txt")
-    assert logged[5:8] == [(None, None, key) for key in _KEYS[5:8]]
-    assert logged[8] == (3790, stems["read_range_call"], "_bb.txt")
+    assert logged[5] == (None, stems["compacted_search_call"], "_42.txt")
+    assert logged[6:9] == [(None, None, key) for key in _KEYS[6:9]]
+    assert logged[9] == (3790, stems["read_range_call"], "_bb.txt")
     assert _rows(root, "SELECT example_key FROM repeated_results") == [("3788_read_range_call_31316e8c2361f1e0.txt",)]
 
 
@@ -115,7 +133,7 @@ def test_a_copy_keeps_every_key(tmp_path: Path) -> None:
             copy_store(source, target)
     question = "SELECT namespace, key, reference, written_at FROM writes ORDER BY key"
     assert _rows(tmp_path / "b", question) == _rows(tmp_path / "a", question)
-    assert _rows(tmp_path / "b", "SELECT count(*) FROM write_log WHERE key_stem_id IS NOT NULL") == [(5,)]
+    assert _rows(tmp_path / "b", "SELECT count(*) FROM write_log WHERE key_stem_id IS NOT NULL") == [(6,)]
 
 
 def test_past_the_last_stem_keys_are_kept_whole(tmp_path: Path) -> None:
