@@ -104,8 +104,8 @@ _ADD_KEY_STEM_SQL = (
 )
 # A `write_log` row's whole key (SQLite), as the view `writes` shows it.
 _WHOLE_KEY_SQL = (
-    "CASE WHEN w.key_stem_id IS NULL THEN w.key ELSE coalesce(w.key_step || '_', '') "
-    "|| (SELECT s.stem FROM key_stems s WHERE s.id = w.key_stem_id) || w.key END"
+    "CAST(CASE WHEN w.key_stem_id IS NULL THEN w.key ELSE coalesce(w.key_step || '_', '') "
+    "|| (SELECT s.stem FROM key_stems s WHERE s.id = w.key_stem_id) || w.key END AS TEXT)"
 )
 # The visibility no write is left for. Written with EXCEPT (a sort of each table) because a correlated NOT EXISTS
 # would scan `write_log` (which has no index but its row id) once per reference.

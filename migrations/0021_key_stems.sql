@@ -13,16 +13,25 @@ CREATE TABLE key_stems (
 ALTER TABLE write_log ADD COLUMN key_step INTEGER CHECK (key_step >= 0);  -- the key's leading number, if split
 ALTER TABLE write_log ADD COLUMN key_stem_id INTEGER;                     -- key_stems.id; NULL: `key` is whole
 
--- `writes` and `repeated_results` as 0018 made them, with the whole key: the step, `_`, the stem and the rest.
+-- A stem that rows of `write_log` name cannot be deleted (their keys would be lost); casstore never deletes one.
+CREATE TRIGGER key_stems_kept BEFORE DELETE ON key_stems
+WHEN EXISTS (SELECT 1 FROM write_log WHERE key_stem_id = OLD.id)
+BEGIN
+    SELECT RAISE(ABORT, 'rows of write_log name this key stem: their keys would be lost; key stems are never deleted');
+END;
+
+-- `writes` and `repeated_results` as 0018 made them, with the whole key (the step, `_`, the stem and the rest), as text.
 DROP VIEW writes;
 
 CREATE VIEW writes AS
 SELECT
     w.id,
     n.namespace,
-    CASE WHEN w.key_stem_id IS NULL THEN w.key
-        ELSE coalesce(w.key_step || '_', '') || (SELECT s.stem FROM key_stems s WHERE s.id = w.key_stem_id) || w.key
-    END AS key,
+    CAST(
+        CASE WHEN w.key_stem_id IS NULL THEN w.key
+            ELSE coalesce(w.key_step || '_', '') || (SELECT s.stem FROM key_stems s WHERE s.id = w.key_stem_id) || w.key
+        END AS TEXT
+    ) AS key,
     coalesce(r.digest, b.digest) AS digest,
     CASE r.is_binary WHEN 1 THEN 'binary' ELSE 'text' END AS kind,
     r.size,
@@ -67,10 +76,12 @@ FROM (
         min(l.written_at) AS first_ms,
         max(l.written_at) AS last_ms,
         min(
-            CASE WHEN l.key_stem_id IS NULL THEN l.key
-                ELSE coalesce(l.key_step || '_', '') || (SELECT s.stem FROM key_stems s WHERE s.id = l.key_stem_id)
-                    || l.key
-            END
+            CAST(
+                CASE WHEN l.key_stem_id IS NULL THEN l.key
+                    ELSE coalesce(l.key_step || '_', '') || (SELECT s.stem FROM key_stems s WHERE s.id = l.key_stem_id)
+                        || l.key
+                END AS TEXT
+            )
         ) AS example_key
     FROM write_log l
     JOIN namespace_references r ON r.id = l.reference_id

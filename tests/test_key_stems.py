@@ -125,6 +125,55 @@ def test_the_history_shows_every_key_as_written_and_keeps_each_stem_once(tmp_pat
     assert _rows(root, "SELECT example_key FROM repeated_results") == [("3788_read_range_call_31316e8c2361f1e0.txt",)]
 
 
+def test_a_repeated_write_of_a_stem_not_yet_kept_keeps_its_key_whole(tmp_path: Path) -> None:
+    # The one-statement repeated write finds a stem but adds none: this key's stem is new, so it is kept whole.
+    root = tmp_path / "store"
+    with ContentAddressedToolResultStore(root) as store:
+        store.write(key="1_read_file_call_a.txt", content="the same result")
+        store.write(key="2_grep_call_b.txt", content="the same result")
+        store.write(key="3_grep_call_c.txt", content="another result")  # a new reference adds the stem
+        store.write(key="4_grep_call_d.txt", content="the same result")
+    assert _rows(root, "SELECT key_step, key FROM write_log ORDER BY id") == [
+        (1, "_a.txt"),
+        (None, "2_grep_call_b.txt"),
+        (3, "_c.txt"),
+        (4, "_d.txt"),
+    ]
+    keys = ["1_read_file_call_a.txt", "2_grep_call_b.txt", "3_grep_call_c.txt", "4_grep_call_d.txt"]
+    assert [row[0] for row in _rows(root, "SELECT key FROM writes ORDER BY id")] == keys
+
+
+def test_the_whole_key_is_text_as_the_column_was(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    with ContentAddressedToolResultStore(root) as store:
+        store.write(key="5", content="a")
+        store.write(key="7_read_file_call_1", content="b")
+    assert _rows(root, "SELECT key FROM writes WHERE key = 5") == [("5",)]
+    assert _rows(root, "SELECT typeof(key) FROM writes") == [("text",), ("text",)]
+
+
+def test_a_stem_that_keys_need_cannot_be_deleted(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    with ContentAddressedToolResultStore(root) as store:
+        store.write(key="7_read_file_call_1.txt", content="b")
+    with contextlib.closing(sqlite3.connect(root / "index.db")) as connection:
+        with pytest.raises(sqlite3.IntegrityError, match="never deleted"):
+            connection.execute("DELETE FROM key_stems")
+        connection.execute("INSERT INTO key_stems (stem) VALUES ('unused_call')")
+        connection.execute("DELETE FROM key_stems WHERE stem = 'unused_call'")
+    assert _rows(root, "SELECT key FROM writes") == [("7_read_file_call_1.txt",)]
+
+
+def test_verify_names_a_split_write_without_reference_by_its_whole_key(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    with ContentAddressedToolResultStore(root) as store:
+        store.write(key="7_read_file_call_1.txt", content="b")
+        with contextlib.closing(sqlite3.connect(root / "index.db")) as connection:
+            connection.execute("DELETE FROM namespace_references")
+            connection.commit()
+        assert verify(store).writes_without_reference == [(1, "7_read_file_call_1.txt")]
+
+
 def test_a_copy_keeps_every_key(tmp_path: Path) -> None:
     with ContentAddressedToolResultStore(tmp_path / "a") as source:
         for number, key in enumerate(_KEYS):
@@ -153,14 +202,18 @@ def test_an_index_of_0020_upgrades_with_its_keys_whole_and_splits_new_ones(tmp_p
     with ContentAddressedToolResultStore(root) as store:
         for number, key in enumerate(_KEYS):
             store.write(key=key, content=f"result {number}")
+        store.write(key="3790_read_range_call_bb.txt", content="result 0")
     with contextlib.closing(sqlite3.connect(root / "index.db")) as connection:
         as_before_0021(connection)
         connection.commit()
     question = "SELECT * FROM writes ORDER BY id"
-    before = _rows(root, question)
-    assert [row[2] for row in before] == _KEYS
+    repeated = "SELECT * FROM repeated_results ORDER BY digest"
+    before, repeated_before = _rows(root, question), _rows(root, repeated)
+    assert [row[2] for row in before] == [*_KEYS, "3790_read_range_call_bb.txt"]
+    assert [row[-1] for row in repeated_before] == ["3788_read_range_call_31316e8c2361f1e0.txt"]
     with ContentAddressedToolResultStore(root) as store:
         assert _rows(root, question) == before  # the upgrade changed no answer
+        assert _rows(root, repeated) == repeated_before
         assert _rows(root, "SELECT count(*) FROM write_log WHERE key_stem_id IS NOT NULL") == [(0,)]
         store.write(key="3791_read_range_call_new.txt", content="a new result")
         assert verify(store).ok

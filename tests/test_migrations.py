@@ -71,6 +71,7 @@ def test_visibility_has_one_owner_and_no_trigger(store: ContentAddressedToolResu
         ("blobs_follow_references", "blob_rows"),
         ("blobs_insert", "blobs"),
         ("blobs_update", "blobs"),
+        ("key_stems_kept", "key_stems"),
         ("writes_set_written_at", "writes"),
     ]
     reference = store.write(key="a.txt", content="seen")
