@@ -4,6 +4,7 @@ The project's two entry points, each setting up its own virtualenv (`.venv`) on 
 
     python3 dev.py demo    # run the main job: a demo agent over a real folder, then a summary
     python3 dev.py test    # ruff, mypy and the whole test suite (what CI runs)
+    python3 dev.py test --quick    # ruff, mypy and every test not marked `slow`: run it after each change
 
 Needs only `python3` (3.11+) with `pip` and `venv`. Extra arguments are passed on (`python3 dev.py test -k store`).
 """
@@ -174,7 +175,20 @@ def _ensure_browser() -> None:
     print(f"Installed {CHROMIUM}.", flush=True)
 
 
+# `--quick`: the tier a developer runs after every change; the tests marked `slow` (servers restarted, subprocesses
+# killed, whole agent runs, benchmarks' smoke runs) wait for the full run that CI makes.
+QUICK = "--quick"
+
+
+def pytest_arguments(arguments: list[str]) -> list[str]:
+    """:returns: What `python3 dev.py test ARGUMENTS` passes to pytest: `--quick` becomes `-m 'not slow'`."""
+    if QUICK not in arguments:
+        return arguments
+    return ["-m", "not slow", *(argument for argument in arguments if argument != QUICK)]
+
+
 def test(arguments: list[str]) -> None:
+    arguments = pytest_arguments(arguments)
     _ensure_venv()
     _ensure_browser()
     linted = [path for path in LINTED if (ROOT / path).exists()]

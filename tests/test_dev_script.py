@@ -4,11 +4,13 @@ silence), and the demo's closing hint names commands that work in the user's she
 is not on PATH. The hinted commands are run here, in a shell with the PATH a newcomer has.
 """
 
+import importlib.util
 import os
 import subprocess
 import sys
 import sysconfig
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -133,3 +135,20 @@ def test_the_first_dev_py_demo_says_what_it_installs_and_hints_at_commands_that_
     )
     assert not [line for line in again.stderr.splitlines() if line.startswith("dev.py: ")]
     assert again.stdout.lstrip().startswith("{")
+
+
+def _dev_script() -> ModuleType:
+    """dev.py as a module (it is a script at the repository's root, not part of the package)."""
+    spec = importlib.util.spec_from_file_location("dev_script", ROOT / "dev.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_quick_tier_leaves_out_only_the_tests_marked_slow() -> None:
+    arguments = _dev_script().pytest_arguments
+    assert arguments(["--quick"]) == ["-m", "not slow"]
+    assert arguments(["--quick", "-k", "gc", "-x"]) == ["-m", "not slow", "-k", "gc", "-x"]
+    assert arguments(["-k", "gc"]) == ["-k", "gc"]  # the full run passes everything on as it came
+    assert arguments([]) == []
