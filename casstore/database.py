@@ -24,11 +24,11 @@ from typing import Any, Protocol
 
 from sqlite_utils import Database as SqliteUtilsDatabase
 
-from casstore import forks
+from casstore import forks, read_only
 from casstore.blob_times_upgrade import refuse_unreadable_blob_times
 from casstore.dependencies_upgrade import refuse_unslotted_dependencies
 from casstore.disk import disk_usage_of_file
-from casstore.errors import IndexDamagedError, SchemaError, StoreClosedError
+from casstore.errors import IndexDamagedError, ReadOnlyStoreError, SchemaError, StoreClosedError
 from casstore.history_upgrade import refuse_unreadable_write_times
 from casstore.schema import MIGRATION_NAMES, MIGRATION_SET, MIGRATIONS
 
@@ -96,6 +96,9 @@ class Database:
         self._durable = durable
         self._busy_timeout = busy_timeout
         self._closed = False
+        # Set when the index is on read-only media or this process may not write it: reads only (`_open_read_only`).
+        self.read_only = False
+        self._read_only_uri: str | None = None
         self._owner = forks.generation
         self._lock = threading.RLock()
         # While `_pending`, no index file is open (none existed when last looked at), `_connection` is the empty
@@ -119,10 +122,58 @@ class Database:
         self._generation = _PENDING if pending else forks.generation
 
     def _open_file(self, *, create: bool = True) -> None:
-        """Open `path` and bring its schema up to date; with `create`, a missing file is made, with its folder."""
+        """
+        Open `path` and bring its schema up to date; with `create`, a missing file is made, with its folder. An index
+        this process cannot write (read-only media, or its permissions) is opened for reading only.
+        """
         if create:  # the folder first; SQLite creates the file as it connects, and `_prepare` gives it its schema
+            self._make_folder()
+        try:
+            self._connect()
+            try:
+                self._prepare()
+            except BaseException:
+                self._connection.close()
+                raise
+        except SchemaError:
+            # SQLite could not open it for writing; only if the file system agrees is it a read-only store, not a
+            # damaged one (a damaged index on read-only media is reported as damaged by the second attempt too).
+            if not read_only.cannot_write(self.path):
+                raise
+            self._open_read_only()
+            return
+        if read_only.cannot_write(self.path) and read_only.refuses_writes(self._connection):
+            # SQLite opened the file read-only by itself (its folder is writable, the file is not): say so up front.
+            self.read_only = True
+
+    def _make_folder(self) -> None:
+        try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._connect()
+        except OSError as error:
+            if error.errno in read_only.READ_ONLY_ERRNOS:
+                raise read_only.store_error(self.path.parent, "its first write cannot create index.db") from error
+            raise
+
+    def _open_read_only(self) -> None:
+        """Open `path` for reading only, as `read_only.open_for_reading` can; its schema must be up to date already."""
+        if not self.path.exists():
+            raise read_only.store_error(self.path.parent, "its first write cannot create index.db")
+        self._read_only_uri = read_only.reading_uri(self.path)
+        self.read_only = True
+        try:
+            self._connect()
+        except SchemaError:
+            # No shared-memory file beside the index, and none can be made: without a write-ahead log to read, the
+            # file alone is the whole index, and nothing can change it while it is read-only.
+            if read_only.has_log(self.path):
+                raise read_only.store_error(
+                    self.path.parent,
+                    f"its write-ahead log {self._log.name} cannot be read without writing {self.path.name}-shm beside "
+                    f"it",
+                    readable=False,
+                ) from None
+            self._read_only_uri = read_only.immutable_uri(self.path)
+            self._connect()
         try:
             self._prepare()
         except BaseException:
@@ -130,11 +181,22 @@ class Database:
             raise
 
     def _connect(self) -> None:
-        """Open a connection to `path`, owned by this process."""
+        """Open a connection to `path` (read-only through `_read_only_uri` once set), owned by this process."""
         try:
-            connection = sqlite3.connect(
-                self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
-            )
+            if self._read_only_uri is None:
+                connection = sqlite3.connect(
+                    self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
+                )
+            else:
+                connection = sqlite3.connect(
+                    self._read_only_uri,
+                    uri=True,
+                    timeout=self._busy_timeout,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
+                # SQLite opens lazily: the first statement finds out whether the file can be read this way.
+                connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
             connection.execute(f"PRAGMA synchronous={'FULL' if self._durable else 'NORMAL'}")
             # A log that grew large (a rebuild writes the whole index into it) is cut down when it starts over.
             connection.execute(f"PRAGMA journal_size_limit = {_JOURNAL_SIZE_LIMIT}")
@@ -148,6 +210,14 @@ class Database:
             sqlite_utils_db = SqliteUtilsDatabase(connection, recursive_triggers=False, execute_plugins=False)
             with _one_snapshot(connection):
                 _refuse_unknown_schema(sqlite_utils_db, self.path)
+            if self.read_only:
+                if MIGRATIONS.pending(sqlite_utils_db):
+                    raise read_only.store_error(
+                        self.path.parent,
+                        "its index was made by an older casstore and must be upgraded first, which writes it",
+                        readable=False,
+                    )
+                return
             if connection.execute("PRAGMA page_count").fetchone()[0] == 0:
                 # A file being created: its first page, which the journal mode below writes, must already say that
                 # freed pages can be given back (`return_free_space`); SQLite fixes that before the first table.
@@ -248,7 +318,13 @@ class Database:
         """
         if self._pending and not exclusive:
             self.create()
+        if self.read_only:
+            raise self.read_only_error("it cannot be written")
         return _Transaction(self)
+
+    def read_only_error(self, what: str) -> ReadOnlyStoreError:
+        """:returns: The error that says the index is read-only and `what` follows from that."""
+        return read_only.store_error(self.path.parent, what)
 
     @contextmanager
     def rolled_back(self) -> Iterator["UnitOfWork"]:
@@ -258,7 +334,9 @@ class Database:
         :returns: A context manager yielding the transaction's `UnitOfWork` (its `on_commit` callbacks never run).
         """
         with self._held() as connection:
-            connection.execute("BEGIN IMMEDIATE")
+            # A read-only index takes no write lock (nothing can write it meanwhile); a statement that would change
+            # it fails, and is rolled back.
+            connection.execute("BEGIN" if self.read_only else "BEGIN IMMEDIATE")
             try:
                 yield UnitOfWork(connection, self._statements)
             finally:

@@ -64,6 +64,15 @@ class StorageError(CasStoreError, OSError):
     """
 
 
+class ReadOnlyStoreError(StorageError):
+    """
+    The store is on read-only media, or this process may not write its folder or `index.db`: it can be read (every
+    reading command, `read`, the read tool), not written. A write, gc or copy into it raises this and changes nothing.
+
+    A `StorageError`, as a write that could not be stored; code catching that keeps working.
+    """
+
+
 class SchemaError(CasStoreError):
     """The index was written by a newer casstore, or is not a casstore index at all."""
 

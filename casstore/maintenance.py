@@ -191,12 +191,16 @@ def collect_garbage(
     :param dry_run: Report what would go and estimate the sizes after, and change nothing.
     :returns: The counts and sizes.
     :raises ValueError: If `grace`, `older_than` or `max_size` is negative.
+    :raises ReadOnlyStoreError: If the store is read-only; nothing is changed.
     """
     if grace < timedelta(0) or (older_than is not None and older_than < timedelta(0)):
         raise ValueError("`grace` and `older_than` must not be negative.")
     if max_size is not None and max_size < 0:
         raise ValueError(f"`max_size` must be a number of bytes, 0 or more; got {max_size}.")
     repository = repository_of(source)
+    if repository.read_only:
+        # A dry run too: it finds what would go by deleting it in a transaction that is rolled back.
+        raise repository.read_only_error("gc cannot collect anything in it, nor preview that with --dry-run")
     index_before, blobs_before = repository.footprint()
     report = GarbageReport(
         dry_run=dry_run, index_bytes_before=index_before, blob_bytes_before=blobs_before, max_size=max_size

@@ -7,6 +7,7 @@ offload in the store's history.
 """
 
 import asyncio
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 from uuid import uuid4
@@ -20,6 +21,7 @@ from haystack.token_counters import TokenCounter
 from haystack.utils.deserialization import deserialize_component_inplace
 
 from casstore import CompactionRecord, OffloadRecord, PreparedWrite
+from casstore.compactor.offload_strategies import CASSTORE_TOOL_NAMES
 from casstore.compactor.parts import Part, key_part, result_parts
 from casstore.compactor.pointers import (
     COMPACTION_META_KEY,
@@ -109,9 +111,11 @@ class DedupOffloadCompactor(Compactor):
     ```
 
     Results are offloaded oldest first until the conversation fits the target. Results of the latest `min_keep_steps`
-    tool-calling steps, error results, results already offloaded or compacted, empty results, small results, and
-    image or file results for a store without binary support stay. The reference text and the message meta are what
-    Haystack's compactor writes, so Haystack's hooks and compactors treat the message as offloaded.
+    tool-calling steps, the answers of casstore's read and search tools (what the model asked to see: offloaded, they
+    would become one more reference to read), error results, results already offloaded or compacted, empty results,
+    small results, and image or file results for a store without binary support stay. The reference text and the
+    message meta are what Haystack's compactor writes, so Haystack's hooks and compactors treat the message as
+    offloaded.
 
     With a `ContentAddressedToolResultStore` (any store with `prepare_write` and `write_prepared_many`), each reference
     is known before anything is written, so a result is written only once it is certain to be replaced: a result that
@@ -131,6 +135,7 @@ class DedupOffloadCompactor(Compactor):
         min_tokens: int = 200,
         preview_chars: int = 200,
         context_window: int | None = None,
+        keep_tool_names: Iterable[str] = (),
     ) -> None:
         """
         Create the compactor.
@@ -145,6 +150,11 @@ class DedupOffloadCompactor(Compactor):
         :param context_window: The model's context window in tokens (the `CompactionHook`'s `context_window`), for
             the store's `compactions` history and the report's timeline; Haystack does not tell a compactor, so it is
             recorded as NULL unless given here.
+        :param keep_tool_names: More tools whose results are never offloaded: the `name` given to `make_read_tool`
+            or `make_search_tool` when it is not the default. The default names (`read_offloaded_result`,
+            `search_offloaded_results`) are kept either way, as `keep_in_context` keeps them from Haystack's hook.
+        :raises TypeError: If `keep_tool_names` is a single string rather than a collection of names, or a name is
+            not a string.
         :raises ValueError: If `min_keep_steps` is less than 1, `min_tokens` or `preview_chars` is negative, or
             `context_window` is given and not a positive whole number.
         """
@@ -164,6 +174,16 @@ class DedupOffloadCompactor(Compactor):
                 f"`context_window` must be a positive number of tokens (the CompactionHook's), or None when it is not "
                 f"known; got {context_window!r}."
             )
+        if isinstance(keep_tool_names, str):
+            raise TypeError(
+                f"`keep_tool_names` takes a collection of tool names; pass keep_tool_names=[{keep_tool_names!r}]."
+            )
+        names = list(keep_tool_names)
+        for name in names:
+            if not isinstance(name, str):
+                raise TypeError(f"Every name in `keep_tool_names` must be a tool's name (a string), got {name!r:.80}.")
+        self.keep_tool_names = names
+        self._kept_tools = frozenset((*CASSTORE_TOOL_NAMES, *names))
         self.store = store
         self.min_keep_steps = min_keep_steps
         self.min_tokens = min_tokens
@@ -233,10 +253,11 @@ class DedupOffloadCompactor(Compactor):
         :returns: The offloaded message and the tokens it saves, or None when the result stays.
         """
         result = message.tool_call_result
-        # Errors, results another compactor rewrote, and results that already are references stay.
+        # Errors, casstore's own tools' answers, results another compactor rewrote, and references stay.
         if (
             result is None
             or result.error
+            or result.origin.tool_name in self._kept_tools
             or message.meta.get(OFFLOADED_META_KEY)
             or COMPACTION_META_KEY in message.meta
         ):
@@ -390,6 +411,7 @@ class DedupOffloadCompactor(Compactor):
             min_tokens=self.min_tokens,
             preview_chars=self.preview_chars,
             context_window=self.context_window,
+            keep_tool_names=self.keep_tool_names,
         )
 
     @classmethod
@@ -412,7 +434,8 @@ class DedupOffloadCompactor(Compactor):
     def __repr__(self) -> str:
         return (
             f"DedupOffloadCompactor(store={self.store!r}, min_keep_steps={self.min_keep_steps}, "
-            f"min_tokens={self.min_tokens}, preview_chars={self.preview_chars}, context_window={self.context_window})"
+            f"min_tokens={self.min_tokens}, preview_chars={self.preview_chars}, context_window={self.context_window}, "
+            f"keep_tool_names={self.keep_tool_names!r})"
         )
 
 

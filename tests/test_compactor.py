@@ -42,7 +42,7 @@ COUNTER = PayloadCounter()
 
 
 def _both_compact(
-    theirs_store: Any, ours_store: Any, settings: dict[str, int], messages: list[ChatMessage], target: int
+    theirs_store: Any, ours_store: Any, settings: dict[str, Any], messages: list[ChatMessage], target: int
 ) -> tuple[list[ChatMessage] | None, list[ChatMessage] | None]:
     """Haystack's compactor and ours, each over its own store, on the same conversation and target."""
     theirs = ToolResultOffloadCompactor(store=theirs_store, **settings).compact(
@@ -118,7 +118,7 @@ class TestSettings:
             ({"preview_chars": -1}, "`preview_chars` must be at least 0"),
         ],
     )
-    def test_rejects_what_haystack_rejects(self, tmp_path: Path, settings: dict[str, int], message: str) -> None:
+    def test_rejects_what_haystack_rejects(self, tmp_path: Path, settings: dict[str, Any], message: str) -> None:
         store = FileSystemToolResultStore(root=tmp_path)
         with pytest.raises(ValueError, match=message):
             ToolResultOffloadCompactor(store=store, **settings)
@@ -342,7 +342,7 @@ class TestWhatItDoesBetter:
             ContentAddressedToolResultStore(tmp_path / "theirs") as theirs_store,
             ContentAddressedToolResultStore(tmp_path / "ours") as ours_store,
         ):
-            settings = {"min_tokens": 0, "preview_chars": 100_000}
+            settings: dict[str, Any] = {"min_tokens": 0, "preview_chars": 100_000}
             theirs = ToolResultOffloadCompactor(store=theirs_store, **settings).compact(messages, 0, COUNTER)
             ours = DedupOffloadCompactor(ours_store, **settings).compact(messages, 0, COUNTER)
 

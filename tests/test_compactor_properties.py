@@ -95,7 +95,7 @@ def _without_casstore_meta(messages: list[ChatMessage]) -> list[dict[str, Any]]:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(messages=conversations(), config=compaction_settings, fraction=st.floats(0, 1.2))
 def test_same_decisions_as_haystack_on_file_system_stores(
-    messages: list[ChatMessage], config: dict[str, int], fraction: float
+    messages: list[ChatMessage], config: dict[str, Any], fraction: float
 ) -> None:
     target = int(COUNTER.count(messages) * fraction)
     with tempfile.TemporaryDirectory() as folder:
@@ -114,7 +114,7 @@ def test_same_decisions_as_haystack_on_file_system_stores(
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(messages=conversations(duplicates=True), config=compaction_settings, fraction=st.floats(0, 1.2))
 def test_byte_for_byte_haystacks_output_and_no_orphans_on_content_addressed_stores(
-    messages: list[ChatMessage], config: dict[str, int], fraction: float
+    messages: list[ChatMessage], config: dict[str, Any], fraction: float
 ) -> None:
     target = int(COUNTER.count(messages) * fraction)
     with (

@@ -364,6 +364,7 @@ def test_every_public_error_derives_from_cas_store_error_and_survives_pickling()
         "SchemaError": (casstore.CasStoreError,),
         "IndexDamagedError": (casstore.SchemaError, casstore.CorruptBlobError),
         "StorageError": (casstore.CasStoreError, OSError),
+        "ReadOnlyStoreError": (casstore.StorageError,),
         "StoreClosedError": (casstore.CasStoreError,),
         "SearchUnavailableError": (casstore.CasStoreError,),
     }

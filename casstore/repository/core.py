@@ -12,12 +12,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, Self
 
-from casstore import search_index
+from casstore import read_only, search_index
 from casstore.blob_files import BlobDirectory
 from casstore.blobs import BlobBackend, BlobStore
 from casstore.database import Database, UnitOfWork
 from casstore.disk import local_footprint
-from casstore.errors import CorruptBlobError, ReferenceNotFoundError, StorageError
+from casstore.errors import CorruptBlobError, ReadOnlyStoreError, ReferenceNotFoundError, StorageError
 from casstore.frames import FrameCodec
 from casstore.guard import OpenGuard
 from casstore.learning import learner_for
@@ -204,6 +204,20 @@ class RepositoryCore:
 
     def _engine_failed(self, error: Exception) -> StorageError:
         return StorageError(f"The {self._database.kind} at {self._database.description} failed: {error}")
+
+    @property
+    def read_only(self) -> bool:
+        """Whether the index can only be read (a local store on read-only media, or that this process may not write)."""
+        return bool(getattr(self._database, "read_only", False))
+
+    def read_only_error(self, what: str) -> ReadOnlyStoreError:
+        """:returns: The error that says the repository is read-only, and `what` cannot be done for that."""
+        return read_only.store_error(Path(self.description), what)
+
+    def _refuse_if_read_only(self, what: str) -> None:
+        """:raises ReadOnlyStoreError: If the index can only be read; `what` says what cannot be done then."""
+        if self.read_only:
+            raise self.read_only_error(what)
 
     @property
     def searchable(self) -> bool:

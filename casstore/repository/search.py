@@ -392,7 +392,8 @@ class SearchIndexing(RepositoryCore):
         :returns: How many results of `namespace` still wait (the deadline came first).
         """
         self._index_written_texts()
-        while deadline is None or time.monotonic() < deadline:
+        # A read-only index cannot take what waits: it stays pending, and is counted.
+        while not self.read_only and (deadline is None or time.monotonic() < deadline):
             with self._index() as connection:
                 rows = search_index.pending(connection, namespace=namespace, limit=ROWS_PER_TRANSACTION)
             if not rows:

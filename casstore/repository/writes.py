@@ -35,6 +35,8 @@ class Writes(LearnedEncodings, SearchIndexing):
             them is recorded, and at most a blob file no row points at is left (`gc` removes it).
         :raises StoreClosedError: If the repository is closed.
         """
+        # Refused before any blob file is written: on read-only media that would fail only halfway.
+        self._refuse_if_read_only("it cannot be written")
         try:
             with self._guard.held():
                 create_index = self._create_index
