@@ -36,6 +36,9 @@ def test_the_readme_shared_store_example_connects(postgres_url: str, s3_bucket_u
     readme = (PAGE.parent.parent / "README.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.S)
     (example,) = [block for block in blocks if "SharedToolResultStore(" in block]
+    # The example's bucket is a placeholder: a store being made marks its blob location, so it must be a real one.
+    assert '"s3://bucket/tool-results"' in example
+    example = example.replace('"s3://bucket/tool-results"', repr(s3_bucket_url.url))
     env = {**os.environ, **s3_bucket_url.env, "CASSTORE_INDEX_URL": postgres_url}
     script = example + "\nprint(store.namespace, store.to_dict()['init_parameters']['index_url'])\nstore.close()\n"
     completed = subprocess.run(
