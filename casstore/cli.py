@@ -39,6 +39,7 @@ from casstore.namespaces import check_namespace
 from casstore.references import parse_reference
 from casstore.report import DEFAULT_REPORT_NAME, write_report
 from casstore.shared_store import BLOB_URL_VARIABLE, INDEX_URL_VARIABLE, SharedToolResultStore
+from casstore.shared_store import relocate_blobs as relocate_shared_blobs
 from casstore.store import INDEX_FILE_NAME, ContentAddressedToolResultStore, RepositoryToolResultStore
 
 DEFAULT_ROOT = ".casstore"
@@ -780,6 +781,23 @@ def copy(root: Path, to_index: str, to_blobs: str, as_json: bool) -> None:
             click.echo(f"not copied  {report.writes_skipped} writes of those blobs")
     if not report.complete:
         sys.exit(EXIT_FAILURE)
+
+
+@cli.command("relocate-blobs")
+@click.option(
+    "--index", metavar="URL", default=None, help=f"The shared store's PostgreSQL URL (default: ${INDEX_URL_VARIABLE})."
+)
+@click.option("--blobs", metavar="URL", required=True, help="Where its blob objects are now, such as s3://bucket/new.")
+def relocate_blobs(index: str | None, blobs: str) -> None:
+    """Record that a shared store's blobs were moved (copied with their marker) to a new location."""
+    index = index or os.environ.get(INDEX_URL_VARIABLE) or None
+    if index is None:
+        raise click.UsageError(f"relocate-blobs needs the shared store's --index URL (or ${INDEX_URL_VARIABLE}).")
+    try:
+        before = relocate_shared_blobs(index_url=index, blob_url=blobs)
+    except ValueError as error:  # a URL refused, or a location without this store's marker and blobs
+        raise click.ClickException(str(error)) from error
+    click.echo(f"The store's blobs are now recorded at {blobs} (they were at {before}).")
 
 
 @cli.command()
