@@ -876,7 +876,13 @@ def demo(
     as_json: bool,
 ) -> None:
     """Run a scripted coding agent over a real folder with the store and compactor, summarize, and write a report."""
-    from casstore.demo import DemoArgumentError, print_progress, print_summary, run_demo  # the agent stack, only now
+    from casstore.demo import (  # the agent stack, only now
+        DemoArgumentError,
+        print_progress,
+        print_summary,
+        run_demo,
+        shared_store_flags,
+    )
 
     _check_report_path(report_path)  # before the run, not after it
     try:  # a mistake in the arguments is one line; an error in the run itself stays a traceback
@@ -898,7 +904,9 @@ def demo(
     if as_json:
         _print_json({**summary.to_json(), "report": None if report_written is None else str(report_written)})
     else:
-        print_summary(summary)
+        named_by_variables = location.shared == (os.environ.get(INDEX_URL_VARIABLE), os.environ.get(BLOB_URL_VARIABLE))
+        flags = None if location.shared is None or named_by_variables else shared_store_flags(*location.shared)
+        print_summary(summary, store_flags=flags)
         if report_written is not None:
             click.echo(f"The run's report, charts and tables: {report_written} (open it in a browser)")
 
