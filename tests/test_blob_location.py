@@ -15,9 +15,8 @@ import obstore
 import psycopg
 import pytest
 
-from casstore import SharedToolResultStore
+from casstore import BlobLocationError, SharedToolResultStore
 from casstore.blob_location import MARKER_NAME
-from casstore.errors import BlobLocationError
 from tests.servers import PostgresServer, S3Location
 from tests.store_backends import open_bucket
 
