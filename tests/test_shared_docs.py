@@ -59,7 +59,7 @@ TRY_PORTS = (5432, 8333, 9333, 8080, 8888, 18333, 19333, 18080, 18888)
 
 
 def _page_block(marker: str) -> str:
-    blocks = re.findall(r"```sh\n(.*?)```", PAGE.read_text(encoding="utf-8"), flags=re.S)
+    blocks: list[str] = re.findall(r"```sh\n(.*?)```", PAGE.read_text(encoding="utf-8"), flags=re.S)
     (block,) = [block for block in blocks if marker in block]
     return block
 
