@@ -7,6 +7,7 @@ from casstore import ContentAddressedToolResultStore
 """
 
 from casstore.errors import (
+    BlobLocationError,
     CasStoreError,
     CorruptBlobError,
     IndexDamagedError,
@@ -27,6 +28,7 @@ from casstore.shared_store import SharedToolResultStore
 from casstore.store import ContentAddressedToolResultStore
 
 __all__ = [
+    "BlobLocationError",
     "CasStoreError",
     "CompactionRecord",
     "ContentAddressedToolResultStore",

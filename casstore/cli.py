@@ -39,6 +39,7 @@ from casstore.namespaces import check_namespace
 from casstore.references import parse_reference
 from casstore.report import DEFAULT_REPORT_NAME, write_report
 from casstore.shared_store import BLOB_URL_VARIABLE, INDEX_URL_VARIABLE, SharedToolResultStore
+from casstore.shared_store import relocate_blobs as relocate_shared_blobs
 from casstore.store import INDEX_FILE_NAME, ContentAddressedToolResultStore, RepositoryToolResultStore
 
 DEFAULT_ROOT = ".casstore"
@@ -782,6 +783,23 @@ def copy(root: Path, to_index: str, to_blobs: str, as_json: bool) -> None:
         sys.exit(EXIT_FAILURE)
 
 
+@cli.command("relocate-blobs")
+@click.option(
+    "--index", metavar="URL", default=None, help=f"The shared store's PostgreSQL URL (default: ${INDEX_URL_VARIABLE})."
+)
+@click.option("--blobs", metavar="URL", required=True, help="Where its blob objects are now, such as s3://bucket/new.")
+def relocate_blobs(index: str | None, blobs: str) -> None:
+    """Record that a shared store's blobs were moved (copied with their marker) to a new location."""
+    index = index or os.environ.get(INDEX_URL_VARIABLE) or None
+    if index is None:
+        raise click.UsageError(f"relocate-blobs needs the shared store's --index URL (or ${INDEX_URL_VARIABLE}).")
+    try:
+        before = relocate_shared_blobs(index_url=index, blob_url=blobs)
+    except ValueError as error:  # a URL refused, or a location without this store's marker and blobs
+        raise click.ClickException(str(error)) from error
+    click.echo(f"The store's blobs are now recorded at {blobs} (they were at {before}).")
+
+
 @cli.command()
 @_location_options
 @click.option("--namespace", type=NAMESPACE, help="Only this namespace's history (default: all namespaces).")
@@ -858,7 +876,13 @@ def demo(
     as_json: bool,
 ) -> None:
     """Run a scripted coding agent over a real folder with the store and compactor, summarize, and write a report."""
-    from casstore.demo import DemoArgumentError, print_progress, print_summary, run_demo  # the agent stack, only now
+    from casstore.demo import (  # the agent stack, only now
+        DemoArgumentError,
+        print_progress,
+        print_summary,
+        run_demo,
+        shared_store_flags,
+    )
 
     _check_report_path(report_path)  # before the run, not after it
     try:  # a mistake in the arguments is one line; an error in the run itself stays a traceback
@@ -880,7 +904,9 @@ def demo(
     if as_json:
         _print_json({**summary.to_json(), "report": None if report_written is None else str(report_written)})
     else:
-        print_summary(summary)
+        named_by_variables = location.shared == (os.environ.get(INDEX_URL_VARIABLE), os.environ.get(BLOB_URL_VARIABLE))
+        flags = None if location.shared is None or named_by_variables else shared_store_flags(*location.shared)
+        print_summary(summary, store_flags=flags)
         if report_written is not None:
             click.echo(f"The run's report, charts and tables: {report_written} (open it in a browser)")
 

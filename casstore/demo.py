@@ -362,11 +362,13 @@ def _shell_word(text: str) -> str:
     return f'"{text}"' if not set(text) & set('"$`\\!') else shlex.quote(text)
 
 
-def print_summary(summary: DemoSummary, *, command: str | None = None) -> None:
+def print_summary(summary: DemoSummary, *, command: str | None = None, store_flags: str | None = None) -> None:
     """
     Print the run's summary, then commands to explore the store that work in the user's shell.
 
     :param command: How the user's shell runs `casstore` (default: `command_name()`).
+    :param store_flags: For a shared store named by options rather than by the URL variables, those options as
+        shell words (`shared_store_flags`), so that the commands printed name the same store.
     """
     command = command_name() if command is None else command
     index = Path(summary.root) / "index.db"
@@ -393,6 +395,11 @@ def print_summary(summary: DemoSummary, *, command: str | None = None) -> None:
             f"Nothing was offloaded, so no store was created in {summary.root} (a store is created by its first "
             f"write): run more steps, such as --steps {DEFAULT_STEPS}, for the compactor to have work."
         )
+    elif summary.shared and store_flags:
+        lines.append(
+            f"The shared store {summary.root} keeps the run: try `{command} stats {store_flags}` and `{command} log "
+            f"{store_flags} --namespace {shlex.quote(summary.namespace)}`, or ask its tables in psql."
+        )
     elif summary.shared:
         lines.append(
             f"The shared store {summary.root} keeps the run: try `{command} stats` and `{command} log --namespace "
@@ -414,3 +421,8 @@ def print_summary(summary: DemoSummary, *, command: str | None = None) -> None:
             ),
         ]
     print("\n".join(lines))
+
+
+def shared_store_flags(index_url: str, blob_url: str) -> str:
+    """:returns: `--index URL --blobs URL` as shell words, for commands that are to open the same shared store."""
+    return f"--index {shlex.quote(index_url)} --blobs {shlex.quote(blob_url)}"

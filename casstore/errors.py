@@ -97,6 +97,14 @@ class ObjectSizeMismatchError(StorageError):
     """
 
 
+class BlobLocationError(CasStoreError, ValueError):
+    """
+    A shared store was opened with a blob location (`blob_url`) other than the one its index records, or one that
+    holds another store's blobs: a mistyped prefix, not lost data. The message names both locations; nothing was
+    changed. Blobs moved on purpose are recorded with `casstore relocate-blobs`.
+    """
+
+
 class SearchUnavailableError(CasStoreError):
     """
     The search index cannot be turned on for this index: its PostgreSQL server lacks the `pg_trgm` extension (the

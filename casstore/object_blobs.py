@@ -25,6 +25,7 @@ from obstore.store import from_url
 
 from casstore.blob_files import BlobFile
 from casstore.errors import ObjectSizeMismatchError, StorageError, StoreClosedError
+from casstore.object_store_checks import advice, check_blob_url, check_s3_settings
 
 __all__ = ["BlobObject", "ObjectBlobs", "ObjectSizeMismatchError", "digest_of", "object_name"]
 
@@ -107,8 +108,10 @@ class ObjectBlobs:
             `virtual_hosted_style_request`, ...; for the HTTP client `allow_http`, `timeout`, `connect_timeout`, ...;
             and `max_retries`, `retry_timeout` (seconds) for the retry policy. For S3, `allow_http` defaults to the
             environment's `AWS_ALLOW_HTTP`. `file://` and `memory://` take only the timing options (and ignore them).
-        :raises ValueError: If `options` hold credentials (they come from the environment), a malformed number, or
-            settings the URL's store does not take.
+        :raises ValueError: If `url` is not an object-store URL, `options` hold credentials (they come from the
+            environment), a malformed number, or settings the URL's store does not take; for S3, a plain-HTTP endpoint
+            without `allow_http`, or only one of `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY` (each message says
+            what to set).
         :raises StorageError: If obstore refuses the URL or an option.
         """
         options = dict(options or {})
@@ -218,6 +221,35 @@ class ObjectBlobs:
         """
         self.remove_name(object_name(digest))
 
+    def read_name(self, name: str) -> bytes | None:
+        """
+        :param name: An object's name relative to the prefix, such as the store's marker.
+        :returns: Its bytes, or None if there is no such object.
+        :raises StorageError: If the object store fails.
+        """
+        try:
+            return obstore.get(self._opened, name).bytes().to_bytes()
+        except FileNotFoundError:
+            return None
+        except (BaseError, OSError) as error:
+            raise self._error("read", name, error) from error
+
+    def create_name(self, name: str, data: bytes) -> bool:
+        """
+        Write the object `name` (relative to the prefix) unless it exists.
+
+        :returns: True if written; False if the store says it exists (S3 may say so of a conflicting concurrent
+            write too: read it to be sure).
+        :raises StorageError: If the object store fails.
+        """
+        try:
+            obstore.put(self._opened, name, data, mode="create", use_multipart=False)
+        except AlreadyExistsError:
+            return False
+        except (BaseError, OSError) as error:
+            raise self._error("write", name, error) from error
+        return True
+
     def remove_name(self, name: str) -> None:
         """
         Remove an object by its name relative to the prefix (as `objects` gives it); a missing one is not an error.
@@ -284,7 +316,7 @@ class ObjectBlobs:
 
     def _error(self, operation: str, name: str, error: Exception) -> StorageError:
         summary = str(error).split("\n\nDebug source:")[0].strip() or type(error).__name__
-        return StorageError(f"The object store {self.url} failed to {operation} {name}: {summary}")
+        return StorageError(f"The object store {self.url} failed to {operation} {name}: {summary}{advice(summary)}")
 
 
 def object_name(digest: str) -> str:
@@ -316,7 +348,7 @@ def _is_credential(key: str) -> bool:
 
 
 def _open_store(url: str, options: dict[str, str]) -> "ObjectStore":
-    scheme = url.partition(":")[0].lower()
+    scheme = check_blob_url(url)
     retry = {key: options.pop(key) for key in _RETRY_OPTIONS & options.keys()}
     try:
         retry_config: Any = {
@@ -346,8 +378,10 @@ def _open_store(url: str, options: dict[str, str]) -> "ObjectStore":
                 client[key] = value
             else:
                 config[key] = value
+        if scheme in {"s3", "s3a"}:
+            check_s3_settings(client=client, config=config, environ=os.environ)
         store: ObjectStore = from_url(url, config=config, client_options=client, retry_config=retry_config)
     except BaseError as error:
         summary = str(error).split("\n\nDebug source:")[0].strip()
-        raise StorageError(f"Cannot open the object store {url}: {summary}") from error
+        raise StorageError(f"Cannot open the object store {url}: {summary}{advice(summary)}") from error
     return store

@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 from casstore import forks
 from casstore.database import NOW_MS_SQL, NOW_SQL, SHIFTED_NOW_MS_SQL, SHIFTED_NOW_SQL, UnitOfWork
 from casstore.errors import StorageError, StoreClosedError
+from casstore.postgres_connect import check_url, wait_until_connectable
 from casstore.postgres_schema import migrate
 from casstore.postgres_search import TRIGRAM_TEXT, TrigramText
 
@@ -65,6 +66,7 @@ CASSTORE_TABLES = (
     "search_namespaces",
     "search_state",
     "search_pending",
+    "store_settings",
     "_casstore_migrations",
 )
 
@@ -131,13 +133,19 @@ class PostgresDatabase:
 
         :param url: A `postgresql://user:password@host:port/database` URL (libpq's other forms work too).
         :param max_connections: At most this many connections per store object (one per thread in a call).
-        :raises StorageError: If PostgreSQL cannot be reached within the timeouts.
+        :raises ValueError: If `url` is not a PostgreSQL URL.
+        :raises StorageError: At once if PostgreSQL refuses the connection (the message gives the server's reason);
+            if it cannot be reached within the timeouts.
         :raises SchemaError: If the database holds a newer casstore schema, or casstore's tables without its record.
         """
+        check_url(url)
         self._url = url
         self._max_connections = max_connections
         self.description = describe(url)
         self._closed = False
+        # One connection first, so that a refusal (a wrong password, no such database) is reported with the server's
+        # reason at once instead of as the pool's timeout.
+        wait_until_connectable(self._conninfo(), description=self.description, timeout=POOL_TIMEOUT_SECONDS)
         self._open_pool()
         try:
             with self._connection() as connection:
@@ -149,13 +157,18 @@ class PostgresDatabase:
             self.close()
             raise
 
+    def _conninfo(self) -> str:
+        """:returns: The URL with a `connect_timeout` unless it has one."""
+        if "connect_timeout" in self._url:
+            return self._url
+        if "://" not in self._url:  # libpq's key=value form
+            return f"{self._url} connect_timeout={DEFAULT_CONNECT_TIMEOUT_SECONDS}"
+        return self._url + ("&" if "?" in self._url else "?") + f"connect_timeout={DEFAULT_CONNECT_TIMEOUT_SECONDS}"
+
     def _open_pool(self) -> None:
         self._generation = forks.generation
-        conninfo = self._url
-        if "connect_timeout" not in conninfo:
-            conninfo += ("&" if "?" in conninfo else "?") + f"connect_timeout={DEFAULT_CONNECT_TIMEOUT_SECONDS}"
         self._pool = psycopg_pool.ConnectionPool(
-            conninfo,
+            self._conninfo(),
             min_size=1,
             max_size=self._max_connections,
             kwargs={"autocommit": True},

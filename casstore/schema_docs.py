@@ -361,6 +361,11 @@ RELATIONS: dict[str, Relation] = {
             "write_id": "writes.id of the namespace's first write of it since",
         },
     ),
+    "store_settings": Relation(
+        "One row per setting of the store as a whole (migration 0022). A shared store keeps store_id and blob_url; "
+        "the local store keeps none.",
+        {"name": "the setting: store_id or blob_url", "value": "its value"},
+    ),
     "_sqlite_migrations": Relation(
         "sqlite-utils' record of the applied schema migrations.",
         {

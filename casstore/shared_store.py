@@ -12,6 +12,7 @@ from typing import Any
 from haystack.core.serialization import default_from_dict, default_to_dict
 from haystack.utils import Secret, deserialize_secrets_inplace
 
+from casstore import blob_location
 from casstore.namespaces import DEFAULT_NAMESPACE
 from casstore.repository import Repository
 from casstore.store import DEFAULT_INLINE_MAX, RepositoryToolResultStore, check_settings
@@ -81,6 +82,9 @@ class SharedToolResultStore(RepositoryToolResultStore):
         :raises StorageError: If PostgreSQL or the object store cannot be reached (the message says which).
         :raises SchemaError: If the database holds a newer casstore schema, or another application's tables of the
             same names.
+        :raises BlobLocationError: If the index records another blob location than `blob_url` (the message names
+            both), or `blob_url` holds another store's blobs. A store being made records `blob_url` in its index and
+            writes a marker object there (docs/shared-store.md).
         """
         check_settings(namespace=namespace, compression_level=compression_level, inline_max=inline_max)
         if isinstance(index_url, str):
@@ -172,6 +176,7 @@ def open_shared_repository(
 
     :param search_index: Index the text of every write (docs/search.md).
     :raises StorageError: If either cannot be reached.
+    :raises BlobLocationError: If the index records another blob location, or `blob_url` holds another store's blobs.
     :raises SearchUnavailableError: With `search_index`, if the server cannot hold the search index.
     """
     try:
@@ -189,6 +194,13 @@ def open_shared_repository(
     except BaseException:
         objects.close()
         raise
+    try:
+        with database.reading() as connection:
+            blob_location.settle(connection, objects, index=database.description)
+    except BaseException:
+        database.close()
+        objects.close()
+        raise
 
     def footprint() -> tuple[int, int]:
         return database.table_bytes(), objects.total_bytes()
@@ -204,3 +216,30 @@ def open_shared_repository(
         searchable=True,
         search_index_writes=search_index,
     )
+
+
+def relocate_blobs(*, index_url: str, blob_url: str, blob_options: dict[str, str] | None = None) -> str:
+    """
+    Record that a shared store's blob objects now live at `blob_url`, once they were copied there (every object under
+    the old prefix, its marker `casstore-store.json` too).
+
+    :param index_url: The store's PostgreSQL URL.
+    :param blob_url: The new location.
+    :param blob_options: The object-store client's settings, as for `SharedToolResultStore`.
+    :returns: The location recorded before.
+    :raises BlobLocationError: If `blob_url` has no marker naming this store, or lacks its blobs; nothing is changed.
+    :raises StorageError: If either service cannot be reached.
+    """
+    from casstore.object_blobs import ObjectBlobs
+    from casstore.postgres import PostgresDatabase
+
+    objects = ObjectBlobs(blob_url, options=blob_options)
+    try:
+        database = PostgresDatabase(index_url)
+        try:
+            with database.reading() as connection:
+                return blob_location.relocate(connection, objects, index=database.description)
+        finally:
+            database.close()
+    finally:
+        objects.close()

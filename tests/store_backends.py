@@ -20,6 +20,7 @@ from haystack.utils import Secret
 from obstore.store import from_url
 
 from casstore import ContentAddressedToolResultStore, SharedToolResultStore
+from casstore.blob_location import MARKER_NAME
 from casstore.object_blobs import object_name
 from casstore.store import DEFAULT_INLINE_MAX, RepositoryToolResultStore
 from tests.helpers import create_store
@@ -193,7 +194,8 @@ class SharedBackend(Backend):
         return sorted(meta["path"] for batch in obstore.list(self.bucket, prefix=self.prefix) for meta in batch)
 
     def blob_names(self) -> list[str]:
-        return sorted(name.removeprefix(self.prefix + "/") for name in self.full_object_names())
+        names = (name.removeprefix(self.prefix + "/") for name in self.full_object_names())
+        return sorted(name for name in names if name != MARKER_NAME)  # the store's marker is no blob
 
     def blob_name(self, digest: str) -> str:
         return object_name(digest)

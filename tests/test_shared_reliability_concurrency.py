@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from casstore.blob_location import MARKER_NAME
 from casstore.maintenance import verify
 from tests.servers import S3Location
 from tests.shared_helpers import (
@@ -95,11 +96,11 @@ def test_processes_writing_overlapping_content_store_it_once(
     large = {digest_of(number) for number in written if is_large(number)}
     small = {digest_of(number) for number in written if not is_large(number)}
     assert write_counts(config["index_url"]) == {"shared": total}
-    # One row per distinct content, each where its size says; one object per object-stored blob and nothing else.
+    # One row per distinct content, each where its size says; one object per object-stored blob, and the marker.
     assert blob_rows(config["index_url"]) == {**dict.fromkeys(large, "object"), **dict.fromkeys(small, "index")}
     assert query(config["index_url"], "SELECT count(*) FROM blob_frames") == [(len(small),)]
     listed = objects(config)
-    assert sorted(found.name for found in listed) == sorted(f"blake3/{d[:2]}/{d[2:]}" for d in large)
+    assert sorted(found.name for found in listed) == sorted([MARKER_NAME, *(f"blake3/{d[:2]}/{d[2:]}" for d in large)])
     with open_store(config, namespace="shared") as store:
         for number, reference in reported:
             assert store.read(reference) == item(number)

@@ -67,6 +67,7 @@ CASSTORE_TABLES = {
     "search_namespaces",
     "search_state",
     "search_pending",
+    "store_settings",
     "_casstore_migrations",
 }
 CASSTORE_VIEWS = {

@@ -367,6 +367,7 @@ def test_every_public_error_derives_from_cas_store_error_and_survives_pickling()
         "ReadOnlyStoreError": (casstore.StorageError,),
         "StoreClosedError": (casstore.CasStoreError,),
         "SearchUnavailableError": (casstore.CasStoreError,),
+        "BlobLocationError": (casstore.CasStoreError, ValueError),
     }
     for error_class in errors:
         assert issubclass(error_class, casstore.CasStoreError)

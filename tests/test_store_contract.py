@@ -30,6 +30,7 @@ from casstore import (
     StorageError,
     StoreClosedError,
 )
+from casstore.blob_location import MARKER_NAME
 from casstore.figures import ratio
 from casstore.frames import FrameCodec
 from casstore.history import namespaces, namespaces_holding, offload_log, stats
@@ -192,7 +193,11 @@ def test_small_blobs_live_in_the_index_and_large_ones_outside(backend: Backend, 
     assert dict(backend.rows("SELECT size, stored_in FROM blobs")) == {12: "index", 50_000: backend.stored_elsewhere}
     assert backend.blob_names() == [backend.blob_name(digest)]
     if isinstance(backend, SharedBackend):
-        assert backend.full_object_names() == [f"{backend.prefix}/blake3/{digest[:2]}/{digest[2:]}"]
+        # The blob's object, and the marker naming the store at its blob location.
+        assert backend.full_object_names() == [
+            f"{backend.prefix}/blake3/{digest[:2]}/{digest[2:]}",
+            f"{backend.prefix}/{MARKER_NAME}",
+        ]
         assert re.fullmatch(r"prefix-[0-9a-f]{32}/blake3/[0-9a-f]{2}/[0-9a-f]{62}", backend.full_object_names()[0])
     else:
         assert (backend.root / "blobs" / digest[:2] / f"{digest[2:]}.zst").is_file()  # type: ignore[attr-defined]
