@@ -5,11 +5,12 @@ Every subcommand takes `--root DIR` (default `$CASSTORE_ROOT`, else `./.casstore
 never a traceback, and the exit status says which kind it is, the same for every command (docs/cli.md):
 
 - 0: done (`verify`: nothing damaged, no orphans);
-- 1: bad input casstore checks itself (a malformed reference, duration, line range or namespace, checked as the
-  command line is parsed; no store at the root, an unknown namespace, a reference not in it, `--lines` past the
-  end), and failures (a store or server that fails, damage found by `verify`, a `copy` that could not copy all);
+- 1: bad input casstore checks itself (a malformed reference, line range or namespace, checked as the command line
+  is parsed; no store at the root, an unknown namespace, a reference not in it, `--lines` past the end), and
+  failures (a store or server that fails, damage found by `verify`, a `copy` that could not copy all);
 - 2: usage errors, as click reports them: an unknown command or option, a missing argument, a value outside its
-  range (`--limit 0`), `--root` together with `--index`/`--blobs`;
+  range (`--limit 0`), a duration or size that is not one (`--since soon`, `--max-size 5XB`), `--root` together
+  with `--index`/`--blobs`;
 - 3: `verify` found orphans and nothing damaged.
 """
 
@@ -76,7 +77,7 @@ def parse_duration(text: str) -> timedelta:
     """
     :param text: A duration such as `30d`, `12h`, `90m`, `45s` or `2w`.
     :returns: The duration.
-    :raises click.BadParameter: If `text` is not such a duration (the command reports it as bad input, status 1).
+    :raises click.BadParameter: If `text` is not such a duration (the command reports it as a usage error, status 2).
     """
     match = _DURATION.fullmatch(text.strip())
     try:
@@ -138,7 +139,7 @@ else:
 
 
 class _Duration(_ParamType):
-    """A duration option (`parse_duration`), checked as the command line is parsed; bad input, status 1."""
+    """A duration option (`parse_duration`), checked as the command line is parsed; a usage error, status 2."""
 
     name = "duration"
 
@@ -148,7 +149,7 @@ class _Duration(_ParamType):
         try:
             return parse_duration(str(value))
         except click.BadParameter as error:
-            _refuse(error.message, param, ctx)
+            self.fail(error.message, param, ctx)
 
 
 class _LineRange(_ParamType):
@@ -194,7 +195,7 @@ class _Namespace(_ParamType):
 
 
 class _Size(_ParamType):
-    """A size (`parse_size`), such as 500MB or 2GiB, checked as the command line is parsed; bad input, status 1."""
+    """A size (`parse_size`), such as 500MB or 2GiB, checked as the command line is parsed; a usage error, status 2."""
 
     name = "size"
 
@@ -204,7 +205,7 @@ class _Size(_ParamType):
         try:
             return parse_size(str(value))
         except click.BadParameter as error:
-            _refuse(error.message, param, ctx)
+            self.fail(error.message, param, ctx)
 
 
 DURATION, LINE_RANGE, REFERENCE, NAMESPACE, SIZE = _Duration(), _LineRange(), _Reference(), _Namespace(), _Size()

@@ -41,26 +41,71 @@ def compile_pattern(pattern: str) -> Any:
     try:
         regex = re2.compile(f"(?m){pattern}", _options(_CHECK_MEM))
     except re2.error as error:
-        reason = error.args[0] if error.args else "invalid pattern"
-        reason = (reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason))[:200]
+        reason = _reason(error)
         if "pattern too large" in reason:
             raise PatternError(_too_large(pattern, None)) from None
-        counts = (
-            " A count may be at most 1000, and counts nested in counts multiply, to at most 1000: write large ones as "
-            "* or +."
-            if "repetition size" in reason
-            else ""
-        )
-        raise PatternError(
-            f"The pattern {shown(pattern)} is not a valid RE2 regular expression ({reason}).{counts} RE2 supports the "
-            f"usual syntax (classes, groups, alternation, repetition, (?i) for case-insensitive) but no backreferences "
-            f"and no lookahead or lookbehind; escape literal characters such as ( [ . * + ? with a backslash."
-        ) from None
+        raise PatternError(_invalid(pattern, reason)) from None
     # The reverse program, which finds where a match starts, is compiled here: -1 means it was too large to compile.
     size = program_size(regex)
     if size < 0 or size > MAX_PROGRAM_SIZE:
         raise PatternError(_too_large(pattern, size if size > 0 else None))
     return re2.compile(f"(?m){pattern}", _options(_SEARCH_MEM))
+
+
+def _reason(error: Exception) -> str:
+    """RE2's reason for refusing a pattern, such as `missing ): foo(` (what is wrong, then the part it is about)."""
+    reason = error.args[0] if error.args else "invalid pattern"
+    return (reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason))[:200]
+
+
+# What each of RE2's reasons means in the pattern the model wrote, and what to write instead; `{part}` is the part of
+# the pattern RE2 names.
+_EXPLANATIONS = {
+    "missing )": "a ( opens a group that is never closed: add its ), or write \\( to match a (",
+    "unexpected )": "a ) closes no group: remove it, or write \\) to match a )",
+    "missing ]": "the class {part} is never closed: add its ], or write \\[ to match a [",
+    "trailing \\": "it ends in a lone backslash: write \\\\ to match a backslash",
+    "no argument for repetition operator": (
+        "{part} has nothing before it to repeat: put it after a character or group, or write \\{part} to match it"
+    ),
+    "bad repetition operator": "{part} repeats a repetition: use one operator, such as a* or a+ (a*? to match less)",
+    "invalid repetition size": (
+        "the count {part} is out of range: a count may be at most 1000, its second number no smaller than its first, "
+        "and counts nested in counts multiply, to at most 1000 (write large ones as * or +)"
+    ),
+    "invalid perl operator": "{part} is not supported: RE2 has no lookahead or lookbehind",
+    "invalid escape sequence": (
+        "{part} is not an escape RE2 knows: there are no backreferences such as \\1, and only punctuation is "
+        "escaped to match itself, such as \\. or \\("
+    ),
+    "invalid character class range": (
+        "{part} is not a range or class RE2 knows: write a range lower end first, such as a-z, and a Unicode class "
+        "by its name, such as \\pL or \\p{{Greek}}"
+    ),
+    "invalid character class": "{part} is not a class RE2 knows: use \\d, \\w, \\s, \\pL or [...]",
+    "invalid named capture group": "{part} is not a valid group name: name a group as (?P<name>...), or use (...)",
+}
+
+
+def _invalid(pattern: str, reason: str) -> str:
+    """The message refusing a pattern RE2 cannot compile, about the pattern as the model wrote it."""
+    # RE2 names the part of the text it compiled, which starts with the `(?m)` this module adds: compiled alone, the
+    # pattern fails the same way and the part named is the model's own. (Adding a flag changes no pattern's validity;
+    # should it ever, the reason found first is kept, without the added flag.)
+    try:
+        re2.compile(pattern, _options(_CHECK_MEM))
+    except re2.error as error:
+        reason = _reason(error)
+    else:
+        reason = reason.replace("(?m)", "", 1)
+    code, _, part = reason.partition(": ")
+    explained = _EXPLANATIONS.get(code)
+    what = reason if explained is None else explained.format(part=part)
+    return (
+        f"The pattern {shown(pattern)} is not a valid RE2 regular expression: {what}. RE2 supports the usual syntax "
+        f"(classes, groups, alternation, repetition, (?i) for case-insensitive) but no backreferences and no "
+        f"lookahead or lookbehind; escape literal characters such as ( [ . * + ? with a backslash."
+    )
 
 
 def _options(max_mem: int) -> Any:

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from casstore import ContentAddressedToolResultStore, SharedToolResultStore
-from casstore.cli import EXIT_FAILURE, EXIT_ORPHANS_ONLY, EXIT_USAGE, cli
+from casstore.cli import DURATION, EXIT_FAILURE, EXIT_ORPHANS_ONLY, EXIT_USAGE, SIZE, cli
 from tests.helpers import blake3_hex, blob_files
 from tests.servers import S3Location
 
@@ -68,7 +68,7 @@ STATUSES = [
     (["log", "--root", "{healthy}"], OK, None),
     (["log", "--root", "{missing}"], EXIT_FAILURE, "no casstore store at"),
     (["log", "--root", "{healthy}", "--namespace", "nobody"], EXIT_FAILURE, "unknown namespace"),
-    (["log", "--root", "{healthy}", "--since", "soon"], EXIT_FAILURE, "is not a duration"),
+    (["log", "--root", "{healthy}", "--since", "soon"], EXIT_USAGE, "Invalid value for '--since'"),
     (["log", "--root", "{healthy}", "--limit", "0"], EXIT_USAGE, "Invalid value for '--limit'"),
     # cat
     (["cat", "{log}", "--root", "{healthy}", "--lines", "2:3"], OK, None),
@@ -93,8 +93,9 @@ STATUSES = [
     (["gc", "--root", "{orphaned}", "--grace", "0s"], OK, None),
     (["gc", "--root", "{missing}"], EXIT_FAILURE, "no casstore store at"),
     (["gc", "--root", "{healthy}", "--namespace", "nobody"], EXIT_FAILURE, "unknown namespace"),
-    (["gc", "--root", "{healthy}", "--grace", "soon"], EXIT_FAILURE, "is not a duration"),
-    (["gc", "--root", "{healthy}", "--older-than", "30x"], EXIT_FAILURE, "is not a duration"),
+    (["gc", "--root", "{healthy}", "--grace", "soon"], EXIT_USAGE, "Invalid value for '--grace'"),
+    (["gc", "--root", "{healthy}", "--older-than", "30x"], EXIT_USAGE, "Invalid value for '--older-than'"),
+    (["gc", "--root", "{healthy}", "--max-size", "5XB"], EXIT_USAGE, "Invalid value for '--max-size'"),
     (["gc", "--root", "{healthy}", "--grace"], EXIT_USAGE, "Option '--grace' requires an argument"),
     # copy (a successful copy needs the shared store's servers: see the last test)
     (["copy", "--root", "{missing}", "--to-index", "pg", "--to-blobs", "s3://b/p"], EXIT_FAILURE, "no casstore store"),
@@ -129,6 +130,38 @@ def test_every_command_exits_by_the_one_convention(
         assert len(lines) == 1 and lines[0].startswith("casstore: error: ") and message in lines[0], result.stderr
 
 
+# Every option that takes a duration or a size, with a value that is neither: a usage error naming the option.
+BAD_DURATIONS_AND_SIZES = [
+    ("log", "--since", "soon"),
+    ("report", "--since", "a week"),
+    ("gc", "--older-than", "30x"),
+    ("gc", "--grace", "1 hour"),
+    ("gc", "--max-size", "5XB"),
+]
+
+
+def test_every_duration_and_size_option_is_checked_here() -> None:
+    typed = {
+        (name, option)
+        for name, command in cli.commands.items()
+        for parameter in command.params
+        if parameter.type in (DURATION, SIZE)
+        for option in parameter.opts
+    }
+    assert typed == {(command, option) for command, option, _ in BAD_DURATIONS_AND_SIZES}
+
+
+@pytest.mark.parametrize(("command", "option", "value"), BAD_DURATIONS_AND_SIZES)
+def test_a_bad_duration_or_size_is_a_usage_error_naming_its_option(
+    places: dict[str, str], command: str, option: str, value: str
+) -> None:
+    result = CliRunner().invoke(cli, [command, "--root", places["healthy"], option, value], catch_exceptions=False)
+    assert result.exit_code == EXIT_USAGE, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"casstore: error: Invalid value for '{option}': {value!r} is not a "), line
+    assert "such as" in line  # and says what it takes
+
+
 def test_every_command_and_status_is_in_the_table() -> None:
     covered = {(arguments[0], status) for arguments, status, _ in STATUSES}
     for command in ("stats", "log", "cat", "verify", "gc", "demo"):
@@ -141,7 +174,7 @@ def test_the_console_script_exits_with_the_same_statuses(places: dict[str, str])
     script = Path(sys.executable).parent / "casstore"
     for arguments, status in (
         (["verify", "--root", places["orphaned"]], EXIT_ORPHANS_ONLY),
-        (["log", "--root", places["healthy"], "--since", "soon"], EXIT_FAILURE),
+        (["log", "--root", places["healthy"], "--since", "soon"], EXIT_USAGE),
         (["log", "--root", places["healthy"], "--limit", "0"], EXIT_USAGE),
         (["stats", "--root", places["missing"]], EXIT_FAILURE),
         (["verify", "--root", places["healthy"]], OK),

@@ -223,7 +223,7 @@ def test_gc_max_size_on_the_command_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("size", ["5XB", "500mb", "2gib", "-1MB", "MB", "", "1e9", "0x10", "5 M B", "1,000B"])
-def test_a_bad_size_is_bad_input_naming_the_accepted_forms(tmp_path: Path, size: str) -> None:
+def test_a_bad_size_is_a_usage_error_naming_the_accepted_forms(tmp_path: Path, size: str) -> None:
     root = tmp_path / "store"
     with ContentAddressedToolResultStore(root) as store:
         reference = store.write(key="k", content="x")
@@ -238,7 +238,7 @@ def test_a_bad_size_is_bad_input_naming_the_accepted_forms(tmp_path: Path, size:
     else:
         result = CliRunner().invoke(cli, ["gc", "--root", str(root), "--max-size", size])
         status, stderr = result.exit_code, result.stderr
-    assert status == 1, stderr  # bad input casstore checks itself (docs/cli.md)
+    assert status == 2, stderr  # a usage error (docs/cli.md)
     (line,) = stderr.strip().splitlines()
     assert "--max-size" in line and "500MB" in line and "2GiB" in line and "KiB" in line and "TB" in line
     assert "Traceback" not in stderr

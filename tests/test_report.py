@@ -250,7 +250,7 @@ def test_the_command_writes_the_default_file_and_says_where(demo_root: Path, in_
 @pytest.mark.parametrize(
     ("arguments", "status", "complaint"),
     [
-        (["--since", "a week"], 1, "is not a duration"),
+        (["--since", "a week"], 2, "is not a duration"),  # a usage error, as a bad size is
         (["-o", "missing-folder/report.html"], 1, "no folder missing-folder"),
         (["-o", "."], 2, "is a directory"),  # a usage error, caught by click
     ],
