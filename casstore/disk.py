@@ -17,9 +17,15 @@ def disk_usage(root: Path) -> int:
 
 
 def local_footprint(root: Path) -> tuple[int, int]:
-    """:returns: Bytes on disk of a local store's index (`index.db` and its write-ahead log) and of its `blobs/`."""
-    index = sum(disk_usage_of_file(root / name) for name in ("index.db", "index.db-wal", "index.db-shm"))
-    return index, disk_usage(root) - index
+    """
+    :returns: Bytes on disk of a local store's index (`index.db` and its write-ahead log) and of its `blobs/`.
+
+    `index.db-shm` is not counted: SQLite makes it for as long as a connection is open (the one that asks this
+    question, too) and removes it with the last, so counting it would make the store look larger than `du` finds it
+    once nothing has it open. The write-ahead log is counted: while a writer holds the store open, it holds data.
+    """
+    index = sum(disk_usage_of_file(root / name) for name in ("index.db", "index.db-wal"))
+    return index, disk_usage(root) - index - disk_usage_of_file(root / "index.db-shm")
 
 
 def disk_usage_of_file(path: Path) -> int:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from casstore import ContentAddressedToolResultStore, history
 from casstore.cli import cli
+from casstore.disk import disk_usage, disk_usage_of_file
 from casstore.figures import format_bytes, format_ratio, ratio
 from tests.helpers import blake3_hex
 
@@ -147,3 +148,17 @@ def test_ratios_of_byte_counts_refuse_negative_counts() -> None:
 )
 def test_byte_counts_have_one_unit_style(count: int, text: str) -> None:
     assert format_bytes(count) == text
+
+
+def test_bytes_on_disk_are_what_du_finds_once_nothing_holds_the_store_open(store_root: Path) -> None:
+    # Blobs in files and inline, so both halves of the figure are at stake.
+    with ContentAddressedToolResultStore(store_root, inline_max=1024) as store:
+        for number in range(40):
+            store.write(key=f"{number}.txt", content=f"result {number}\n" * (20 + 40 * number))
+    closed = disk_usage(store_root)  # every connection is closed: no write-ahead log, no shared-memory file
+    assert not (store_root / "index.db-shm").exists()
+    figures = json.loads(_stats(store_root, "--json"))
+    # stats opened the index itself, which made `index.db-shm` for as long as it was open: not the store's bytes.
+    assert figures["disk_bytes"] == closed
+    assert figures["index_bytes"] == disk_usage_of_file(store_root / "index.db")
+    assert figures["blob_bytes"] == disk_usage(store_root / "blobs")
