@@ -405,7 +405,7 @@ def job_churn_collector(
     with none, at once; with one, after every blob is aged as if seen long ago.
     """
     grace = timedelta(seconds=grace_seconds)
-    collections = deleted = 0
+    collections = deleted = waited = 0
     errors: list[str] = []
     deadline = time.monotonic() + seconds
     with open_store(config, namespace="churn") as churn:
@@ -415,11 +415,12 @@ def job_churn_collector(
                     churn.write(key="churn.txt", content=item(number))
                 if grace:
                     age_every_blob(config["index_url"])
-                deleted += collect_garbage(churn, namespace="churn", grace=grace).blobs_deleted
+                report = collect_garbage(churn, namespace="churn", grace=grace)
+                deleted, waited = deleted + report.blobs_deleted, waited + report.blobs_waiting
                 collections += 1
             except Exception:
                 errors.append(traceback.format_exc())
-    return {"collections": collections, "deleted": deleted, "errors": errors}
+    return {"collections": collections, "deleted": deleted, "waited": waited, "errors": errors}
 
 
 JOBS: dict[str, Callable[..., dict[str, Any]]] = {

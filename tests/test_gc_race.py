@@ -57,7 +57,7 @@ def test_writers_racing_gc_lose_nothing(store_root: Path, grace: timedelta) -> N
         )
         for seed in range(2)
     ]
-    collections = deleted = 0
+    collections = deleted = waited = 0
     with ContentAddressedToolResultStore(store_root, namespace="churn", inline_max=0) as churn:
         while any(writer.poll() is None for writer in writers):
             for content in CONTENTS:
@@ -67,11 +67,14 @@ def test_writers_racing_gc_lose_nothing(store_root: Path, grace: timedelta) -> N
             report = collect_garbage(churn, namespace="churn", grace=grace)
             collections += 1
             deleted += report.blobs_deleted
+            waited += report.blobs_waiting
     outcomes = [json.loads(writer.communicate(timeout=60)[0]) for writer in writers]
     print(f"gc race: {collections} collections deleted {deleted} blobs while 2 writers wrote {2 * len(CONTENTS)}")
     assert all(writer.returncode == 0 for writer in writers)
     assert sum(outcome["failures"] for outcome in outcomes) == 0
     assert collections >= 2 and deleted > len(CONTENTS) // 2  # gc really deleted, many times, while writers wrote
+    if not grace:
+        assert waited == 0  # each run took every blob churn had just written: none waited for a later one
     for seed, outcome in enumerate(outcomes):
         assert len(outcome["written"]) == len(CONTENTS)
         with ContentAddressedToolResultStore(store_root, namespace=f"live-{seed}") as live:

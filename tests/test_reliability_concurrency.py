@@ -74,7 +74,7 @@ def _reader(root: Path, until: float) -> dict[str, Any]:
 
 
 def _collector(root: Path, until: float, grace: timedelta) -> dict[str, Any]:
-    collections, deleted = 0, 0
+    collections = deleted = waited = 0
     errors: list[str] = []
     with ContentAddressedToolResultStore(root, namespace="churn", inline_max=4096) as churn:
         number = 0
@@ -91,11 +91,12 @@ def _collector(root: Path, until: float, grace: timedelta) -> dict[str, Any]:
                             "WHERE digest IN (SELECT digest FROM writes WHERE namespace = 'churn')"
                         )
                 time.sleep(0.05)  # paces the collector, so the writers are not starved of the write lock
-                deleted += collect_garbage(churn, namespace="churn", grace=grace).blobs_deleted
+                report = collect_garbage(churn, namespace="churn", grace=grace)
+                deleted, waited = deleted + report.blobs_deleted, waited + report.blobs_waiting
                 collections += 1
             except Exception:
                 errors.append(traceback.format_exc())
-    return {"collections": collections, "deleted": deleted, "errors": errors}
+    return {"collections": collections, "deleted": deleted, "waited": waited, "errors": errors}
 
 
 @pytest.mark.slow
@@ -112,6 +113,8 @@ def test_writers_readers_and_gc_at_once(store_root: Path, grace: timedelta) -> N
     for outcome in [*writer_outcomes, reader_outcome, collector_outcome]:
         assert outcome["errors"] == []  # no `database is locked`, no failed read, nothing else
     assert reader_outcome["reads"] > 0 and collector_outcome["deleted"] > 0
+    if not grace:
+        assert collector_outcome["waited"] == 0  # each run took every blob churn had just written
     with ContentAddressedToolResultStore(store_root) as store:
         with closing(sqlite3.connect(store_root / "index.db")) as connection:
             counts = dict(connection.execute("SELECT namespace, count(*) FROM writes GROUP BY namespace").fetchall())
