@@ -3,8 +3,9 @@
 change nothing.
 
 A hint is only ever learned from a transaction that committed (the blob layer publishes it through the transaction's
-`on_commit`), and it is never proof that a blob is still stored: it only lets a write skip work that its own
-transaction would notice was needed.
+`on_commit`), and it is never proof that a blob is still stored: a write whose reference was visible found it through
+the blob's row in its own transaction, and the hint only spares it rewriting `last_seen` that it made current less
+than `LAST_SEEN_RESOLUTION` ago. gc adds nothing to its grace period for it: no writer relies on the grace period.
 """
 
 import threading
@@ -44,10 +45,11 @@ class BlobHints:
 
     def needs_confirmation(self, digest: str) -> bool:
         """
-        Whether a write of a blob already known to be stored should still confirm it (and refresh `last_seen`).
+        Whether a write whose reference was visible (so its blob row is there: the write's statement found the
+        reference through it) should still confirm the blob, refreshing `last_seen`.
 
         :returns: False only if the blob was stored or confirmed less than `LAST_SEEN_RESOLUTION` ago and lives in the
-            index. A blob file could have been removed since, and only a confirmation notices.
+            index (or as an object). A blob file could have been removed since, and only a confirmation notices.
         """
         known = self._known.get(digest)
         # `time.monotonic()` as `now()` reads it, called here directly: this is on every duplicate write's path.

@@ -607,7 +607,7 @@ class BlobStore:
         it alone.
 
         `last_seen` is rewritten only when it is more than `LAST_SEEN_RESOLUTION` old, so a burst of repeated writes
-        costs one row update, not one each; `gc` adds that resolution to its grace period.
+        costs one row update, not one each: it is kept to that resolution.
 
         :returns: True if the blob is stored; False if it is not (or its file has gone), and the caller must `stage`
             and `put` it.
@@ -974,12 +974,14 @@ def _needs_damaged(location: BlobLocation, error: CorruptBlobError) -> CorruptBl
 
 
 def _collectable_from(last_seen: str, grace: timedelta) -> str:
-    # What the catalog's `collectable` asks, turned around: collectable once `last_seen` is `grace` plus the
-    # resolution old.
-    when = datetime.fromisoformat(last_seen) + grace + LAST_SEEN_RESOLUTION
+    # What the catalog's `collectable` asks, turned around: collectable once `last_seen` is `grace` old.
+    when = datetime.fromisoformat(last_seen) + grace
     return when.isoformat(sep=" ", timespec="milliseconds")
 
 
 def _grace_parameter(grace: timedelta) -> str:
-    # `last_seen` may lag a write by up to its resolution, so that much is added to the grace period.
-    return ago(grace + LAST_SEEN_RESOLUTION)
+    # Nothing is added to the grace period: no writer relies on it. A write proves its blob's row inside its own
+    # transaction (the statement that appends a repeated write finds the reference through that row; any other write
+    # confirms or stores the blob), and gc deletes only inside a transaction too, so with no grace period at all a
+    # blob goes the moment nothing references it, and a writer that comes after stores it again.
+    return ago(grace)

@@ -630,7 +630,7 @@ def search_index(location: StoreLocation, rebuild: bool, as_json: bool) -> None:
     type=DURATION,
     default="1h",
     show_default=True,
-    help="Keep blobs seen, and files modified, this recently.",
+    help="Keep unreferenced blobs seen, and stray files modified, this recently (0s: none; safe beside writers).",
 )
 @click.option(
     "--vacuum",

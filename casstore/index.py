@@ -162,9 +162,9 @@ def record_write(work: UnitOfWork, namespace: str, write: PreparedWrite) -> bool
     """
     Append one write to the history and make its reference visible in `namespace`, inside the caller's transaction.
 
-    :returns: Whether the reference was visible in its namespace already. Then its blob is stored: a reference
-        becomes visible only in the transaction that stores or finds its blob, and `gc` deletes a blob only when no
-        reference to it is visible, both under SQLite's write lock.
+    :returns: Whether the reference was visible in its namespace already. Then its blob's row is there: the statement
+        finds the reference through that row (by the blob's id), inside the caller's transaction, and `gc` deletes a
+        blob only inside a transaction of its own, so the two are never interleaved.
     """
     binary, extension = reference_kind(write.reference)
     sqlite = isinstance(work.connection, sqlite3.Connection)

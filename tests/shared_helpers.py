@@ -396,12 +396,16 @@ def job_live_writer(
     return {"failures": failures}
 
 
-def job_churn_collector(*, config: Config, numbers: list[int], stop: str, seconds: float) -> dict[str, Any]:
+def job_churn_collector(
+    *, config: Config, numbers: list[int], stop: str, seconds: float, grace_seconds: float = 0.0
+) -> dict[str, Any]:
     """
-    Until the file `stop` exists (at most `seconds`): write every one of `numbers` in namespace `churn`, age every
-    blob, then forget `churn` and collect with no grace period, so gc deletes whatever no live writer references yet.
+    Until the file `stop` exists (at most `seconds`): write every one of `numbers` in namespace `churn`, then forget
+    `churn` and collect with a grace period of `grace_seconds`, so gc deletes whatever no live writer references yet:
+    with none, at once; with one, after every blob is aged as if seen long ago.
     """
-    collections = deleted = 0
+    grace = timedelta(seconds=grace_seconds)
+    collections = deleted = waited = 0
     errors: list[str] = []
     deadline = time.monotonic() + seconds
     with open_store(config, namespace="churn") as churn:
@@ -409,12 +413,14 @@ def job_churn_collector(*, config: Config, numbers: list[int], stop: str, second
             try:
                 for number in numbers:
                     churn.write(key="churn.txt", content=item(number))
-                age_every_blob(config["index_url"])
-                deleted += collect_garbage(churn, namespace="churn", grace=timedelta(0)).blobs_deleted
+                if grace:
+                    age_every_blob(config["index_url"])
+                report = collect_garbage(churn, namespace="churn", grace=grace)
+                deleted, waited = deleted + report.blobs_deleted, waited + report.blobs_waiting
                 collections += 1
             except Exception:
                 errors.append(traceback.format_exc())
-    return {"collections": collections, "deleted": deleted, "errors": errors}
+    return {"collections": collections, "deleted": deleted, "waited": waited, "errors": errors}
 
 
 JOBS: dict[str, Callable[..., dict[str, Any]]] = {

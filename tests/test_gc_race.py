@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from casstore import ContentAddressedToolResultStore, ReferenceNotFoundError, StorageError
-from casstore.blob_hints import LAST_SEEN_RESOLUTION
 from casstore.maintenance import collect_garbage, verify
 from tests.helpers import create_store
 from tests.reliability import forget_hints
@@ -39,11 +38,13 @@ print(json.dumps({"written": written, "failures": failures}))
 """
 
 
-def test_writers_racing_gc_lose_nothing(store_root: Path) -> None:
+@pytest.mark.parametrize("grace", [timedelta(0), timedelta(hours=1)], ids=["no-grace", "grace-1h-aged"])
+def test_writers_racing_gc_lose_nothing(store_root: Path, grace: timedelta) -> None:
     """
     Writers write contents that gc keeps deleting: a churn namespace writes them all, and gc forgets it and collects
-    every blob no writer references yet, with no grace period, over and over. Only the transaction protocol protects
-    a writer that meets a blob in the middle of being deleted.
+    every blob no writer references yet, over and over: with no grace period, the moment churn wrote them; with one,
+    once every blob is made to look seen long ago (writers that find a blob meanwhile refresh it). Only the
+    transaction protocol protects a writer that meets a blob in the middle of being deleted.
     """
     create_store(store_root)
     contents_file = store_root.parent / "contents.json"
@@ -56,20 +57,24 @@ def test_writers_racing_gc_lose_nothing(store_root: Path) -> None:
         )
         for seed in range(2)
     ]
-    collections = deleted = 0
+    collections = deleted = waited = 0
     with ContentAddressedToolResultStore(store_root, namespace="churn", inline_max=0) as churn:
         while any(writer.poll() is None for writer in writers):
             for content in CONTENTS:
                 churn.write(key="churn.txt", content=content)
-            time.sleep(LAST_SEEN_RESOLUTION.total_seconds() * 1.1)  # what gc adds to the grace period
-            report = collect_garbage(churn, namespace="churn", grace=timedelta(0))
+            if grace:
+                _age_every_blob(store_root)
+            report = collect_garbage(churn, namespace="churn", grace=grace)
             collections += 1
             deleted += report.blobs_deleted
+            waited += report.blobs_waiting
     outcomes = [json.loads(writer.communicate(timeout=60)[0]) for writer in writers]
     print(f"gc race: {collections} collections deleted {deleted} blobs while 2 writers wrote {2 * len(CONTENTS)}")
     assert all(writer.returncode == 0 for writer in writers)
     assert sum(outcome["failures"] for outcome in outcomes) == 0
     assert collections >= 2 and deleted > len(CONTENTS) // 2  # gc really deleted, many times, while writers wrote
+    if not grace:
+        assert waited == 0  # each run took every blob churn had just written: none waited for a later one
     for seed, outcome in enumerate(outcomes):
         assert len(outcome["written"]) == len(CONTENTS)
         with ContentAddressedToolResultStore(store_root, namespace=f"live-{seed}") as live:
@@ -110,7 +115,6 @@ def test_a_write_after_gc_deleted_its_blob_stores_it_again(store_root: Path, inl
     """Right after the store put the blob, so only the forgotten reference tells it to look the blob up."""
     with ContentAddressedToolResultStore(store_root, inline_max=inline_max) as store:
         store.write(key="a.txt", content=CONTENTS[2])
-        _age_every_blob(store_root)
         assert collect_garbage(store, namespace="default", grace=timedelta(0)).blobs_deleted == 1
         assert not list((store_root / "blobs").rglob("*.zst"))
         reference = store.write(key="b.txt", content=CONTENTS[2])
@@ -185,7 +189,6 @@ def test_a_reference_forgotten_and_collected_during_a_read_reads_as_not_found(st
         started = time.monotonic()
         # Two seconds, and on until both outcomes were seen (a slow machine may need longer to meet both).
         while time.monotonic() < started + 2 or (min(outcomes.values()) == 0 and time.monotonic() < started + 30):
-            _age_every_blob(store_root)
             collect_garbage(store, namespace="reader", grace=timedelta(0))
             store.write(key="r.txt", content=content)
         stop.set()
@@ -214,7 +217,6 @@ def test_a_read_whose_blob_was_collected_and_stored_again_meanwhile_returns_the_
         ) -> bytes:
             if not guarded:  # the read's look under the write lock: gc would wait
                 return load(location, guarded=guarded, fresh=fresh)
-            _age_every_blob(store_root)
             collections.append(collect_garbage(store, namespace="reader", grace=timedelta(0)).blobs_deleted)
             try:
                 return load(location, guarded=guarded, fresh=fresh)

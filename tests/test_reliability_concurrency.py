@@ -73,8 +73,8 @@ def _reader(root: Path, until: float) -> dict[str, Any]:
     return {"reads": reads, "errors": errors}
 
 
-def _collector(root: Path, until: float) -> dict[str, Any]:
-    collections, deleted = 0, 0
+def _collector(root: Path, until: float, grace: timedelta) -> dict[str, Any]:
+    collections = deleted = waited = 0
     errors: list[str] = []
     with ContentAddressedToolResultStore(root, namespace="churn", inline_max=4096) as churn:
         number = 0
@@ -83,33 +83,38 @@ def _collector(root: Path, until: float) -> dict[str, Any]:
                 for _ in range(10):
                     churn.write(key="churn.txt", content=content_for(100 + number % 4, number))
                     number += 1
-                with closing(sqlite3.connect(root / "index.db")) as connection, connection:
-                    # As if churn's blobs were seen long ago, so gc may take them (the protocol needs no clock).
-                    connection.execute(
-                        "UPDATE blobs SET last_seen = '2020-01-01 00:00:00.000' "
-                        "WHERE digest IN (SELECT digest FROM writes WHERE namespace = 'churn')"
-                    )
+                if grace:
+                    with closing(sqlite3.connect(root / "index.db")) as connection, connection:
+                        # As if churn's blobs were seen long ago, so gc may take them (the protocol needs no clock).
+                        connection.execute(
+                            "UPDATE blobs SET last_seen = '2020-01-01 00:00:00.000' "
+                            "WHERE digest IN (SELECT digest FROM writes WHERE namespace = 'churn')"
+                        )
                 time.sleep(0.05)  # paces the collector, so the writers are not starved of the write lock
-                deleted += collect_garbage(churn, namespace="churn", grace=timedelta(0)).blobs_deleted
+                report = collect_garbage(churn, namespace="churn", grace=grace)
+                deleted, waited = deleted + report.blobs_deleted, waited + report.blobs_waiting
                 collections += 1
             except Exception:
                 errors.append(traceback.format_exc())
-    return {"collections": collections, "deleted": deleted, "errors": errors}
+    return {"collections": collections, "deleted": deleted, "waited": waited, "errors": errors}
 
 
 @pytest.mark.slow
-def test_writers_readers_and_gc_at_once(store_root: Path) -> None:
+@pytest.mark.parametrize("grace", [timedelta(0), timedelta(hours=1)], ids=["no-grace", "grace-1h-aged"])
+def test_writers_readers_and_gc_at_once(store_root: Path, grace: timedelta) -> None:
     create_store(store_root)
     writers = [fork_job(partial(_writer, store_root, process)) for process in range(WRITER_PROCESSES)]
     until = time.monotonic() + SECONDS_OF_BACKGROUND
     reader = fork_job(lambda: _reader(store_root, until))
-    collector = fork_job(lambda: _collector(store_root, until))
+    collector = fork_job(lambda: _collector(store_root, until, grace))
     writer_outcomes = [collect(*writer) for writer in writers]
     reader_outcome, collector_outcome = collect(*reader), collect(*collector)
 
     for outcome in [*writer_outcomes, reader_outcome, collector_outcome]:
         assert outcome["errors"] == []  # no `database is locked`, no failed read, nothing else
     assert reader_outcome["reads"] > 0 and collector_outcome["deleted"] > 0
+    if not grace:
+        assert collector_outcome["waited"] == 0  # each run took every blob churn had just written
     with ContentAddressedToolResultStore(store_root) as store:
         with closing(sqlite3.connect(store_root / "index.db")) as connection:
             counts = dict(connection.execute("SELECT namespace, count(*) FROM writes GROUP BY namespace").fetchall())

@@ -118,19 +118,26 @@ SECONDS_OF_WRITING = 5.0
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("grace_seconds", [0.0, 3600.0], ids=["no-grace", "grace-1h-aged"])
 def test_writers_racing_gc_across_processes_lose_nothing(
-    config: Config, s3_bucket_url: S3Location, tmp_path: Path
+    config: Config, s3_bucket_url: S3Location, tmp_path: Path, grace_seconds: float
 ) -> None:
     """
     Writers on their own stores write contents that a gc process keeps collecting: each round it writes them all in
-    a churn namespace, ages every blob, forgets the namespace and collects with no grace period. Only the locking
-    protocol protects a writer meeting a blob gc is deleting.
+    a churn namespace, forgets the namespace and collects, with no grace period (what churn wrote a moment ago goes)
+    or with one after aging every blob. Only the locking protocol protects a writer meeting a blob gc is deleting.
     """
     zygote = zygote_with(s3_bucket_url.env)
     stop = tmp_path / "stop"
     collector_result = tmp_path / "collector"
     collector = zygote.spawn(
-        "churn_collector", config=config, numbers=RACED, stop=str(stop), seconds=25.0, result=str(collector_result)
+        "churn_collector",
+        config=config,
+        numbers=RACED,
+        stop=str(stop),
+        seconds=25.0,
+        grace_seconds=grace_seconds,
+        result=str(collector_result),
     )
     time.sleep(0.5)  # the collector's first round is under way
     reports = [tmp_path / f"live-{writer}" for writer in range(LIVE_WRITERS)]
@@ -158,6 +165,8 @@ def test_writers_racing_gc_across_processes_lose_nothing(
     assert collected["errors"] == []
     assert [read_result(path)["failures"] for path in results] == [[]] * LIVE_WRITERS
     assert collected["collections"] >= 2 and collected["deleted"] > len(RACED) // 2  # gc really raced the writers
+    if not grace_seconds:
+        assert collected["waited"] == 0  # each run took every blob churn had just written
     counts = write_counts(config["index_url"])
     for writer in range(LIVE_WRITERS):
         reported = read_reports(reports[writer])

@@ -153,8 +153,9 @@ class Writes(LearnedEncodings, SearchIndexing):
         *,
         stored_under_lock: bool = False,
     ) -> None:
-        # A part whose reference was visible already needs no look-up of its blob (see `index.record_write`), unless
-        # its `last_seen` is due for a refresh or it lives in a file whose presence only a look-up checks.
+        # A part whose reference was visible already needs no look-up of its blob: the statement that found the
+        # reference found it through the blob's row, in this transaction (see `index.record_write`). It still looks
+        # when `last_seen` is due for a refresh, or the blob lives in a file whose presence only a look-up checks.
         if staged:
             for digest in sorted(staged):
                 self._blobs.put(work, staged[digest], stored_under_lock=stored_under_lock)
