@@ -384,16 +384,16 @@ class Database:
         """
         :param work: A transaction that has deleted what a collection would delete (a dry run's).
         :param rebuilt: As if `rebuild` ran afterwards.
-        :returns: The bytes `index.db` and its shared-memory file would take once the free pages are given back
-            (`return_free_space`, or `rebuild`), with the write-ahead log emptied; an index that cannot give them
-            back keeps its pages.
+        :returns: The bytes `index.db` would take once the free pages are given back (`return_free_space`, or
+            `rebuild`), with the write-ahead log emptied; an index that cannot give them back keeps its pages. As in
+            `casstore.disk.local_footprint`, the shared-memory file, which lives only while a connection does, is
+            not counted.
         """
         execute = work.connection.execute
         pages = int(execute("PRAGMA page_count").fetchone()[0])
         if rebuilt or execute("PRAGMA auto_vacuum").fetchone()[0] == _INCREMENTAL:
             pages -= int(execute("PRAGMA freelist_count").fetchone()[0])
-        shared_memory = Path(f"{self.path}-shm")
-        return pages * int(execute("PRAGMA page_size").fetchone()[0]) + disk_usage_of_file(shared_memory)
+        return pages * int(execute("PRAGMA page_size").fetchone()[0])
 
     def return_free_space(self, *, step_pages: int = FREE_SPACE_STEP_PAGES) -> bool:
         """

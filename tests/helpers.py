@@ -284,6 +284,17 @@ def as_before_0020(connection: sqlite3.Connection) -> None:
 
 # What migration 0021 (key stems) changed.
 KEY_STEMS = "0021_key_stems"
+# Migration 0022 added the table `store_settings` (where a shared store records its blob location).
+STORE_SETTINGS = "0022_store_settings"
+
+
+def as_before_0022(connection: sqlite3.Connection) -> None:
+    """Turn a SQLite index back into what it was before migration 0022: no `store_settings`, 0022 not applied."""
+    from casstore.schema import MIGRATION_NAMES
+
+    connection.execute("DROP TABLE IF EXISTS store_settings")
+    connection.execute("DELETE FROM _sqlite_migrations WHERE name = ?", (STORE_SETTINGS,))
+    connection.execute(f"PRAGMA user_version = {MIGRATION_NAMES.index(STORE_SETTINGS)}")
 
 
 def as_before_0021(connection: sqlite3.Connection) -> None:
@@ -294,6 +305,7 @@ def as_before_0021(connection: sqlite3.Connection) -> None:
     """
     from casstore.schema import MIGRATION_NAMES
 
+    as_before_0022(connection)
     applied = connection.execute("SELECT 1 FROM _sqlite_migrations WHERE name = ?", (KEY_STEMS,))
     if applied.fetchone() is None:
         return

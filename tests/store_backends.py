@@ -242,3 +242,16 @@ def make_backend(kind: str, request: pytest.FixtureRequest, folder: Path) -> Bac
             request.getfixturevalue("monkeypatch"),
         )
     raise ValueError(kind)
+
+
+def as_before_blob_location(index_url: str, s3: S3Location) -> None:
+    """
+    Turn a shared store into what one made before its index recorded its blob location (migration 0022): no
+    `store_settings` table, 0022 not recorded as applied (opening the store applies it again), and no marker object
+    at the blob location. For the tests that turn an index back into an older migration's.
+    """
+    with psycopg.connect(index_url, autocommit=True) as connection:
+        connection.execute("DROP TABLE IF EXISTS store_settings")
+        connection.execute("DELETE FROM _casstore_migrations WHERE name = '0022_store_settings'")
+    bucket, prefix = open_bucket(s3)
+    obstore.delete(bucket, f"{prefix}/{MARKER_NAME}")

@@ -15,8 +15,7 @@ from casstore import ContentAddressedToolResultStore
 from casstore.copying import copy_store
 from casstore.key_stems import CALL_ID_MARKERS, MAX_KEY_STEMS, MAX_STEM_LENGTH, KeyParts, split_key
 from casstore.maintenance import verify
-from casstore.schema import MIGRATION_NAMES
-from tests.helpers import KEY_STEMS, as_before_0021
+from tests.helpers import KEY_STEMS, STORE_SETTINGS, as_before_0021
 
 _TOOL = st.text(
     alphabet=st.characters(blacklist_characters="\x00", blacklist_categories=["Cs"]), min_size=1, max_size=100
@@ -217,8 +216,8 @@ def test_an_index_of_0020_upgrades_with_its_keys_whole_and_splits_new_ones(tmp_p
         assert _rows(root, "SELECT count(*) FROM write_log WHERE key_stem_id IS NOT NULL") == [(0,)]
         store.write(key="3791_read_range_call_new.txt", content="a new result")
         assert verify(store).ok
-    assert _rows(root, "SELECT name FROM _sqlite_migrations ORDER BY id DESC LIMIT 1") == [(KEY_STEMS,)]
-    assert MIGRATION_NAMES[-1] == KEY_STEMS
+    applied_last = _rows(root, "SELECT name FROM _sqlite_migrations ORDER BY id DESC LIMIT 2")
+    assert applied_last == [(STORE_SETTINGS,), (KEY_STEMS,)]
     logged = _rows(root, "SELECT key_step, key FROM write_log ORDER BY id DESC LIMIT 1")
     assert logged == [(3791, "_new.txt")]
     assert _rows(root, "SELECT key FROM writes ORDER BY id DESC LIMIT 1") == [("3791_read_range_call_new.txt",)]

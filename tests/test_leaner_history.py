@@ -22,6 +22,7 @@ from casstore.postgres_schema import migration_scripts as postgres_migration_scr
 from casstore.references import extension_of, reference_kind
 from casstore.schema import MIGRATION_NAMES, _migration_from_script
 from tests.servers import S3Location
+from tests.store_backends import as_before_blob_location
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 _LEAN = "0011_leaner_history"
@@ -382,7 +383,8 @@ def test_a_shared_index_of_migration_0010_upgrades_in_place_with_the_same_histor
                 store.write(key=key, content=content)
     with shared("carol") as carol:
         collect_garbage(carol, namespace="carol")
-    _postgres_as_of_0010(postgres_url)
+    _postgres_as_of_0010(postgres_url)  # no `store_settings` then: 0022 is undone with the rest
+    as_before_blob_location(postgres_url, s3_bucket_url)
     before = _postgres_answers(postgres_url)
     assert len(before[0]) == 12 and len(before[1]) == 10  # the first two are one reference
     with shared("alice") as alice, shared("bob") as bob:

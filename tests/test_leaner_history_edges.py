@@ -24,7 +24,7 @@ from casstore.prepared import prepare
 from casstore.repository import repository_of
 from casstore.schema_docs import QUESTIONS
 from tests.servers import S3Location
-from tests.store_backends import Backend, make_backend
+from tests.store_backends import Backend, as_before_blob_location, make_backend
 from tests.test_leaner_history import _as_of_0010, _postgres_as_of_0010
 
 _WRITERS = 8
@@ -390,7 +390,8 @@ def test_a_shared_index_of_0010_with_twins_and_hand_set_times_upgrades_in_a_non_
     contents: list[tuple[str, str | bytes]] = [("1.txt", "twin"), ("2.txt", b"twin"), ("3.md", "twin"), ("4", "x")]
     with shared() as store:
         written = [(store.write(key=key, content=content), content) for key, content in contents]
-    _postgres_as_of_0010(postgres_url)
+    _postgres_as_of_0010(postgres_url)  # no `store_settings` then: 0022 is undone with the rest
+    as_before_blob_location(postgres_url, s3_bucket_url)
     hand_set = {1: "2024-05-06 07:08:09", 2: "2024-05-06 07:08:09.5", 3: "2024-05-06T07:08:09.123"}
     with psycopg.connect(postgres_url, autocommit=True) as connection:
         for write_id, text in hand_set.items():
@@ -507,7 +508,8 @@ def test_a_shared_upgrade_refuses_times_that_are_not_times_and_its_fix_works(
 
     with shared() as store:
         references = [store.write(key=f"{number}.txt", content=f"result {number}\n") for number in range(3)]
-    _postgres_as_of_0010(postgres_url)
+    _postgres_as_of_0010(postgres_url)  # no `store_settings` then: 0022 is undone with the rest
+    as_before_blob_location(postgres_url, s3_bucket_url)
     with psycopg.connect(postgres_url, autocommit=True) as connection:
         connection.execute("UPDATE writes SET written_at = 'not a time' WHERE id = 3")
         before = connection.execute("SELECT * FROM writes ORDER BY id").fetchall()

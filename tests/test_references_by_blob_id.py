@@ -39,6 +39,7 @@ from tests.helpers import (
     DIGESTS_KEPT_ONCE,
     KEY_STEMS,
     REFERENCES_BY_BLOB_ID,
+    STORE_SETTINGS,
     as_before_0017,
     as_before_0018,
     blake3_hex,
@@ -46,7 +47,7 @@ from tests.helpers import (
     undo_references_by_blob_id,
 )
 from tests.servers import S3Location
-from tests.store_backends import Backend, make_backend
+from tests.store_backends import Backend, as_before_blob_location, make_backend
 from tests.test_leaner_history import _postgres_columns
 
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -444,6 +445,7 @@ def _as_of_0015(root: Path) -> None:
         BLOB_TIMES_IN_MILLISECONDS,
         AN_INDEX_OF_BASES_ONLY,
         KEY_STEMS,
+        STORE_SETTINGS,
     ), "undo the migrations after 0016 here first"
     with contextlib.closing(_connect(root)) as connection:
         as_before_0018(connection)
@@ -474,13 +476,14 @@ def test_an_index_of_0015_upgrades_in_place_with_the_same_answers_and_its_damage
         assert _answers(root) == before  # the upgrade happened on opening, and changed no answer
         with contextlib.closing(_connect(root)) as connection:
             applied = [row[0] for row in connection.execute("SELECT name FROM _sqlite_migrations ORDER BY id")]
-            assert applied[-6:] == [
+            assert applied[-7:] == [
                 REFERENCES_BY_BLOB_ID,
                 "0017_dependencies_in_slots",
                 DIGESTS_KEPT_ONCE,
                 BLOB_TIMES_IN_MILLISECONDS,
                 AN_INDEX_OF_BASES_ONLY,
                 KEY_STEMS,
+                STORE_SETTINGS,
             ]
             assert _mismatched(connection.execute(_CONSISTENT).fetchall()) == []
             assert connection.execute("SELECT count(*) FROM namespace_references WHERE blob_id IS NULL").fetchone()[
@@ -592,6 +595,7 @@ def test_a_shared_index_of_0015_upgrades_in_place_with_its_damage(postgres_url: 
                 written[(namespace, store.write(key=f"{number}_tool_call.txt", content=content))] = content
     damaged_reference, damaged_content = next(iter(written.items()))[0][1], next(iter(written.values()))
     damaged = blake3_hex(damaged_content if isinstance(damaged_content, bytes) else damaged_content.encode())
+    as_before_blob_location(postgres_url, s3_bucket_url)
     _postgres_as_of_0015(postgres_url)
     with psycopg.connect(postgres_url, autocommit=True) as connection:
         connection.execute("DELETE FROM blobs WHERE digest = %s", (damaged,))  # a damaged index of 0015
