@@ -16,7 +16,7 @@ from datetime import timedelta
 
 from casstore import index_queries
 from casstore.database import SHIFTED_NOW_SQL, ago
-from casstore.hook_keys import parse_hook_key
+from casstore.hook_keys import HookKey, parse_hook_key
 from casstore.index_queries import OffloadEntry
 
 HOOK = "hook"
@@ -58,7 +58,10 @@ def offload_count(
     connection: sqlite3.Connection, *, namespace: str | None, tool: str | None, since: timedelta | None
 ) -> int:
     """:returns: How many of the compactor's and the hook's offloads match every filter given."""
-    hooked = sum(1 for _ in hook_entries(connection, namespace=namespace, tool=tool, since=since))
+    where, parameters = _hook_filter(namespace=namespace, tool=tool, since=since)
+    # Only the keys, in no order: what a count needs of each write, about a third of the time of whole entries.
+    keys = connection.execute(f"SELECT key FROM writes WHERE {where}", parameters)
+    hooked = sum(1 for (key,) in keys if _names(parse_hook_key(key), tool))
     return index_queries.offload_count(connection, namespace=namespace, tool=tool, since=since) + hooked
 
 
@@ -69,26 +72,14 @@ def hook_entries(
     :param tool: Only the writes whose key names this tool for certain.
     :returns: The hook's offloads (one per part written) matching every filter given, newest first, read as needed.
     """
-    clauses = [_STARTS_WITH_A_DIGIT]
-    parameters: list[object] = []
-    if namespace is not None:
-        clauses.append("namespace = ?")
-        parameters.append(namespace)
-    if since is not None:
-        clauses.append(f"written_at >= {SHIFTED_NOW_SQL}")
-        parameters.append(ago(since))
-    if tool is not None:
-        # Only narrows what is read (SQLite's LIKE ignores ASCII case): the parsed tool decides.
-        clauses.append("key LIKE ? ESCAPE '!'")
-        parameters.append(f"%{_like_text(tool)}%")
+    where, parameters = _hook_filter(namespace=namespace, tool=tool, since=since)
     cursor = connection.execute(
-        f"SELECT namespace, key, reference, written_at FROM writes WHERE {' AND '.join(clauses)} "
-        "ORDER BY written_at DESC, id DESC",
+        f"SELECT namespace, key, reference, written_at FROM writes WHERE {where} ORDER BY written_at DESC, id DESC",
         parameters,
     )
     for namespace_name, key, reference, written_at in cursor:
         parsed = parse_hook_key(key)
-        if parsed is None or (tool is not None and parsed.tool_name != tool):
+        if parsed is None or not _names(parsed, tool):
             continue
         yield OffloadEntry(
             offloaded_at=written_at,
@@ -124,6 +115,28 @@ def hook_tool_offloads(
                 entry.tool_name, seen.results + starts_a_result, seen.parts + 1, entry.offloaded_at, seen.last_offload
             )
     return sorted(rows.values(), key=lambda row: (row.tool_name is None, -row.results, row.tool_name or ""))
+
+
+def _hook_filter(*, namespace: str | None, tool: str | None, since: timedelta | None) -> tuple[str, list[object]]:
+    """:returns: A condition on `writes` that every hook offload matching the filters meets, and its parameters."""
+    clauses = [_STARTS_WITH_A_DIGIT]
+    parameters: list[object] = []
+    if namespace is not None:
+        clauses.append("namespace = ?")
+        parameters.append(namespace)
+    if since is not None:
+        clauses.append(f"written_at >= {SHIFTED_NOW_SQL}")
+        parameters.append(ago(since))
+    if tool is not None:
+        # Only narrows what is read (SQLite's LIKE ignores ASCII case): the parsed tool decides.
+        clauses.append("key LIKE ? ESCAPE '!'")
+        parameters.append(f"%{_like_text(tool)}%")
+    return " AND ".join(clauses), parameters
+
+
+def _names(parsed: HookKey | None, tool: str | None) -> bool:
+    """:returns: Whether `parsed` is a hook's key, of `tool` for certain if a tool is asked for."""
+    return parsed is not None and (tool is None or parsed.tool_name == tool)
 
 
 def _like_text(text: str) -> str:
