@@ -16,13 +16,17 @@ from haystack.components.generators.chat import MockChatGenerator
 from haystack.dataclasses import ChatMessage, FileContent, ToolCall
 from haystack.hooks.tool_result_offloading import AlwaysOffload, ToolResultOffloadHook
 from haystack.tools.from_function import create_tool_from_function, tool
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from casstore import ContentAddressedToolResultStore, SharedToolResultStore
 from casstore.cli import cli
+from casstore.history import count_offloads, offload_log
 from casstore.index import OffloadRecord
 from casstore.report import build_report
 from casstore.store import RepositoryToolResultStore
 from tests.servers import S3Location
+from tests.store_backends import make_backend
 
 pytestmark = pytest.mark.filterwarnings("ignore::haystack.utils.experimental.ExperimentalWarning")
 
@@ -174,3 +178,37 @@ def test_the_report_counts_the_hooks_offloads_per_tool(location: tuple[Repositor
     hook_section = page.split('<section id="hook">', 1)[1].split("</section>", 1)[0]
     assert "<td>read_file</td>" in hook_section and "<td>export_sales</td>" in hook_section
     assert "<dt>offloaded by the hook</dt><dd>4</dd>" in page
+
+
+# Tool names with the characters SQL's LIKE treats apart (`%`, `_`, an escape character, `\`) and case; no word of
+# them begins a call id, so each key reads one way.
+NAMES = ["a%b", "a_b", "axb", "a!b", "a\\b", "A_B", "a", "b"]
+
+
+def _filtered(store: RepositoryToolResultStore, names: list[str]) -> None:
+    for step, name in enumerate(names):
+        store.write(key=f"{step}_{name}_call_{step}x.txt", content=f"result of {name}\n")
+    for name in set(names):
+        entries = offload_log(store, tool=name)
+        assert [entry.tool_name for entry in entries] == [name] * names.count(name), name
+        assert count_offloads(store, tool=name) == names.count(name)
+
+
+@pytest.mark.parametrize("backend", ["local", "shared"])
+def test_the_tool_filter_selects_the_tool_named_exactly(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    opened = make_backend(backend, request, tmp_path)
+    try:
+        _filtered(opened.open(namespace="agent"), NAMES)
+    finally:
+        opened.close()
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(names=st.lists(st.text(alphabet="ab%_!\\A.-", min_size=1, max_size=6), min_size=1, max_size=8))
+def test_the_tool_filter_selects_any_tool_named_exactly(
+    tmp_path_factory: pytest.TempPathFactory, names: list[str]
+) -> None:
+    with ContentAddressedToolResultStore(tmp_path_factory.mktemp("store"), namespace="agent") as store:
+        _filtered(store, names)
