@@ -416,7 +416,7 @@ def log(
     limit: int,
     as_json: bool,
 ) -> None:
-    """The offload history, newest first: one line per offloaded tool result."""
+    """The offload history, newest first: one line per result the compactor or per part the hook offloaded."""
     period = since
     with _open(location) as store:
         _require_namespace(store, namespace)
@@ -432,12 +432,19 @@ def log(
         _print_json([dataclasses.asdict(entry) for entry in entries])
         return
     for entry in entries:
-        click.echo(
-            f"{entry.offloaded_at}  {entry.namespace}  {entry.tool_name}  call={entry.tool_call_id or '-'}  "
-            f"saved {entry.saved_tokens}/{entry.original_tokens} tokens  {' '.join(entry.references)}"
-        )
+        click.echo(f"{entry.offloaded_at}  {entry.namespace}  {_log_line(entry)}  {' '.join(entry.references)}")
     if not entries:
         click.echo("no offloads match", err=True)
+
+
+def _log_line(entry: history.OffloadEntry) -> str:
+    call = f"call={entry.tool_call_id or '-'}"
+    if entry.source == "compactor":
+        return f"{entry.tool_name}  {call}  saved {entry.saved_tokens}/{entry.original_tokens} tokens"
+    # The hook's key may not tell its tool apart from its call id: then the key's stem says what was offloaded.
+    what = entry.tool_name if entry.tool_name is not None else f"key={(entry.key or '').rpartition('.')[0]}"
+    part = "" if entry.part is None else f"  part={entry.part}"
+    return f"{what}  {call}{part}  hook, tokens -"
 
 
 @cli.command()

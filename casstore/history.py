@@ -106,7 +106,10 @@ def count_offloads(
     tool: str | None = None,
     since: timedelta | None = None,
 ) -> int:
-    """:returns: How many offloads match the filters (as `offload_log` takes them), however many it would list."""
+    """
+    :returns: How many offloads, the compactor's and the hook's, match the filters (as `offload_log` takes them),
+        however many it would list.
+    """
     return repository_of(source).offload_count(namespace=namespace, tool=tool, since=since)
 
 
@@ -121,9 +124,10 @@ def offload_log(
     """
     :param source: The store, or its repository.
     :param namespace: Only this namespace's offloads.
-    :param tool: Only this tool's offloads.
+    :param tool: Only this tool's offloads (a hook's key must name it for certain: see `OffloadEntry`).
     :param since: Only offloads within this period before now.
     :param limit: At most this many entries.
-    :returns: Offloads, newest first.
+    :returns: Offloads, newest first: each result `DedupOffloadCompactor` offloaded (`source` "compactor"), and each
+        part Haystack's `ToolResultOffloadHook` wrote (`source` "hook", without token figures).
     """
     return repository_of(source).offload_entries(namespace=namespace, tool=tool, since=since, limit=limit)

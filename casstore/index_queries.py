@@ -22,16 +22,27 @@ REFERENCE_OF_DIGEST = "(r.blob_id = (SELECT id FROM blobs WHERE digest = ?) OR (
 
 @dataclass(frozen=True)
 class OffloadEntry:
-    """One row of the offload history."""
+    """
+    One entry of the offload history: a result `DedupOffloadCompactor` offloaded (`source` "compactor", a row of
+    `offloads`), or a part of one Haystack's `ToolResultOffloadHook` wrote (`source` "hook", a row of `writes`).
+
+    The hook measures no tokens and belongs to no compaction: its `original_tokens`, `saved_tokens` and
+    `compaction_id` are None. Its `key` is the key it wrote; `tool_name` is None when the key does not tell the tool
+    apart from the call id for certain (`casstore.hook_keys`), and `part` is the part's position in a result of
+    several.
+    """
 
     offloaded_at: str
     namespace: str
-    tool_name: str
+    tool_name: str | None
     tool_call_id: str | None
-    original_tokens: int
-    saved_tokens: int
+    original_tokens: int | None
+    saved_tokens: int | None
     references: list[str]
-    compaction_id: str
+    compaction_id: str | None
+    source: str = "compactor"
+    key: str | None = None
+    part: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -154,6 +154,7 @@ class _Page:
             self._timeline(),
             self._savings(),
             self._tools(),
+            self._hook(),
             self._bytes(),
             self._results(
                 "repeated",
@@ -215,6 +216,7 @@ class _Page:
             ("compactions", _n(figures.compactions)),
             ("results offloaded", _n(offloads)),
             ("tokens saved", _n(saved)),
+            ("offloaded by the hook", _n(sum(tool.results for tool in figures.hook_tools))),
         ]
         items = "".join(f"<div><dt>{escape(label)}</dt><dd>{escape(value)}</dd></div>" for label, value in cards)
         return f'<section id="summary"><dl class="cards">{items}</dl></section>'
@@ -461,6 +463,31 @@ class _Page:
         )
         intro = "Which tools filled the context: the tokens their offloaded results took, and what offloading saved."
         return self._section("tools", title, intro, chart, table)
+
+    def _hook(self) -> str:
+        title = "Results the offload hook offloaded"
+        tools = self.figures.hook_tools
+        if not tools:
+            return self._empty("hook", title, "Haystack's <code>ToolResultOffloadHook</code> offloaded nothing here.")
+        unnamed = "(tool not told apart from its call id)"
+        bars = [
+            Bar(label=tool.tool_name or unnamed, value=tool.results, tooltip=f"{tool.results} results", kind="tool")
+            for tool in tools
+        ]
+        rows = [
+            [tool.tool_name or unnamed, _n(tool.results), _n(tool.parts), tool.first_offload, tool.last_offload]
+            for tool in tools
+        ]
+        rows.append(["total", _n(sum(tool.results for tool in tools)), _n(sum(tool.parts for tool in tools)), "", ""])
+        intro = (
+            "What Haystack's <code>ToolResultOffloadHook</code> offloaded as each result arrived, per tool, from the "
+            "keys it wrote (<code>writes</code>). The hook measures no tokens: its offloads count above, not here."
+        )
+        chart = charts.bar_chart(bars, title=title, value_label="results offloaded")
+        heading = ["tool", "results offloaded", "parts written", "first (UTC)", "last (UTC)"]
+        return self._section(
+            "hook", title, intro, chart, _table(heading, rows, numeric_from=1, numeric_to=3, total=True)
+        )
 
     def _bytes(self) -> str:
         figures = self.figures

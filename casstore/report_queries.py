@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from casstore.database import NOW_SQL, SHIFTED_NOW_SQL, ago
+from casstore.hook_offloads import HookToolOffloads, hook_tool_offloads
 
 # How many characters of a timestamp name a bucket, finest first, and the seconds such a bucket spans at least (so
 # that a span of S seconds meets at most ceil(S / seconds) + 1 buckets).
@@ -165,6 +166,7 @@ class ReportFigures:
     namespaces: list[NamespaceActivity]
     namespaces_total: int
     known_namespaces: list[str] = field(default_factory=list)
+    hook_tools: list[HookToolOffloads] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
@@ -212,6 +214,7 @@ def report_figures(
         namespaces=namespaces[:namespace_limit],
         namespaces_total=len(namespaces),
         known_namespaces=known,
+        hook_tools=hook_tool_offloads(connection, namespace=scope.namespace, since=scope.since),
     )
 
 

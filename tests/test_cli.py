@@ -85,17 +85,24 @@ def test_stats_match_the_index(store_root: Path, built: dict[str, str]) -> None:
 
 def test_log_lists_offloads_newest_first_with_filters(store_root: Path, built: dict[str, str]) -> None:
     entries = json.loads(_invoke("log", "--root", str(store_root), "--json").output)
-    assert [entry["tool_name"] for entry in entries] == ["search", "render", "read_file", "read_file"]
+    # alice's `{n}_read_file.txt` have the offload hook's shape, but no call id tells `read` from `read_file`.
+    assert [(entry["source"], entry["tool_name"], entry["key"]) for entry in entries] == [
+        ("compactor", "search", None),
+        ("compactor", "render", None),
+        ("compactor", "read_file", None),
+        ("compactor", "read_file", None),
+        *[("hook", None, f"{attempt}_read_file.txt") for attempt in (2, 1, 0)],
+    ]
     assert entries[0]["references"] == [built["bob"]]
     only_alice = json.loads(_invoke("log", "--root", str(store_root), "--namespace", "alice", "--json").output)
     assert {entry["namespace"] for entry in only_alice} == {"alice"}
-    assert len(only_alice) == 3
+    assert len(only_alice) == 6
     only_render = _invoke("log", "--root", str(store_root), "--tool", "render").output.strip().splitlines()
     assert len(only_render) == 1 and built["png"] in only_render[0] and "saved 60/100 tokens" in only_render[0]
     with open_index(store_root) as connection:
         connection.execute("UPDATE offloads SET offloaded_at = '2020-01-01 00:00:00.000' WHERE tool_name = 'render'")
     recent = json.loads(_invoke("log", "--root", str(store_root), "--since", "1d", "--json").output)
-    assert "render" not in {entry["tool_name"] for entry in recent} and len(recent) == 3
+    assert "render" not in {entry["tool_name"] for entry in recent} and len(recent) == 6
 
 
 def test_cat_prints_content_windows_and_binary(store_root: Path, built: dict[str, str], tmp_path: Path) -> None:
@@ -368,9 +375,9 @@ def test_durations(text: str, seconds: int) -> None:
 def test_log_cut_at_its_limit_says_how_many_more_match(store_root: Path, built: dict[str, str]) -> None:
     cut = _invoke("log", "--root", str(store_root), "--limit", "3", "--json")
     assert len(json.loads(cut.stdout)) == 3
-    assert cut.stderr.strip() == "1 more offloads match: raise --limit to see them"
-    whole = _invoke("log", "--root", str(store_root), "--limit", "4")
-    assert len(whole.stdout.strip().splitlines()) == 4 and whole.stderr == ""  # all four shown: nothing more to say
+    assert cut.stderr.strip() == "4 more offloads match: raise --limit to see them"  # the compactor's and the hook's
+    whole = _invoke("log", "--root", str(store_root), "--limit", "7")
+    assert len(whole.stdout.strip().splitlines()) == 7 and whole.stderr == ""  # all seven shown: nothing more to say
 
 
 def test_cat_past_the_last_line_names_the_line_count(store_root: Path) -> None:

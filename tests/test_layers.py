@@ -281,6 +281,7 @@ _LAYERS_BELOW = {
     "casstore.frames",
     "casstore.schema",
     "casstore.index_queries",
+    "casstore.hook_offloads",
     "casstore.report_queries",
     "casstore.search_index",
     "casstore.searching",

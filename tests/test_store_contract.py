@@ -633,9 +633,12 @@ def test_stats_and_offload_log(open_store: StoreFactory) -> None:
         ("bob", "render", 350),
     ]
     assert [row["namespace"] for row in stats(alice, namespace="bob").namespaces] == ["bob"]
-    assert [(entry.namespace, entry.tool_name) for entry in offload_log(alice)] == [
-        ("bob", "render"),
-        ("alice", "run_tests"),
+    # The `{n}_run_tests.txt` writes have the offload hook's shape, but no call id tells `run` from `run_tests`.
+    assert [(entry.source, entry.namespace, entry.tool_name, entry.key) for entry in offload_log(alice)] == [
+        ("compactor", "bob", "render", None),
+        ("compactor", "alice", "run_tests", None),
+        ("hook", "bob", None, "0_run_tests.txt"),
+        *[("hook", "alice", None, f"{n}_run_tests.txt") for n in (2, 1, 0)],
     ]
 
 

@@ -3,7 +3,7 @@
 from datetime import timedelta
 from typing import Any
 
-from casstore import index_queries, report_queries
+from casstore import hook_offloads, index_queries, report_queries
 from casstore.index_queries import HistoryMark, OffloadEntry
 from casstore.references import parse_reference
 from casstore.report_queries import ReportFigures, Scope
@@ -41,16 +41,19 @@ class HistoryQuestions(RepositoryCore):
         since: timedelta | None = None,
         limit: int | None = None,
     ) -> list[OffloadEntry]:
-        """:returns: Offloads matching every filter given, newest first, at most `limit`."""
+        """
+        :returns: The compactor's offloads and the hook's (`hook_offloads`) matching every filter given, newest first,
+            at most `limit`.
+        """
         with self._index() as connection:
-            return index_queries.offload_entries(connection, namespace=namespace, tool=tool, since=since, limit=limit)
+            return hook_offloads.offload_entries(connection, namespace=namespace, tool=tool, since=since, limit=limit)
 
     def offload_count(
         self, *, namespace: str | None = None, tool: str | None = None, since: timedelta | None = None
     ) -> int:
-        """:returns: How many offloads match every filter given."""
+        """:returns: How many of the compactor's and the hook's offloads match every filter given."""
         with self._index() as connection:
-            return index_queries.offload_count(connection, namespace=namespace, tool=tool, since=since)
+            return hook_offloads.offload_count(connection, namespace=namespace, tool=tool, since=since)
 
     def namespaces(self) -> list[str]:
         """:returns: Every namespace that has writes or offloads, in order."""
