@@ -9,6 +9,7 @@ the searching namespace's documents alone (`NamespaceStatistics`), so another na
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from casstore.exact_match import INSIDE
 from casstore.search_index import Candidate, NamespaceStatistics
 
 # BM25's usual constants: how fast repeated occurrences stop adding to a score, and how much a long text is damped.
@@ -20,8 +21,8 @@ _B = 0.75
 class SearchHit:
     """
     One result that holds at least one term: its reference in the namespace (of its first write there), the tool when
-    known, when it was first written there, its size in bytes, its text, and which of the query's terms it holds (as
-    given).
+    known, when it was first written there, its size in bytes, its text, which of the query's terms it holds (as
+    given), its BM25 score, and how exactly it holds the query (`casstore.exact_match`: `EXACT_CASE` is best).
     """
 
     reference: str
@@ -31,6 +32,7 @@ class SearchHit:
     text: str
     terms: tuple[str, ...]
     score: float
+    exactness: int = INSIDE
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +85,14 @@ def score(*, occurrences: dict[int, int], size: int, statistics: NamespaceStatis
 def rank_candidates(found: Sequence[tuple[Candidate, SearchHit]], *, limit: int) -> tuple[list[SearchHit], int]:
     """
     :returns: The `limit` best hits, best first, and how many more there are. Hits holding more of the terms come
-        first (as an agent's "where did I see X and Y" means both), then by BM25 score, then by reference.
+        first (as an agent's "where did I see X and Y" means both), then those holding the query more exactly (an
+        identifier whole before the longer ones it begins; the terms as a phrase before the terms apart), then by
+        BM25 score, then by reference.
     """
-    ordered = sorted(found, key=lambda pair: (-len(pair[1].terms), -pair[1].score, pair[1].reference))
-    return [hit for _, hit in ordered[:limit]], max(0, len(ordered) - limit)
+    ordered = sorted((hit for _, hit in found), key=hit_order)
+    return ordered[:limit], max(0, len(ordered) - limit)
+
+
+def hit_order(hit: SearchHit) -> tuple[int, int, float, str]:
+    """:returns: The key that sorts hits best first (see `rank_candidates`)."""
+    return (-len(hit.terms), hit.exactness, -hit.score, hit.reference)

@@ -9,10 +9,11 @@ from dataclasses import dataclass
 from casstore import search_index
 from casstore.database import UnitOfWork
 from casstore.errors import CasStoreError, CorruptBlobError, StoreClosedError
+from casstore.exact_match import EXACT, INSIDE, Grading
 from casstore.references import parse_reference
 from casstore.repository.core import ROWS_PER_TRANSACTION, RepositoryCore
 from casstore.search_index import IndexedEntry, searchable_text
-from casstore.searching import SearchHit, SearchOutcome, rank_candidates, read_order, score
+from casstore.searching import SearchHit, SearchOutcome, hit_order, rank_candidates, read_order, score
 
 # A search reads every candidate when there are at most this many; otherwise this many per hit asked for, and at
 # least the second figure, best placed first.
@@ -21,6 +22,9 @@ _READ_PER_HIT = 3
 _READ_AT_LEAST = 30
 # The bytes of candidates one search reads at most (past the first): a few huge results would cost more than the rest.
 _READ_BYTES = 16 * 1024 * 1024
+# While none of the candidates read holds the query whole (`casstore.exact_match`), reading goes on past the budget
+# above, up to this many candidates: an identifier's exact result may be longer than many that hold longer tokens.
+_LOOK_FOR_WHOLE = 300
 
 _logger = logging.getLogger(__name__)
 
@@ -122,11 +126,24 @@ class SearchIndexing(RepositoryCore):
         budget = len(ordered) if len(ordered) <= _READ_ALL_CANDIDATES else max(_READ_PER_HIT * limit, _READ_AT_LEAST)
         scored = ordered[:budget]
         engine = self._search_text
+        grading = Grading.of(terms)
         try:
             with self._index() as connection, engine.bounded(connection, deadline):
                 counted = engine.occurrences(
                     connection, documents=[candidate.document for candidate in scored], terms=terms
                 )
+                grades = engine.grades(connection, documents=list(counted), grading=grading)
+                if EXACT not in grades.values() and len(ordered) > len(scored):
+                    # None scored holds the query whole: the next candidates may (as the local store reads on).
+                    further = ordered[len(scored) : _LOOK_FOR_WHOLE]
+                    graded = engine.grades(connection, documents=[c.document for c in further], grading=grading)
+                    whole = [candidate for candidate in further if graded.get(candidate.document) == EXACT]
+                    if whole:
+                        counted.update(
+                            engine.occurrences(connection, documents=[c.document for c in whole], terms=terms)
+                        )
+                        grades.update(graded)
+                        scored = [*scored, *whole]
         except search_index.SearchTimeout:
             return SearchOutcome(enabled=True, timed_out=True)
         found = [(candidate, counted[candidate.document]) for candidate in scored if counted.get(candidate.document)]
@@ -147,6 +164,7 @@ class SearchIndexing(RepositoryCore):
                 text="",
                 terms=tuple(terms[term] for term in sorted(occurrences)),
                 score=score(occurrences=occurrences, size=candidate.size, statistics=statistics),
+                exactness=grades.get(candidate.document, INSIDE),
             )
             hits.append((candidate, hit))
         shown, more = rank_candidates(hits, limit=limit)
@@ -156,11 +174,13 @@ class SearchIndexing(RepositoryCore):
             try:
                 with self._index() as connection:
                     location = self._blobs.locate(connection, parse_reference(hit.reference).digest)
-                texts.append(
-                    dataclasses.replace(hit, text=self._blobs.load(location, guarded=False).decode("utf-8", "replace"))
-                )
+                text = self._blobs.load(location, guarded=False).decode("utf-8", "replace")
             except CorruptBlobError:
                 unreadable += 1
+                continue
+            # PostgreSQL graded the folded text; the case is told apart on the text as written, among the hits shown.
+            texts.append(dataclasses.replace(hit, text=text, exactness=grading.refined(hit.exactness, text)))
+        texts.sort(key=hit_order)
         beyond = max(len(ordered), statistics.most_candidates) if tool_name is None else len(ordered)
         return SearchOutcome(
             enabled=True,
@@ -188,17 +208,18 @@ class SearchIndexing(RepositoryCore):
         # Every term is looked for in each text read, so the terms a hit holds are exact whatever the index handed over.
         budget = len(ordered) if len(ordered) <= _READ_ALL_CANDIDATES else max(_READ_PER_HIT * limit, _READ_AT_LEAST)
         folded = [term.lower() for term in terms]
-        found: list[tuple[search_index.Candidate, str, dict[int, int]]] = []
+        grading = Grading.of(terms)
+        found: list[tuple[search_index.Candidate, str, dict[int, int], int]] = []
         read = unreadable = bytes_read = 0
-        timed_out = False
+        timed_out = whole = False
         # The digests and locations of the candidates within the budget, in two look-ups (the rest, if read, one by
         # one).
         with self._index() as connection:
             digests = search_index.digests_of(connection, [candidate.document for candidate in ordered[:budget]])
             locations = self._blobs.locate_many(connection, list(digests.values()))
         for candidate in ordered:
-            if read >= budget and len(found) >= limit:
-                break  # past the budget, reading goes on only while too few hits were found (bounded by bytes)
+            if read >= budget and len(found) >= limit and (whole or read >= _LOOK_FOR_WHOLE):
+                break  # past the budget, reading goes on only while too few hits, or none whole, were found
             if time.monotonic() > deadline:
                 timed_out = True
                 break
@@ -226,16 +247,18 @@ class SearchIndexing(RepositoryCore):
                 if count:
                     occurrences[term] = count
             if occurrences:
-                found.append((candidate, text, occurrences))
+                grade = grading.grade(text, lowered)
+                whole = whole or grade <= EXACT
+                found.append((candidate, text, occurrences, grade))
         with self._index() as connection:
             details = search_index.hit_details(
                 connection,
                 self._search_text,
                 namespace=namespace,
-                documents=[candidate.document for candidate, _, _ in found],
+                documents=[candidate.document for candidate, _, _, _ in found],
             )
         hits = []
-        for candidate, text, occurrences in found:
+        for candidate, text, occurrences, grade in found:
             detail = details.get(candidate.document)
             if detail is None:
                 continue  # forgotten meanwhile
@@ -247,6 +270,7 @@ class SearchIndexing(RepositoryCore):
                 text=text,
                 terms=tuple(terms[term] for term in sorted(occurrences)),
                 score=score(occurrences=occurrences, size=candidate.size, statistics=statistics),
+                exactness=grade,
             )
             hits.append((candidate, hit))
         shown, more = rank_candidates(hits, limit=limit)
