@@ -219,3 +219,12 @@ def test_hostile_queries_get_an_answer_and_change_nothing(backend: Backend, open
         assert "took too long" not in answer, query[:40]
         assert _references(tool.invoke(query="alpha_ident_17"))[0] == exact, query[:40]
     assert _state(backend) == before
+
+
+def test_a_phrase_of_regex_and_sql_punctuation_is_graded_as_text(open_searchable: Opener) -> None:
+    store = open_searchable("punctuation")
+    term = r"cfg[a-z]+ (x|y)? $1 \d.*%_' --"
+    inside = store.write(key="1_t_c.txt", content="set xcfg[a-z]+ (x|y)? $1 \\d.*%_' -- now\n")
+    exact = store.write(key="2_t_c.txt", content=_result(random.Random(9), "ok", words=200) + f"set {term} now\n")
+    store.write(key="3_t_c.txt", content="set cfg[a-z]+ (x|y) $1\n")  # only some of the phrase: not a hit
+    assert _references(make_search_tool(store).invoke(query=f'"{term}"')) == [exact, inside]
