@@ -6,12 +6,15 @@ them. Every figure they use is either the document's own (its size, how often a 
 the searching namespace's documents alone (`NamespaceStatistics`), so another namespace's results change no score.
 """
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from casstore.exact_match import INSIDE
+from casstore.exact_match import EXACT, EXACT_CASE, INSIDE, Grading
 from casstore.search_index import Candidate, NamespaceStatistics
 
+# At most this many hits holding the query whole in another case are read to tell it apart (below).
+_TELL_CASE_AT_MOST = 30
 # BM25's usual constants: how fast repeated occurrences stop adding to a score, and how much a long text is damped.
 _K1 = 1.2
 _B = 0.75
@@ -96,3 +99,27 @@ def rank_candidates(found: Sequence[tuple[Candidate, SearchHit]], *, limit: int)
 def hit_order(hit: SearchHit) -> tuple[int, int, float, str]:
     """:returns: The key that sorts hits best first (see `rank_candidates`)."""
     return (-len(hit.terms), hit.exactness, -hit.score, hit.reference)
+
+
+def tell_case_apart(
+    ranked: Sequence[SearchHit], *, grading: Grading, limit: int, read: Callable[[SearchHit], str | None]
+) -> list[SearchHit]:
+    """
+    Tell apart, among hits graded on folded text (`EXACT` at best), those holding the query whole with its case as
+    written: the hits graded `EXACT` are read best first until `limit` of them hold it so (at most
+    `_TELL_CASE_AT_MOST`), and those come first.
+
+    :param ranked: The hits, best first.
+    :param read: Reads a hit's text (None if it cannot be read).
+    :returns: The hits, best first, with the case told apart among those read.
+    """
+    refined = list(ranked)
+    as_written = 0
+    for index, hit in enumerate(ranked[:_TELL_CASE_AT_MOST]):
+        if hit.exactness != EXACT or as_written >= limit:
+            break
+        text = read(hit)
+        if text is not None:
+            refined[index] = dataclasses.replace(hit, exactness=grading.refined(EXACT, text))
+            as_written += refined[index].exactness == EXACT_CASE
+    return sorted(refined, key=hit_order)

@@ -138,26 +138,32 @@ def _longer(token: str) -> list[str]:
 def test_the_exact_token_comes_first_then_another_case_then_the_longer_ones(
     open_searchable: Opener, *, token: str, seed: int, exact_words: int, with_other_case: bool
 ) -> None:
-    store = open_searchable(f"property-{next(_NAMESPACES)}")
-    chooser = random.Random(seed)
-    longer = [
-        store.write(key=f"{number}_grep_c{number}.txt", content=_result(chooser, variant, words=chooser.randint(0, 40)))
-        for number, variant in enumerate(_longer(token))
-    ]
-    # The exact result is as long as the seed says: often far longer than those holding longer tokens.
-    exact = store.write(key="90_grep_exact.txt", content=_result(chooser, token, words=exact_words))
-    other_case = token.upper() if token.upper() != token else token.lower()
-    folded = (
-        store.write(key="91_grep_case.txt", content=_result(chooser, other_case, words=chooser.randint(0, 40)))
-        if with_other_case and other_case != token
-        else None
-    )
-    answer = make_search_tool(store, max_hits=30, max_chars=100_000).invoke(query=token)
-    listed = _references(answer)
-    assert listed[0] == exact, answer
-    if folded is not None:
-        assert listed[1] == folded, answer
-    assert sorted(listed) == sorted({exact, *longer} | ({folded} if folded else set())), answer
+    with open_searchable(f"property-{next(_NAMESPACES)}") as store:  # closed after each example: few connections
+        chooser = random.Random(seed)
+        longer = [
+            store.write(
+                key=f"{number}_grep_c{number}.txt", content=_result(chooser, variant, words=chooser.randint(0, 40))
+            )
+            for number, variant in enumerate(_longer(token))
+        ]
+        # The exact result is as long as the seed says: often far longer than those holding longer tokens.
+        exact = store.write(key="90_grep_exact.txt", content=_result(chooser, token, words=exact_words))
+        other_case = token.upper() if token.upper() != token else token.lower()
+        folded = (
+            store.write(key="91_grep_case.txt", content=_result(chooser, other_case, words=chooser.randint(0, 40)))
+            if with_other_case and other_case != token
+            else None
+        )
+        tool = make_search_tool(store, max_hits=30, max_chars=100_000)
+        answer = tool.invoke(query=token)
+        listed = _references(answer)
+        assert listed[0] == exact, answer
+        if folded is not None:
+            assert listed[1] == folded, answer
+        assert sorted(listed) == sorted({exact, *longer} | ({folded} if folded else set())), answer
+        # Listing fewer than hold the query, the search chooses the best among them all.
+        for count in (1, 2):
+            assert _references(tool.invoke(query=token, limit=count)) == listed[:count], count
 
 
 def test_a_phrase_comes_before_its_words_apart(open_searchable: Opener) -> None:
@@ -227,4 +233,6 @@ def test_a_phrase_of_regex_and_sql_punctuation_is_graded_as_text(open_searchable
     inside = store.write(key="1_t_c.txt", content="set xcfg[a-z]+ (x|y)? $1 \\d.*%_' -- now\n")
     exact = store.write(key="2_t_c.txt", content=_result(random.Random(9), "ok", words=200) + f"set {term} now\n")
     store.write(key="3_t_c.txt", content="set cfg[a-z]+ (x|y) $1\n")  # only some of the phrase: not a hit
-    assert _references(make_search_tool(store).invoke(query=f'"{term}"')) == [exact, inside]
+    tool = make_search_tool(store)
+    assert _references(tool.invoke(query=f'"{term}"')) == [exact, inside]
+    assert _references(tool.invoke(query=f'"{term}"', limit=1)) == [exact]

@@ -13,7 +13,15 @@ from casstore.exact_match import EXACT, INSIDE, Grading
 from casstore.references import parse_reference
 from casstore.repository.core import ROWS_PER_TRANSACTION, RepositoryCore
 from casstore.search_index import IndexedEntry, searchable_text
-from casstore.searching import SearchHit, SearchOutcome, hit_order, rank_candidates, read_order, score
+from casstore.searching import (
+    SearchHit,
+    SearchOutcome,
+    hit_order,
+    rank_candidates,
+    read_order,
+    score,
+    tell_case_apart,
+)
 
 # A search reads every candidate when there are at most this many; otherwise this many per hit asked for, and at
 # least the second figure, best placed first.
@@ -132,17 +140,21 @@ class SearchIndexing(RepositoryCore):
                 counted = engine.occurrences(
                     connection, documents=[candidate.document for candidate in scored], terms=terms
                 )
-                grades = engine.grades(connection, documents=list(counted), grading=grading)
-                if EXACT not in grades.values() and len(ordered) > len(scored):
+                # With more hits than the answer lists, PostgreSQL grades them to choose those it lists; otherwise
+                # every hit is read below anyway, and graded there (a statement less, and no regular expression run
+                # over a long text that holds no whole match).
+                graded = len(counted) > limit or len(ordered) > len(scored)
+                grades = engine.grades(connection, documents=list(counted), grading=grading) if graded else {}
+                if graded and EXACT not in grades.values() and len(ordered) > len(scored):
                     # None scored holds the query whole: the next candidates may (as the local store reads on).
                     further = ordered[len(scored) : _LOOK_FOR_WHOLE]
-                    graded = engine.grades(connection, documents=[c.document for c in further], grading=grading)
-                    whole = [candidate for candidate in further if graded.get(candidate.document) == EXACT]
+                    further_grades = engine.grades(connection, documents=[c.document for c in further], grading=grading)
+                    whole = [candidate for candidate in further if further_grades.get(candidate.document) == EXACT]
                     if whole:
                         counted.update(
                             engine.occurrences(connection, documents=[c.document for c in whole], terms=terms)
                         )
-                        grades.update(graded)
+                        grades.update(further_grades)
                         scored = [*scored, *whole]
         except search_index.SearchTimeout:
             return SearchOutcome(enabled=True, timed_out=True)
@@ -167,19 +179,26 @@ class SearchIndexing(RepositoryCore):
                 exactness=grades.get(candidate.document, INSIDE),
             )
             hits.append((candidate, hit))
-        shown, more = rank_candidates(hits, limit=limit)
+        ranked, _ = rank_candidates(hits, limit=len(hits))
+        loaded: dict[str, str | None] = {}
+
+        def read(hit: SearchHit) -> str | None:
+            if hit.reference not in loaded:
+                loaded[hit.reference] = self._hit_text(hit.reference)
+            return loaded[hit.reference]
+
+        if graded:  # PostgreSQL graded folded texts: the case is told apart on the texts as written
+            ranked = tell_case_apart(ranked, grading=grading, limit=limit, read=read)
+        shown, more = ranked[:limit], max(0, len(ranked) - limit)
         texts = []
         unreadable = 0
         for hit in shown:
-            try:
-                with self._index() as connection:
-                    location = self._blobs.locate(connection, parse_reference(hit.reference).digest)
-                text = self._blobs.load(location, guarded=False).decode("utf-8", "replace")
-            except CorruptBlobError:
+            text = read(hit)
+            if text is None:
                 unreadable += 1
                 continue
-            # PostgreSQL graded the folded text; the case is told apart on the text as written, among the hits shown.
-            texts.append(dataclasses.replace(hit, text=text, exactness=grading.refined(hit.exactness, text)))
+            exactness = hit.exactness if graded else grading.grade(text, text.lower())
+            texts.append(dataclasses.replace(hit, text=text, exactness=exactness))
         texts.sort(key=hit_order)
         beyond = max(len(ordered), statistics.most_candidates) if tool_name is None else len(ordered)
         return SearchOutcome(
@@ -190,6 +209,15 @@ class SearchIndexing(RepositoryCore):
             unread=beyond - len(ordered),
             unreadable=unreadable,
         )
+
+    def _hit_text(self, reference: str) -> str | None:
+        # A hit's text, read and verified as any read; None if its blob is damaged or gone.
+        try:
+            with self._index() as connection:
+                location = self._blobs.locate(connection, parse_reference(reference).digest)
+            return self._blobs.load(location, guarded=False).decode("utf-8", "replace")
+        except CorruptBlobError:
+            return None
 
     def _read_candidates(
         self,
