@@ -23,7 +23,6 @@ database's locale's), and tells the case apart on the texts it reads for the hit
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 EXACT_CASE = 0
 EXACT = 1
@@ -40,6 +39,8 @@ _PG_TOKEN_CLASS = "[:alnum:]_./:-"
 _PG_BEFORE = f"(^|[^{_PG_TOKEN_CLASS}])"
 _PG_AFTER = f"($|[^{_PG_TOKEN_CLASS}]|[.:]($|[^{_PG_TOKEN_CLASS}]))"
 _PG_SPACE = "[[:space:]]+"
+# Occurrences of a one-term query checked in Python before a regular expression looks on.
+_FOUND_AT_MOST = 32
 
 
 def _is_token_character(character: str) -> bool:
@@ -67,30 +68,72 @@ def _postgres_escaped(term: str) -> str:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Grading:
-    """The patterns that grade results for one query's terms (see the module's docstring)."""
+class _Whole:
+    """
+    Whether a text holds terms whole. One term (most queries) is found by `str.find`, its first occurrences checked
+    in Python; past those, and for several terms, by a regular expression compiled on first use (compiling one costs
+    more than a search that reads a few candidates).
+    """
 
-    terms: tuple[str, ...]
-    whole_as_written: re.Pattern[str]
-    whole_folded: re.Pattern[str]
-    # The terms one after the other anywhere (folded), for a query of several terms.
-    together_folded: re.Pattern[str] | None
+    __slots__ = ("_pattern", "terms")
+
+    def __init__(self, terms: Sequence[str]) -> None:
+        self.terms = tuple(terms)
+        self._pattern: re.Pattern[str] | None = None
+
+    def _compiled(self) -> re.Pattern[str]:
+        if self._pattern is None:
+            self._pattern = re.compile(_whole_pattern(self.terms), re.DOTALL)
+        return self._pattern
+
+    def search(self, text: str) -> bool:
+        """:returns: Whether `text` holds the terms whole (see the module's docstring)."""
+        if len(self.terms) > 1:
+            return self._compiled().search(text) is not None
+        term = self.terms[0]
+        before, after = _is_token_character(term[0]), _is_token_character(term[-1])
+        position = text.find(term)
+        for _ in range(_FOUND_AT_MOST):
+            if position < 0:
+                return False
+            end = position + len(term)
+            if (not before or position == 0 or not _is_token_character(text[position - 1])) and (
+                not after or _ends_token(text, end)
+            ):
+                return True
+            position = text.find(term, position + 1)
+        # Many occurrences inside longer tokens: the regular expression looks on from there (it sees what precedes).
+        return position >= 0 and self._compiled().search(text, position) is not None
+
+
+def _ends_token(text: str, end: int) -> bool:
+    # Whether a match ending at `end` ends a token: nothing follows, or no token character, or a `.` or `:` that no
+    # token character follows.
+    if end == len(text) or not _is_token_character(text[end]):
+        return True
+    return text[end] in ".:" and (end + 1 == len(text) or not _is_token_character(text[end + 1]))
+
+
+class Grading:
+    """The grading of results for one query's terms (see the module's docstring)."""
+
+    __slots__ = ("_as_written", "_folded", "_together", "terms")
+
+    def __init__(self, terms: Sequence[str]) -> None:
+        """
+        :param terms: The query's terms, as the model wrote them (each non-empty).
+        """
+        self.terms = tuple(terms)
+        folded = [term.lower() for term in terms]
+        self._as_written = _Whole(terms)
+        self._folded = _Whole(folded)
+        # The terms one after the other anywhere (folded), for a query of several terms; compiled on first use.
+        self._together: re.Pattern[str] | None = None
 
     @classmethod
     def of(cls, terms: Sequence[str]) -> "Grading":
-        """
-        :param terms: The query's terms, as the model wrote them (each non-empty).
-        :returns: The grading of results for them.
-        """
-        folded = [term.lower() for term in terms]
-        together = re.compile(r"\s+".join(re.escape(term) for term in folded)) if len(terms) > 1 else None
-        return cls(
-            terms=tuple(terms),
-            whole_as_written=re.compile(_whole_pattern(terms), re.DOTALL),
-            whole_folded=re.compile(_whole_pattern(folded), re.DOTALL),
-            together_folded=together,
-        )
+        """:returns: The grading of results for `terms`."""
+        return cls(terms)
 
     def grade(self, text: str, lowered: str) -> int:
         """
@@ -98,21 +141,23 @@ class Grading:
         :param lowered: `text.lower()`, as the search compares.
         :returns: `EXACT_CASE`, `EXACT`, `INSIDE` or `SCATTERED`.
         """
-        if self.whole_as_written.search(text):
+        if self._as_written.search(text):
             return EXACT_CASE
         return self.folded_grade(lowered)
 
     def folded_grade(self, lowered: str) -> int:
         """:returns: The grade of a text known only folded: `EXACT` at best (the case cannot be told)."""
-        if self.whole_folded.search(lowered):
+        if self._folded.search(lowered):
             return EXACT
-        if self.together_folded is None or self.together_folded.search(lowered):
-            return INSIDE  # one term: every hit holds it
-        return SCATTERED
+        if len(self.terms) == 1:
+            return INSIDE  # every hit holds its one term
+        if self._together is None:
+            self._together = re.compile(r"\s+".join(re.escape(term) for term in self._folded.terms))
+        return INSIDE if self._together.search(lowered) else SCATTERED
 
     def refined(self, grade: int, text: str) -> int:
         """:returns: `grade` (from `folded_grade` or PostgreSQL) with the case told apart on the text as written."""
-        if grade == EXACT and self.whole_as_written.search(text):
+        if grade == EXACT and self._as_written.search(text):
             return EXACT_CASE
         return grade
 

@@ -236,3 +236,17 @@ def test_a_phrase_of_regex_and_sql_punctuation_is_graded_as_text(open_searchable
     tool = make_search_tool(store)
     assert _references(tool.invoke(query=f'"{term}"')) == [exact, inside]
     assert _references(tool.invoke(query=f'"{term}"', limit=1)) == [exact]
+
+
+def test_a_whole_token_after_many_longer_ones_in_the_same_result_is_found(open_searchable: Opener) -> None:
+    store = open_searchable("many")
+    # Scored alone, the short result holding only longer tokens would come first.
+    longer = store.write(key="1_t_c.txt", content="alpha_ident_170 " * 10)
+    late = store.write(
+        key="2_t_c.txt", content="alpha_ident_170 " * 40 + _prose(random.Random(1), 4_000) + "\nsee alpha_ident_17.\n"
+    )
+    phrase_late = store.write(key="3_t_c.txt", content="such ident7 " * 100 + "\nSuch  ident\n")
+    apart = store.write(key="4_t_c.txt", content="ident such\n")
+    tool = make_search_tool(store)
+    assert _references(tool.invoke(query="alpha_ident_17")) == [late, longer]
+    assert _references(tool.invoke(query="such ident"))[:2] == [phrase_late, apart]
