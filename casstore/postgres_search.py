@@ -23,6 +23,7 @@ import psycopg
 
 from casstore.database import UnitOfWork
 from casstore.errors import SearchUnavailableError
+from casstore.exact_match import EXACT, INSIDE, SCATTERED, Grading
 from casstore.postgres_schema import MIGRATION_LOCK_KEY
 from casstore.search_index import SearchTimeout
 
@@ -168,6 +169,26 @@ class TrigramText:
             f"SELECT id, {counts} FROM search_text WHERE id = ANY(%s)", (*parameters, list(documents))
         ).fetchall()
         return {row[0]: {term: int(count) for term, count in enumerate(row[1:]) if count} for row in rows}
+
+    def grades(self, connection: Any, *, documents: Sequence[int], grading: Grading) -> dict[int, int]:
+        """
+        :returns: For each of `documents`, how exactly its folded text holds the query (`casstore.exact_match`:
+            `EXACT` at best, since the text here is folded).
+        """
+        if not documents:
+            return {}
+        whole, together = grading.postgres_patterns(folded)
+        if together is None:
+            sql = f"SELECT id, CASE WHEN body ~ %s THEN {EXACT} ELSE {INSIDE} END FROM search_text WHERE id = ANY(%s)"
+            parameters: tuple[Any, ...] = (whole, list(documents))
+        else:
+            sql = (
+                f"SELECT id, CASE WHEN body ~ %s THEN {EXACT} WHEN body ~ %s THEN {INSIDE} ELSE {SCATTERED} END "
+                "FROM search_text WHERE id = ANY(%s)"
+            )
+            parameters = (whole, together, list(documents))
+        rows = connection.raw.execute(sql, parameters).fetchall()
+        return {row[0]: int(row[1]) for row in rows}
 
 
 TRIGRAM_TEXT = TrigramText()

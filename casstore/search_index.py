@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 from casstore.database import NOW_SQL, UnitOfWork
 from casstore.errors import InvalidReferenceError
+from casstore.exact_match import Grading
 from casstore.index_queries import REFERENCE_OF_DIGEST
 from casstore.references import parse_reference
 
@@ -129,6 +130,7 @@ class SearchText(Protocol):
     def occurrences(
         self, connection: Any, *, documents: Sequence[int], terms: Sequence[str]
     ) -> dict[int, dict[int, int]]: ...
+    def grades(self, connection: Any, *, documents: Sequence[int], grading: Grading) -> dict[int, int]: ...
 
 
 class SearchTimeout(Exception):
@@ -607,6 +609,10 @@ class Fts5Text:
         self, connection: Any, *, documents: Sequence[int], terms: Sequence[str]
     ) -> dict[int, dict[int, int]]:
         """Not asked of an index whose candidates are not exact: the repository reads and counts them itself."""
+        raise NotImplementedError
+
+    def grades(self, connection: Any, *, documents: Sequence[int], grading: Grading) -> dict[int, int]:
+        """Not asked of an index without the texts: the repository grades the texts it reads."""
         raise NotImplementedError
 
 

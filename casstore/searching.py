@@ -6,11 +6,15 @@ them. Every figure they use is either the document's own (its size, how often a 
 the searching namespace's documents alone (`NamespaceStatistics`), so another namespace's results change no score.
 """
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from casstore.exact_match import EXACT, EXACT_CASE, INSIDE, Grading
 from casstore.search_index import Candidate, NamespaceStatistics
 
+# At most this many hits holding the query whole in another case are read to tell it apart (below).
+_TELL_CASE_AT_MOST = 30
 # BM25's usual constants: how fast repeated occurrences stop adding to a score, and how much a long text is damped.
 _K1 = 1.2
 _B = 0.75
@@ -20,8 +24,8 @@ _B = 0.75
 class SearchHit:
     """
     One result that holds at least one term: its reference in the namespace (of its first write there), the tool when
-    known, when it was first written there, its size in bytes, its text, and which of the query's terms it holds (as
-    given).
+    known, when it was first written there, its size in bytes, its text, which of the query's terms it holds (as
+    given), its BM25 score, and how exactly it holds the query (`casstore.exact_match`: `EXACT_CASE` is best).
     """
 
     reference: str
@@ -31,6 +35,7 @@ class SearchHit:
     text: str
     terms: tuple[str, ...]
     score: float
+    exactness: int = INSIDE
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +88,38 @@ def score(*, occurrences: dict[int, int], size: int, statistics: NamespaceStatis
 def rank_candidates(found: Sequence[tuple[Candidate, SearchHit]], *, limit: int) -> tuple[list[SearchHit], int]:
     """
     :returns: The `limit` best hits, best first, and how many more there are. Hits holding more of the terms come
-        first (as an agent's "where did I see X and Y" means both), then by BM25 score, then by reference.
+        first (as an agent's "where did I see X and Y" means both), then those holding the query more exactly (an
+        identifier whole before the longer ones it begins; the terms as a phrase before the terms apart), then by
+        BM25 score, then by reference.
     """
-    ordered = sorted(found, key=lambda pair: (-len(pair[1].terms), -pair[1].score, pair[1].reference))
-    return [hit for _, hit in ordered[:limit]], max(0, len(ordered) - limit)
+    ordered = sorted((hit for _, hit in found), key=hit_order)
+    return ordered[:limit], max(0, len(ordered) - limit)
+
+
+def hit_order(hit: SearchHit) -> tuple[int, int, float, str]:
+    """:returns: The key that sorts hits best first (see `rank_candidates`)."""
+    return (-len(hit.terms), hit.exactness, -hit.score, hit.reference)
+
+
+def tell_case_apart(
+    ranked: Sequence[SearchHit], *, grading: Grading, limit: int, read: Callable[[SearchHit], str | None]
+) -> list[SearchHit]:
+    """
+    Tell apart, among hits graded on folded text (`EXACT` at best), those holding the query whole with its case as
+    written: the hits graded `EXACT` are read best first until `limit` of them hold it so (at most
+    `_TELL_CASE_AT_MOST`), and those come first.
+
+    :param ranked: The hits, best first.
+    :param read: Reads a hit's text (None if it cannot be read).
+    :returns: The hits, best first, with the case told apart among those read.
+    """
+    refined = list(ranked)
+    as_written = 0
+    for index, hit in enumerate(ranked[:_TELL_CASE_AT_MOST]):
+        if hit.exactness != EXACT or as_written >= limit:
+            break
+        text = read(hit)
+        if text is not None:
+            refined[index] = dataclasses.replace(hit, exactness=grading.refined(EXACT, text))
+            as_written += refined[index].exactness == EXACT_CASE
+    return sorted(refined, key=hit_order)

@@ -61,8 +61,9 @@ _PARAMETERS: dict[str, Any] = {
         "query": {
             "type": "string",
             "description": 'Words and "quoted phrases" to find, such as \'KeyError "def write"\'. Each is a '
-            "case-insensitive substring of 3 or more characters; results holding more of them, and rarer ones, come "
-            "first. No operators: AND, OR, *, : and quotes inside a phrase are searched as text.",
+            "case-insensitive substring of 3 or more characters; results holding more of them come first, and among "
+            "those the ones holding the query exactly (a whole identifier, the words as a phrase), then rarer terms. "
+            "No operators: AND, OR, *, : and quotes inside a phrase are searched as text.",
         },
         "tool_name": {
             "type": "string",

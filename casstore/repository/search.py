@@ -9,10 +9,19 @@ from dataclasses import dataclass
 from casstore import search_index
 from casstore.database import UnitOfWork
 from casstore.errors import CasStoreError, CorruptBlobError, StoreClosedError
+from casstore.exact_match import EXACT, INSIDE, Grading
 from casstore.references import parse_reference
 from casstore.repository.core import ROWS_PER_TRANSACTION, RepositoryCore
 from casstore.search_index import IndexedEntry, searchable_text
-from casstore.searching import SearchHit, SearchOutcome, rank_candidates, read_order, score
+from casstore.searching import (
+    SearchHit,
+    SearchOutcome,
+    hit_order,
+    rank_candidates,
+    read_order,
+    score,
+    tell_case_apart,
+)
 
 # A search reads every candidate when there are at most this many; otherwise this many per hit asked for, and at
 # least the second figure, best placed first.
@@ -21,6 +30,9 @@ _READ_PER_HIT = 3
 _READ_AT_LEAST = 30
 # The bytes of candidates one search reads at most (past the first): a few huge results would cost more than the rest.
 _READ_BYTES = 16 * 1024 * 1024
+# While none of the candidates read holds the query whole (`casstore.exact_match`), reading goes on past the budget
+# above, up to this many candidates: an identifier's exact result may be longer than many that hold longer tokens.
+_LOOK_FOR_WHOLE = 300
 
 _logger = logging.getLogger(__name__)
 
@@ -122,11 +134,28 @@ class SearchIndexing(RepositoryCore):
         budget = len(ordered) if len(ordered) <= _READ_ALL_CANDIDATES else max(_READ_PER_HIT * limit, _READ_AT_LEAST)
         scored = ordered[:budget]
         engine = self._search_text
+        grading = Grading.of(terms)
         try:
             with self._index() as connection, engine.bounded(connection, deadline):
                 counted = engine.occurrences(
                     connection, documents=[candidate.document for candidate in scored], terms=terms
                 )
+                # With more hits than the answer lists, PostgreSQL grades them to choose those it lists; otherwise
+                # every hit is read below anyway, and graded there (a statement less, and no regular expression run
+                # over a long text that holds no whole match).
+                graded = len(counted) > limit or len(ordered) > len(scored)
+                grades = engine.grades(connection, documents=list(counted), grading=grading) if graded else {}
+                if graded and EXACT not in grades.values() and len(ordered) > len(scored):
+                    # None scored holds the query whole: the next candidates may (as the local store reads on).
+                    further = ordered[len(scored) : _LOOK_FOR_WHOLE]
+                    further_grades = engine.grades(connection, documents=[c.document for c in further], grading=grading)
+                    whole = [candidate for candidate in further if further_grades.get(candidate.document) == EXACT]
+                    if whole:
+                        counted.update(
+                            engine.occurrences(connection, documents=[c.document for c in whole], terms=terms)
+                        )
+                        grades.update(further_grades)
+                        scored = [*scored, *whole]
         except search_index.SearchTimeout:
             return SearchOutcome(enabled=True, timed_out=True)
         found = [(candidate, counted[candidate.document]) for candidate in scored if counted.get(candidate.document)]
@@ -147,20 +176,30 @@ class SearchIndexing(RepositoryCore):
                 text="",
                 terms=tuple(terms[term] for term in sorted(occurrences)),
                 score=score(occurrences=occurrences, size=candidate.size, statistics=statistics),
+                exactness=grades.get(candidate.document, INSIDE),
             )
             hits.append((candidate, hit))
-        shown, more = rank_candidates(hits, limit=limit)
+        ranked, _ = rank_candidates(hits, limit=len(hits))
+        loaded: dict[str, str | None] = {}
+
+        def read(hit: SearchHit) -> str | None:
+            if hit.reference not in loaded:
+                loaded[hit.reference] = self._hit_text(hit.reference)
+            return loaded[hit.reference]
+
+        if graded:  # PostgreSQL graded folded texts: the case is told apart on the texts as written
+            ranked = tell_case_apart(ranked, grading=grading, limit=limit, read=read)
+        shown, more = ranked[:limit], max(0, len(ranked) - limit)
         texts = []
         unreadable = 0
         for hit in shown:
-            try:
-                with self._index() as connection:
-                    location = self._blobs.locate(connection, parse_reference(hit.reference).digest)
-                texts.append(
-                    dataclasses.replace(hit, text=self._blobs.load(location, guarded=False).decode("utf-8", "replace"))
-                )
-            except CorruptBlobError:
+            text = read(hit)
+            if text is None:
                 unreadable += 1
+                continue
+            exactness = hit.exactness if graded else grading.grade(text, text.lower())
+            texts.append(dataclasses.replace(hit, text=text, exactness=exactness))
+        texts.sort(key=hit_order)
         beyond = max(len(ordered), statistics.most_candidates) if tool_name is None else len(ordered)
         return SearchOutcome(
             enabled=True,
@@ -170,6 +209,15 @@ class SearchIndexing(RepositoryCore):
             unread=beyond - len(ordered),
             unreadable=unreadable,
         )
+
+    def _hit_text(self, reference: str) -> str | None:
+        # A hit's text, read and verified as any read; None if its blob is damaged or gone.
+        try:
+            with self._index() as connection:
+                location = self._blobs.locate(connection, parse_reference(reference).digest)
+            return self._blobs.load(location, guarded=False).decode("utf-8", "replace")
+        except CorruptBlobError:
+            return None
 
     def _read_candidates(
         self,
@@ -188,17 +236,18 @@ class SearchIndexing(RepositoryCore):
         # Every term is looked for in each text read, so the terms a hit holds are exact whatever the index handed over.
         budget = len(ordered) if len(ordered) <= _READ_ALL_CANDIDATES else max(_READ_PER_HIT * limit, _READ_AT_LEAST)
         folded = [term.lower() for term in terms]
-        found: list[tuple[search_index.Candidate, str, dict[int, int]]] = []
+        grading = Grading.of(terms)
+        found: list[tuple[search_index.Candidate, str, dict[int, int], int]] = []
         read = unreadable = bytes_read = 0
-        timed_out = False
+        timed_out = whole = False
         # The digests and locations of the candidates within the budget, in two look-ups (the rest, if read, one by
         # one).
         with self._index() as connection:
             digests = search_index.digests_of(connection, [candidate.document for candidate in ordered[:budget]])
             locations = self._blobs.locate_many(connection, list(digests.values()))
         for candidate in ordered:
-            if read >= budget and len(found) >= limit:
-                break  # past the budget, reading goes on only while too few hits were found (bounded by bytes)
+            if read >= budget and len(found) >= limit and (whole or read >= _LOOK_FOR_WHOLE):
+                break  # past the budget, reading goes on only while too few hits, or none whole, were found
             if time.monotonic() > deadline:
                 timed_out = True
                 break
@@ -226,16 +275,18 @@ class SearchIndexing(RepositoryCore):
                 if count:
                     occurrences[term] = count
             if occurrences:
-                found.append((candidate, text, occurrences))
+                grade = grading.grade(text, lowered)
+                whole = whole or grade <= EXACT
+                found.append((candidate, text, occurrences, grade))
         with self._index() as connection:
             details = search_index.hit_details(
                 connection,
                 self._search_text,
                 namespace=namespace,
-                documents=[candidate.document for candidate, _, _ in found],
+                documents=[candidate.document for candidate, _, _, _ in found],
             )
         hits = []
-        for candidate, text, occurrences in found:
+        for candidate, text, occurrences, grade in found:
             detail = details.get(candidate.document)
             if detail is None:
                 continue  # forgotten meanwhile
@@ -247,6 +298,7 @@ class SearchIndexing(RepositoryCore):
                 text=text,
                 terms=tuple(terms[term] for term in sorted(occurrences)),
                 score=score(occurrences=occurrences, size=candidate.size, statistics=statistics),
+                exactness=grade,
             )
             hits.append((candidate, hit))
         shown, more = rank_candidates(hits, limit=limit)
