@@ -155,13 +155,15 @@ class Database:
             raise
 
     def _open_read_only(self) -> None:
-        """Open `path` for reading only, as `read_only.open_for_reading` can; its schema must be up to date already."""
+        """Open `path` for reading only (`read_only.reading_uri`, else `immutable_uri`); its schema must be current."""
         if not self.path.exists():
             raise read_only.store_error(self.path.parent, "its first write cannot create index.db")
         self._read_only_uri = read_only.reading_uri(self.path)
         self.read_only = True
         try:
             self._connect()
+        except IndexDamagedError:
+            raise  # damaged is damaged, on read-only media too: the message says so and what to do
         except SchemaError:
             # No shared-memory file beside the index, and none can be made: without a write-ahead log to read, the
             # file alone is the whole index, and nothing can change it while it is read-only.

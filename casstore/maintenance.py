@@ -118,7 +118,7 @@ class GarbageReport:
     """
     What `collect_garbage` removed (or, with `dry_run`, would remove), and what the store occupied before and after.
 
-    - `index_bytes_*`: `index.db` on disk with its write-ahead log and shared-memory file, after the space of what gc
+    - `index_bytes_*`: `index.db` on disk with its write-ahead log (not `index.db-shm`), after the space of what gc
       deleted went back to the file system; for a shared store, casstore's tables in PostgreSQL, whose deleted rows'
       space autovacuum makes reusable but does not give back (`index_space` says which happened).
     - `blob_bytes_*`: the blob files on disk (the objects under the prefix). A dry run's `*_after` are estimates.

@@ -65,6 +65,7 @@ def wait_until_connectable(conninfo: str, *, description: str, timeout: float) -
     :param conninfo: The connection string, with its `connect_timeout`.
     :param description: The database, for messages (no password).
     :param timeout: Seconds after which a server that is still down is reported.
+    :raises ValueError: If libpq refuses the URL itself (an unknown or malformed parameter).
     :raises StorageError: At once with the server's reason if it refuses the connection (a wrong password, no such
         database or user, a host name that does not resolve), or after `timeout` if it stays down.
     """
@@ -72,6 +73,13 @@ def wait_until_connectable(conninfo: str, *, description: str, timeout: float) -
     while True:
         try:
             psycopg.connect(conninfo, autocommit=True).close()
+        except psycopg.ProgrammingError as error:
+            # libpq refused the URL itself (an unknown or malformed parameter, such as `?foo=bar`): no server was
+            # asked, and asking again cannot help.
+            raise ValueError(
+                f"The index URL (index_url, --index, CASSTORE_INDEX_URL) for {description} is not one PostgreSQL "
+                f"accepts: {reason_of(error)}. It takes the form {URL_FORM}."
+            ) from None
         except psycopg.OperationalError as error:
             reason = reason_of(error)
             if not is_passing(reason):

@@ -73,7 +73,10 @@ _EXPLANATIONS = {
         "the count {part} is out of range: a count may be at most 1000, its second number no smaller than its first, "
         "and counts nested in counts multiply, to at most 1000 (write large ones as * or +)"
     ),
-    "invalid perl operator": "{part} is not supported: RE2 has no lookahead or lookbehind",
+    "invalid perl operator": (
+        "{part} is not a group or flag RE2 knows: it has no lookahead or lookbehind, no comments and no (?P=name) "
+        "backreferences; it knows (?:...), (?P<name>...) and the flags i, m, s and U, such as (?i)"
+    ),
     "invalid escape sequence": (
         "{part} is not an escape RE2 knows: there are no backreferences such as \\1, and only punctuation is "
         "escaped to match itself, such as \\. or \\("

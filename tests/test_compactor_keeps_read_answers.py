@@ -4,8 +4,6 @@ with `MockChatGenerator`, in which the model reads an offloaded result back and 
 must make room again.
 """
 
-import sqlite3
-
 import pytest
 from haystack.components.agents import Agent
 from haystack.components.generators.chat import MockChatGenerator
@@ -15,6 +13,7 @@ from haystack.tools import ToolsType, tool
 
 from casstore import ContentAddressedToolResultStore
 from casstore.compactor import DedupOffloadCompactor, make_read_tool
+from tests.helpers import open_index
 
 pytestmark = pytest.mark.filterwarnings("ignore::haystack.utils.experimental.ExperimentalWarning")
 
@@ -81,7 +80,7 @@ def _run(
 
 
 def _offloaded_tools(store: ContentAddressedToolResultStore) -> list[str]:
-    with sqlite3.connect(store.root / "index.db") as connection:
+    with open_index(store.root) as connection:
         return [row[0] for row in connection.execute("SELECT tool_name FROM offloads ORDER BY id")]
 
 

@@ -25,7 +25,7 @@ _PATTERN_ALPHABET = "()[]{}*+?|\\^$.,:-=!<>Pamdw10"
         ("*ok", "* has nothing before it to repeat"),
         ("ok**", "** repeats a repetition"),
         ("o{3,2}", "the count {3,2} is out of range"),
-        ("(?<=line )1", "(?<= is not supported: RE2 has no lookahead or lookbehind"),
+        ("(?<=line )1", "(?<= is not a group or flag RE2 knows: it has no lookahead or lookbehind"),
         ("(s)\\1", "\\1 is not an escape RE2 knows: there are no backreferences"),
         ("[z-a]", "z-a is not a range or class RE2 knows"),
     ],

@@ -148,3 +148,11 @@ def test_the_command_reports_a_setup_mistake_in_one_line(
     )
     assert completed.returncode == 1
     assert completed.stderr.count("\n") == 1 and said in completed.stderr, completed.stderr
+
+
+@pytest.mark.parametrize("query", ["foo=bar", "connect_timeout=abc"])
+def test_an_index_url_libpq_refuses_is_a_value_error_naming_the_option(query: str) -> None:
+    # libpq refuses these before asking any server (port 1 has none): nothing is retried, no password is shown.
+    with pytest.raises(ValueError, match=r"index URL \(index_url, --index, CASSTORE_INDEX_URL\)") as raised:
+        SharedToolResultStore(index_url=f"postgresql://user:hunter2@127.0.0.1:1/db?{query}", blob_url="memory://")
+    assert "hunter2" not in str(raised.value)
