@@ -439,7 +439,10 @@ def test_record_offloads_appends_one_row_per_offload(backend: Backend, open_stor
         ("c2", "bob", "search", "s1", [log], 50, 30),
     ]
     assert all(TIMESTAMP.match(row[7]) for row in rows)
+    # The two writes' keys have the offload hook's shape, so the log lists them too, as the hook's.
     entries = offload_log(alice, namespace="alice")
+    assert [entry.key for entry in entries if entry.source == "hook"] == ["1_render_2.png", "0_run_tests_1.txt"]
+    entries = [entry for entry in entries if entry.source == "compactor"]
     assert [(entry.tool_name, entry.references, entry.compaction_id) for entry in entries] == [
         ("render", [log, image], "c1"),
         ("run_tests", [log], "c1"),
