@@ -112,6 +112,7 @@ def test_small_trace_one_repetition(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "| figure | casstore | FileSystemToolResultStore |" in printed
 
 
+@pytest.mark.slow
 def test_trace_is_deterministic(tmp_path: Path) -> None:
     size = SIZES["small"]
     first = tmp_path / "first"
@@ -125,6 +126,7 @@ def test_trace_is_deterministic(tmp_path: Path) -> None:
     assert one.load(0, 5) == two.load(0, 5)
 
 
+@pytest.mark.slow
 def test_inline_sweep_measures_each_value(tmp_path: Path) -> None:
     trace = materialize(SIZES["small"], 0, tmp_path)
     rows = inline_sweep(trace, tmp_path, values=(0, 65536), repetitions=1, chunk_writes=250)

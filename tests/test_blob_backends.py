@@ -63,6 +63,7 @@ def _frame(text: bytes) -> tuple[str, bytes]:
     return blake3_hex(text), b"frame of " + text
 
 
+@pytest.mark.slow
 def test_what_the_backend_says_of_itself(opened: Opened) -> None:
     assert opened.backend.stored_in == opened.stored_in
     assert opened.backend.rows_imply_presence is opened.rows_imply_presence

@@ -348,6 +348,7 @@ def test_bad_input_is_one_line_and_a_non_zero_exit(
     assert result.exit_code == status
 
 
+@pytest.mark.slow
 def test_the_console_script_and_module_run(store_root: Path, built: dict[str, str]) -> None:
     script = Path(sys.executable).parent / "casstore"
     for command in ([str(script)], [sys.executable, "-m", "casstore"]):

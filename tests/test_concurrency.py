@@ -6,6 +6,8 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
+
 from casstore import ContentAddressedToolResultStore
 from casstore.maintenance import verify
 from tests.helpers import count_rows
@@ -53,6 +55,7 @@ def test_threads_share_one_store(store_root: Path) -> None:
     assert count_rows(store_root, "blobs") == _expected_blobs(written)
 
 
+@pytest.mark.slow
 def test_processes_share_one_root(store_root: Path) -> None:
     workers, per_worker = 5, 40
     processes = [

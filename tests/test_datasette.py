@@ -135,6 +135,7 @@ def _datasette(root: Path, tmp_path: Path, path: str) -> Any:
     return json.loads(completed.stdout)
 
 
+@pytest.mark.slow
 def test_datasette_accepts_the_metadata_and_runs_every_question(demo_root: Path, tmp_path: Path) -> None:
     assert (demo_root / "index.db").stem == DATABASE_NAME
     served = _datasette(demo_root, tmp_path, "/-/metadata.json")

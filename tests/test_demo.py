@@ -60,6 +60,7 @@ def test_a_second_run_deduplicates_against_the_first(tmp_path: Path) -> None:
     assert second.disk_bytes_added < first.disk_bytes_added / 2
 
 
+@pytest.mark.slow
 def test_the_demo_command_prints_a_summary_and_sqlite_commands(tmp_path: Path) -> None:
     root = tmp_path / "store"
     corpus = Path(__file__).resolve().parent
@@ -122,6 +123,7 @@ def test_run_demo_refuses_bad_arguments_before_creating_anything(tmp_path: Path)
     assert not root.exists()
 
 
+@pytest.mark.slow
 def test_the_demo_refuses_bad_arguments_in_one_line_and_creates_nothing(tmp_path: Path) -> None:
     empty_corpus = tmp_path / "corpus"
     (empty_corpus / "images").mkdir(parents=True)

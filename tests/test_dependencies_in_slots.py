@@ -138,6 +138,7 @@ def test_compaction_moving_a_learned_frame_keeps_what_it_needs(store_root: Path)
         assert verify(bob).clean
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     steps=st.lists(

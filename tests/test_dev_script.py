@@ -44,6 +44,7 @@ def _demo_environment(path: str, **extra: str) -> dict[str, str]:
     return {**environment, "PATH": path, **extra}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("on_path", [False, True], ids=["venv not on PATH", "venv activated"])
 def test_the_closing_hint_names_commands_that_work_in_the_users_shell(tmp_path: Path, on_path: bool) -> None:
     path = os.pathsep.join([str(SCRIPT.parent), PLAIN_PATH]) if on_path else PLAIN_PATH

@@ -116,6 +116,7 @@ STATUSES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("arguments", "status", "message"), STATUSES, ids=[" ".join(row[0][:1] + row[0][2:3]) for row in STATUSES]
 )
@@ -170,6 +171,7 @@ def test_every_command_and_status_is_in_the_table() -> None:
     assert (EXIT_FAILURE, EXIT_USAGE, EXIT_ORPHANS_ONLY) == (1, 2, 3)
 
 
+@pytest.mark.slow
 def test_the_console_script_exits_with_the_same_statuses(places: dict[str, str]) -> None:
     script = Path(sys.executable).parent / "casstore"
     for arguments, status in (

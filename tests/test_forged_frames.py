@@ -72,6 +72,7 @@ def _same_length_pairs(draw: st.DrawFn) -> tuple[bytes, bytes]:
     return original, forged
 
 
+@pytest.mark.slow
 @FORGERY_SETTINGS
 @given(pair=_same_length_pairs(), checksum=st.booleans(), as_text=st.booleans())
 def test_an_inline_frame_replaced_by_a_valid_frame_of_other_content_is_corrupt(
@@ -93,6 +94,7 @@ def test_an_inline_frame_replaced_by_a_valid_frame_of_other_content_is_corrupt(
         assert store.read(healthy) == "another result, left alone"
 
 
+@pytest.mark.slow
 @FORGERY_SETTINGS
 @given(pair=_same_length_pairs(), checksum=st.booleans())
 def test_a_blob_file_rewritten_as_a_valid_frame_of_other_content_is_corrupt(

@@ -67,6 +67,7 @@ _STEP = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(_STEP, min_size=1, max_size=60), seed=st.integers(min_value=0, max_value=2**16))
 def test_every_frame_reads_back_through_appends_releases_and_compactions(

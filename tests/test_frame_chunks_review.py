@@ -178,6 +178,7 @@ _STEP = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(_STEP, min_size=1, max_size=50), seed=st.integers(min_value=0, max_value=2**16))
 def test_frames_written_every_way_read_back_and_compaction_deletes_only_untouched_chunks(

@@ -38,6 +38,7 @@ print(json.dumps({"written": written, "failures": failures}))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("grace", [timedelta(0), timedelta(hours=1)], ids=["no-grace", "grace-1h-aged"])
 def test_writers_racing_gc_lose_nothing(store_root: Path, grace: timedelta) -> None:
     """
@@ -163,6 +164,7 @@ def test_a_write_that_failed_leaves_nothing_trusted(store_root: Path) -> None:
         assert collect_garbage(store, namespace="default", grace=timedelta(hours=1)).blobs_deleted == 0
 
 
+@pytest.mark.slow
 def test_a_reference_forgotten_and_collected_during_a_read_reads_as_not_found(store_root: Path) -> None:
     """Readers racing `gc --namespace`: each read returns the content or `ReferenceNotFoundError`, never corruption."""
     content = CONTENTS[3]

@@ -335,6 +335,7 @@ def test_changing_another_column_with_written_at_is_refused_and_changes_nothing(
     assert backend.rows("SELECT id, namespace, key, written_at FROM writes") == before
 
 
+@pytest.mark.slow
 def test_two_copies_of_the_same_results_in_other_orders_into_one_postgresql_index_both_land(
     postgres_url: str, s3_bucket_url: S3Location
 ) -> None:

@@ -204,6 +204,7 @@ def test_a_file_that_is_not_sqlite_is_refused(store_root: Path) -> None:
     assert tree_fingerprint(store_root) == before
 
 
+@pytest.mark.slow
 def test_processes_opening_a_new_root_at_once_apply_the_schema_once(store_root: Path) -> None:
     script = (
         "import sys; from casstore import ContentAddressedToolResultStore as S; "

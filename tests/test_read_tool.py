@@ -420,6 +420,7 @@ class TestPattern:
         assert isinstance(answer, str) and answer.startswith("Error: The pattern ") and complaint in answer
         assert "write large counts such as .{0,500} or [a-z]{200}" in answer or "write large ones as * or +" in answer
 
+    @pytest.mark.slow
     def test_a_search_that_runs_out_of_time_says_where_to_go_on(self, store: ContentAddressedToolResultStore) -> None:
         text = "".join(f"{number} " + "filler " * 20 + "\n" for number in range(60_000)) + "needle\n"
         reference = store.write(key="hay.txt", content=text)

@@ -44,6 +44,7 @@ def test_the_opening_example_runs(tmp_path: Path) -> None:
     assert re.fullmatch(r"blake3/[0-9a-f]{2}/[0-9a-f]{62}\.txt\n", completed.stdout)
 
 
+@pytest.mark.slow
 def test_the_three_objects_example_builds_what_it_says(tmp_path: Path) -> None:
     """The README's block with the compactor, the read tool and keep_in_context, run as written, then looked at."""
     (example,) = [block for block in _blocks("python", README) if "read_tool = make_read_tool(store)" in block]
@@ -168,6 +169,7 @@ def test_the_demos_printed_queries_answer(demo_root: Path, query: str) -> None:
         assert connection.execute(query.format(namespace=namespace)).fetchall()
 
 
+@pytest.mark.slow
 def test_the_agent_example_runs_and_prints_what_the_compactor_page_says(tmp_path: Path) -> None:
     """The agent example of docs/compactor.md, as written, run in an empty folder."""
     (example,) = [

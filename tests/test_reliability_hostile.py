@@ -109,6 +109,7 @@ def test_fuzzed_references_never_read_anything(
         alice.read(reference)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 @FUZZ
 @given(key=st.text(alphabet=st.characters(exclude_categories=()), max_size=1100), content=st.text(max_size=50))
 def test_fuzzed_keys_are_recorded_or_refused_and_never_touch_the_file_system(

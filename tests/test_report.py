@@ -318,6 +318,7 @@ def test_nothing_to_show_is_a_clear_page(tmp_path: Path, setup: str, arguments: 
         assert "nothing matches" in result.stderr and '<section id="nothing"' in page
 
 
+@pytest.mark.slow
 def test_a_shared_store_reports_as_a_local_one(tmp_path: Path, postgres_url: str, s3_bucket_url: S3Location) -> None:
     """The same scripted agent run, into a local store and into a shared one on real servers, reports the same."""
     run_demo(shared=(postgres_url, s3_bucket_url.url), steps=25, namespace="run")
@@ -354,6 +355,7 @@ def test_a_shared_store_reports_as_a_local_one(tmp_path: Path, postgres_url: str
     )
 
 
+@pytest.mark.slow
 def test_the_report_pages_commands_run_as_written(tmp_path: Path) -> None:
     """The commands of docs/report.md, run as written in an empty folder."""
     page = (Path(__file__).resolve().parent.parent / "docs" / "report.md").read_text(encoding="utf-8")

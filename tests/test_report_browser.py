@@ -61,6 +61,7 @@ def demo_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return root, folder / "report.html"
 
 
+@pytest.mark.slow
 def test_a_demo_report_loads_quietly_with_a_mark_for_each_datum(
     browser: Any, demo_report: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -107,6 +108,7 @@ def test_a_demo_report_loads_quietly_with_a_mark_for_each_datum(
     assert shot.stat().st_size > 50_000  # a page with charts, not a blank one
 
 
+@pytest.mark.slow
 def test_hostile_names_and_previews_show_as_text_and_run_nothing(browser: Any, tmp_path: Path) -> None:
     root = tmp_path / "store"
     plant_hostile_store(root)
@@ -135,6 +137,7 @@ def _old_store(root: Path) -> None:
         connection.execute("UPDATE compactions SET compacted_at = '2020-01-01 00:00:00.000'")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("case", "options", "message"),
     [

@@ -17,6 +17,7 @@ def _normalized(text: str) -> str:
     return re.sub(r"written \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} UTC", "written <time>", text)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("number", range(len(PYTHON)))
 def test_each_example_runs_and_prints_what_the_page_shows(tmp_path: Path, number: int) -> None:
     assert len(PYTHON) == len(SHOWN) == 2

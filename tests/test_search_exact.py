@@ -83,6 +83,7 @@ def _result(chooser: random.Random, token: str, *, words: int) -> str:
     return f"{_prose(chooser, words // 2)}\n{line}\n{_prose(chooser, words - words // 2)}\n"
 
 
+@pytest.mark.slow
 def test_an_exact_identifier_ranks_first_among_300_results(open_searchable: Opener) -> None:
     store = open_searchable("ident")
     chooser = random.Random(17)
@@ -128,6 +129,7 @@ def _longer(token: str) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     token=_IDENTIFIERS,

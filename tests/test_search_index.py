@@ -82,6 +82,7 @@ def test_the_setting_round_trips_through_to_dict(store_root: Path) -> None:
         assert restored.search_index
 
 
+@pytest.mark.slow
 def test_casstore_search_index_indexes_an_existing_store_and_goes_on_where_it_stopped(store_root: Path) -> None:
     with ContentAddressedToolResultStore(store_root, namespace="alice", inline_max=0) as store:
         references = [store.write(key=f"{n}.txt", content=f"result number {n} token{n:04}x") for n in range(1_200)]
@@ -111,6 +112,7 @@ def _answer_of(store: ContentAddressedToolResultStore, query: list[str]) -> list
     ]
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     mine=st.lists(_TEXTS, min_size=1, max_size=12),
@@ -396,6 +398,7 @@ _SORTED_CANDIDATES_SQL = """
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("namespaces", [("alice", "bob"), ("alice",)])
 def test_a_terms_candidates_are_the_same_by_every_plan(store_root: Path, namespaces: tuple[str, ...]) -> None:
     # A term of few matches has its matches joined to the entries and sorted in Python; past `_FTS5_MANY_MATCHES`

@@ -63,6 +63,7 @@ def test_the_shared_store_searches_what_it_wrote(postgres_url: str, s3_bucket_ur
     assert _rows(postgres_url, "SELECT count(*) FROM search_pending") == [(0,)]  # close indexed what was left
 
 
+@pytest.mark.slow
 def test_search_is_bounded_by_the_deadline(postgres_url: str, s3_bucket_url: S3Location) -> None:
     with _open(postgres_url, s3_bucket_url, namespace="alice", search_index=True) as store:
         for number in range(300):
@@ -104,6 +105,7 @@ def test_verify_finds_a_text_that_does_not_match_its_blob(postgres_url: str, s3_
         assert verify(store).ok and _found(store, "original") == [reference]
 
 
+@pytest.mark.slow
 def test_casstore_search_index_indexes_a_shared_store(postgres_url: str, s3_bucket_url: S3Location) -> None:
     with _open(postgres_url, s3_bucket_url, namespace="alice") as store:
         references = [store.write(key=f"{n}.txt", content=f"result {n} token{n:04}x") for n in range(60)]
@@ -125,6 +127,7 @@ _TEXTS = st.lists(st.sampled_from(_WORDS), min_size=1, max_size=12).map(" ".join
 _EXAMPLES = itertools.count()
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     mine=st.lists(_TEXTS, min_size=1, max_size=10),
@@ -233,6 +236,7 @@ def test_a_sigkilled_shared_writer_leaves_the_index_consistent(postgres_url: str
     assert _rows(postgres_url, "SELECT count(*) FROM search_pending") == [(0,)]
 
 
+@pytest.mark.slow
 def test_a_user_who_may_not_create_pg_trgm_gets_a_clear_error(postgres_url: str, s3_bucket_url: S3Location) -> None:
     _open(postgres_url, s3_bucket_url).close()  # the schema, made by its owner
     password = "limited-password"

@@ -139,6 +139,7 @@ DOOMED = list(range(500, 520))  # 10 small, 10 large
 KEPT = [501, 503, 504]  # written in another namespace too: gc must keep these
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("die_before_remove", [0, 3], ids=["after-commit", "mid-batch"])
 def test_gc_killed_between_commit_and_object_deletion_loses_nothing(
     config: Config, s3_bucket_url: S3Location, tmp_path: Path, die_before_remove: int

@@ -139,6 +139,7 @@ def test_object_store_outage_while_writers_run(postgres_url: str, s3_bucket_url:
     )
 
 
+@pytest.mark.slow
 def test_postgres_outage(
     postgres_url: str, s3_bucket_url: S3Location, postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

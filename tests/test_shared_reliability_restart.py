@@ -7,6 +7,7 @@ from tests.servers import PostgresServer, S3Location
 from tests.shared_helpers import Config, item, open_store, write_counts
 
 
+@pytest.mark.slow
 def test_the_first_call_after_an_idle_restart_works(
     postgres_url: str, s3_bucket_url: S3Location, postgres_server: PostgresServer
 ) -> None:

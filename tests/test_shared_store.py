@@ -238,6 +238,7 @@ def _connect_at_once(
         results.put(("error", f"{type(error).__name__}: {error}"))
 
 
+@pytest.mark.slow
 def test_processes_connecting_to_a_fresh_database_at_once_apply_each_migration_once(
     postgres_url: str, s3_bucket_url: S3Location
 ) -> None:

@@ -92,6 +92,7 @@ def test_the_store_wide_ratios_are_the_views(store_root: Path) -> None:
     assert (figures["dedup_ratio"], figures["compression_ratio"], figures["total_ratio"]) == view
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     plan=st.lists(st.tuples(st.sampled_from(["alice", "bob", "carol"]), st.integers(0, len(CONTENTS) - 1)), max_size=12)
