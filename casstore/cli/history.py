@@ -1,0 +1,217 @@
+"""The commands that show what a store holds: `stats`, `log`, `cat`, `report` and `datasette-metadata`."""
+
+import dataclasses
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import click
+
+from casstore import history
+from casstore.cli.options import (
+    DURATION,
+    LINE_RANGE,
+    NAMESPACE,
+    REFERENCE,
+    StoreLocation,
+    _check_report_path,
+    _describe,
+    _json_option,
+    _location_options,
+    _open,
+    _require_namespace,
+)
+from casstore.cli.output import _print_json, _table
+from casstore.datasette import metadata
+from casstore.figures import format_bytes, format_ratio
+from casstore.report import DEFAULT_REPORT_NAME, write_report
+
+
+@click.command()
+@_location_options
+@click.option(
+    "--namespace",
+    type=NAMESPACE,
+    help="Only this namespace: its writes, the blobs they reference, its ratios, and its rows.",
+)
+@_json_option
+def stats(location: StoreLocation, namespace: str | None, as_json: bool) -> None:
+    """
+    Size, dedup and compression, and writes and offloads per namespace and tool: of the whole store, or with
+    --namespace of that namespace alone (bytes on disk are the whole store's, shared by its namespaces).
+    """
+    with _open(location) as store:
+        _require_namespace(store, namespace)
+        figures = history.stats(store, namespace=namespace)
+        where = _describe(location, store)
+    if as_json:
+        _print_json(dataclasses.asdict(figures))
+        return
+    if namespace is None:
+        click.echo(f"store {where}: the whole store")
+    else:
+        click.echo(f"namespace {namespace} in store {where}: its writes and the blobs they reference")
+    whose = "everything written" if namespace is None else "everything it wrote"
+    click.echo(f"  blobs            {figures.blobs}")
+    click.echo(f"  writes           {figures.writes}")
+    click.echo(f"  logical bytes    {format_bytes(figures.logical_bytes)}  ({whose})")
+    click.echo(f"  unique bytes     {format_bytes(figures.unique_bytes)}  (each distinct result once)")
+    click.echo(f"  stored bytes     {format_bytes(figures.stored_bytes)}  (compressed)")
+    shared_by_all = "-  (the whole store's, shared by its namespaces: casstore stats without --namespace)"
+    if location.shared is None:
+        on_disk = "(index and blob files, as du counts)"
+        click.echo(f"  bytes on disk    {_optional_bytes(figures.disk_bytes, on_disk, shared_by_all)}")
+    else:
+        in_tables = "(casstore's tables in PostgreSQL)"
+        in_objects = "(the objects under the prefix)"
+        click.echo(f"  index bytes      {_optional_bytes(figures.index_bytes, in_tables, shared_by_all)}")
+        click.echo(f"  object bytes     {_optional_bytes(figures.blob_bytes, in_objects, shared_by_all)}")
+    click.echo(f"  dedup ratio      {format_ratio(figures.dedup_ratio)}  (logical / unique bytes)")
+    click.echo(f"  compression      {format_ratio(figures.compression_ratio)}  (unique / stored bytes)")
+    click.echo("namespaces")
+    _table(figures.namespaces, ["namespace", "writes", "distinct_results", "logical_bytes", "offloads", "saved_tokens"])
+    click.echo("offloads per tool")
+    _table(figures.tools, ["namespace", "tool_name", "offloads", "original_tokens", "saved_tokens"])
+
+
+def _optional_bytes(count: int | None, meaning: str, absent: str) -> str:
+    return absent if count is None else f"{format_bytes(count)}  {meaning}"
+
+
+@click.command()
+@_location_options
+@click.option("--namespace", type=NAMESPACE, help="Only this namespace.")
+@click.option("--tool", help="Only this tool.")
+@click.option("--since", type=DURATION, help="Only offloads within this period, such as 2h or 7d.")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="At most this many lines.")
+@_json_option
+def log(
+    location: StoreLocation,
+    namespace: str | None,
+    tool: str | None,
+    since: timedelta | None,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """The offload history, newest first: one line per result the compactor or per part the hook offloaded."""
+    period = since
+    with _open(location) as store:
+        _require_namespace(store, namespace)
+        entries = history.offload_log(store, namespace=namespace, tool=tool, since=period, limit=limit)
+        matching = (
+            history.count_offloads(store, namespace=namespace, tool=tool, since=period)
+            if len(entries) == limit
+            else len(entries)
+        )
+    if matching > len(entries):
+        click.echo(f"{matching - len(entries)} more offloads match: raise --limit to see them", err=True)
+    if as_json:
+        _print_json([dataclasses.asdict(entry) for entry in entries])
+        return
+    for entry in entries:
+        click.echo(f"{entry.offloaded_at}  {entry.namespace}  {_log_line(entry)}  {' '.join(entry.references)}")
+    if not entries:
+        click.echo("no offloads match", err=True)
+
+
+def _log_line(entry: history.OffloadEntry) -> str:
+    call = f"call={entry.tool_call_id or '-'}"
+    if entry.source == "compactor":
+        return f"{entry.tool_name}  {call}  saved {entry.saved_tokens}/{entry.original_tokens} tokens"
+    # The hook's key may not tell its tool apart from its call id: then the key's stem says what was offloaded.
+    what = entry.tool_name if entry.tool_name is not None else f"key={(entry.key or '').rpartition('.')[0]}"
+    part = "" if entry.part is None else f"  part={entry.part}"
+    return f"{what}  {call}{part}  hook, tokens -"
+
+
+@click.command()
+@click.argument("reference", type=REFERENCE)
+@_location_options
+@click.option(
+    "--namespace",
+    type=NAMESPACE,
+    help="The namespace the reference was written in (default: the first namespace, by name, that holds it).",
+)
+@click.option(
+    "--lines", "lines", type=LINE_RANGE, help="Only lines A to B (1-based, inclusive), such as 10:20, 10: or :20."
+)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the content to a file.")
+def cat(
+    reference: str,
+    location: StoreLocation,
+    namespace: str | None,
+    lines: tuple[int, int | None] | None,
+    output: Path | None,
+) -> None:
+    """Print the content behind REFERENCE (binary only with -o or when stdout is not a terminal)."""
+    if namespace is None:
+        with _open(location) as probe:
+            holding = history.namespaces_holding(probe, reference)
+        if not holding:
+            raise click.ClickException(f"no namespace holds {reference}; see casstore log for references.")
+        namespace = holding[0]
+    with _open(location, namespace) as store:
+        _require_namespace(store, namespace)
+        content = store.read(reference)
+    if lines is not None:
+        if isinstance(content, bytes):
+            raise click.ClickException("--lines works on text; this reference holds binary content.")
+        content = _line_window(content, *lines, reference=reference)
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    if output is not None:
+        output.write_bytes(data)
+        return
+    if isinstance(content, bytes) and sys.stdout.isatty():
+        raise click.ClickException(
+            f"{reference} holds {len(content)} bytes of binary content; use -o FILE or redirect stdout."
+        )
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+
+
+def _line_window(text: str, first: int, last: int | None, *, reference: str) -> str:
+    # Lines end at "\n" only, as in the read-back tool, so both number the lines of a result alike.
+    pieces = text.split("\n")
+    lines = [piece + "\n" for piece in pieces[:-1]] + ([pieces[-1]] if pieces[-1] else [])
+    if first > len(lines):
+        raise click.ClickException(
+            f"{reference} has {len(lines)} lines; --lines {first}:{'' if last is None else last} starts past its end."
+        )
+    return "".join(lines[first - 1 : last])
+
+
+@click.command()
+@_location_options
+@click.option("--namespace", type=NAMESPACE, help="Only this namespace's history (default: all namespaces).")
+@click.option(
+    "--since",
+    type=DURATION,
+    help="Only the history of this period before now, such as 7d or 12h (default: all history).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path(DEFAULT_REPORT_NAME),
+    show_default=True,
+    help="The HTML file to write (replaced whole if it exists).",
+)
+def report(location: StoreLocation, namespace: str | None, since: timedelta | None, output: Path) -> None:
+    """Write the history as one self-contained HTML page of charts and tables, and print its path."""
+    period = since
+    _check_report_path(output)
+    with _open(location) as store:
+        written = write_report(store, path=output, namespace=namespace, since=period)
+    if written.figures.empty:
+        click.echo("nothing matches: the page says so", err=True)
+    click.echo(f"wrote {output} ({format_bytes(written.size)}): open it in a browser")
+
+
+@click.command("datasette-metadata")
+def datasette_metadata() -> None:
+    """
+    Print Datasette metadata for an index.db: every table, view and column described, and the docs' questions as
+    canned queries (casstore datasette-metadata > metadata.json; datasette index.db -m metadata.json).
+    """
+    _print_json(metadata())
