@@ -312,6 +312,9 @@ def test_a_file_staged_while_verify_runs_is_not_an_orphan(store_root: Path, buil
 
     with ContentAddressedToolResultStore(store_root) as store:
         during = maintenance.verify(store, progress=stage_a_file_meanwhile)
+        # Still there a second later, as the next verify finds it: without a row, it is no write in flight any more.
+        a_second_ago = planted[0].stat().st_mtime - 1
+        os.utime(planted[0], (a_second_ago, a_second_ago))
         after = maintenance.verify(store)
     assert planted and during.clean and during.stray_files == 0
     assert (after.stray_files, after.clean) == (1, False)  # still without a row once verify runs again: an orphan
