@@ -24,8 +24,6 @@ from datetime import timedelta
 from casstore.repository import HasRepository, Repository, repository_of
 
 DEFAULT_GRACE = timedelta(hours=1)
-# Seconds by which a file's modification time may trail `time.time()` (a few clock ticks of the kernel's coarse clock).
-_FILE_CLOCK_SLACK = 0.1
 
 
 @dataclass
@@ -38,9 +36,8 @@ class VerifyReport:
     reference row is gone (`writes_without_reference`: its id and key, all the index still holds of it; `writes` does
     not show it, and its reference can no longer be read). `clean` is False as well when
     the store holds orphans, which are garbage rather than damage and which `gc` removes: blob or temporary files no
-    row points at (`stray_files`; files changed since `verify` started, or within a tenth of a second before, belong to
-    writes in flight and are not counted) and rows of unreferenced blobs whose file is gone (`stale_rows`, as a crash
-    during `gc` can leave).
+    row points at (`stray_files`; files changed since `verify` started belong to writes in flight and are not
+    counted) and rows of unreferenced blobs whose file is gone (`stale_rows`, as a crash during `gc` can leave).
     `unreferenced_blobs` counts blobs no write references any more, healthy, which `gc` deletes once they are older
     than its grace period: information, not a finding.
 
@@ -91,9 +88,7 @@ def verify(source: Repository | HasRepository, *, progress: Callable[[int, int],
     """
     repository = repository_of(source)
     report = VerifyReport()
-    # A file's modification time comes from the kernel's coarse clock, which can lag `time.time()` by a clock tick:
-    # a file a writer places just after this line could otherwise look older than the start and count as a stray.
-    started = time.time() - _FILE_CLOCK_SLACK
+    started = time.time()
     snapshot = repository.integrity_snapshot()
     report.dangling_writes = snapshot.dangling_writes
     report.writes_without_reference = snapshot.writes_without_reference

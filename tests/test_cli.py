@@ -306,6 +306,9 @@ def test_a_file_staged_while_verify_runs_is_not_an_orphan(store_root: Path, buil
 
     def stage_a_file_meanwhile(done: int, _total: int) -> None:
         if done == 1:  # a writer's blob file, in place before its row is committed
+            # A file's time comes from the kernel's coarse clock, up to a tick (a few ms) behind `time.time()`, by
+            # which verify notes its start: a file placed within that tick could look older than the start.
+            time.sleep(0.05)
             planted.append(store_root / "blobs" / "ef" / ("4" * 62 + ".zst"))
             planted[0].parent.mkdir(exist_ok=True)
             planted[0].write_bytes(b"in flight")
