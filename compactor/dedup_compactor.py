@@ -21,7 +21,7 @@ from haystack.token_counters import TokenCounter
 from haystack.utils.deserialization import deserialize_component_inplace
 
 from casstore import CompactionRecord, OffloadRecord, PreparedWrite
-from casstore.compactor.offload_strategies import CASSTORE_TOOL_NAMES
+from casstore.compactor.offload_strategies import CASSTORE_TOOL_NAMES, tool_name_list
 from casstore.compactor.parts import Part, key_part, result_parts
 from casstore.compactor.pointers import (
     COMPACTION_META_KEY,
@@ -174,14 +174,7 @@ class DedupOffloadCompactor(Compactor):
                 f"`context_window` must be a positive number of tokens (the CompactionHook's), or None when it is not "
                 f"known; got {context_window!r}."
             )
-        if isinstance(keep_tool_names, str):
-            raise TypeError(
-                f"`keep_tool_names` takes a collection of tool names; pass keep_tool_names=[{keep_tool_names!r}]."
-            )
-        names = list(keep_tool_names)
-        for name in names:
-            if not isinstance(name, str):
-                raise TypeError(f"Every name in `keep_tool_names` must be a tool's name (a string), got {name!r:.80}.")
+        names = tool_name_list(keep_tool_names, parameter="keep_tool_names")
         self.keep_tool_names = names
         self._kept_tools = frozenset((*CASSTORE_TOOL_NAMES, *names))
         self.store = store

@@ -59,14 +59,8 @@ def keep_in_context(
             f"`strategies` must be the mapping given to ToolResultOffloadHook's `offload_strategies`, such as "
             f'{{"*": AlwaysOffload()}}; got {type(strategies).__name__}.'
         )
-    if isinstance(tool_names, str):
-        raise TypeError(
-            f"`tool_names` takes a collection of tool names; pass tool_names=[{tool_names!r}], not a single string."
-        )
-    names = list(tool_names)
+    names = tool_name_list(tool_names, parameter="tool_names")
     for name in names:
-        if not isinstance(name, str):
-            raise TypeError(f"Every name in `tool_names` must be a tool's name (a string), got {name!r:.80}.")
         if not name:
             raise ValueError("A name in `tool_names` is empty; pass the `name` given to make_read_tool.")
     kept: dict[StrategyKey, OffloadPolicy] = dict(strategies)
@@ -74,3 +68,20 @@ def keep_in_context(
     for name in (*CASSTORE_TOOL_NAMES, *names):
         kept[name] = never
     return kept
+
+
+def tool_name_list(names: Iterable[str], *, parameter: str) -> list[str]:
+    """
+    :param names: Tool names, as a caller passed them for `parameter`.
+    :returns: The names as a list.
+    :raises TypeError: If `names` is one string (not a collection of them) or holds something other than strings.
+    """
+    if isinstance(names, str):
+        raise TypeError(
+            f"`{parameter}` takes a collection of tool names; pass {parameter}=[{names!r}], not a single string."
+        )
+    listed = list(names)
+    for name in listed:
+        if not isinstance(name, str):
+            raise TypeError(f"Every name in `{parameter}` must be a tool's name (a string), got {name!r:.80}.")
+    return listed
