@@ -19,7 +19,7 @@ import pytest
 from haystack.utils import Secret
 from obstore.store import from_url
 
-from casstore import ContentAddressedToolResultStore, SharedToolResultStore
+from casstore import ContentAddressedToolResultStore, ReferenceNotFoundError, SharedToolResultStore
 from casstore.blob_location import MARKER_NAME
 from casstore.object_blobs import object_name
 from casstore.store import DEFAULT_INLINE_MAX, RepositoryToolResultStore
@@ -255,3 +255,15 @@ def as_before_blob_location(index_url: str, s3: S3Location) -> None:
         connection.execute("DELETE FROM _casstore_migrations WHERE name = '0022_store_settings'")
     bucket, prefix = open_bucket(s3)
     obstore.delete(bucket, f"{prefix}/{MARKER_NAME}")
+
+
+def readable(store: RepositoryToolResultStore, references: list[str]) -> list[bool]:
+    """:returns: For each reference, whether `store` reads it (False: not found, as a forgotten one is)."""
+    answers = []
+    for reference in references:
+        try:
+            store.read(reference)
+            answers.append(True)
+        except ReferenceNotFoundError:
+            answers.append(False)
+    return answers

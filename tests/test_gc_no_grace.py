@@ -15,12 +15,12 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from casstore import ContentAddressedToolResultStore, ReferenceNotFoundError
+from casstore import ContentAddressedToolResultStore
 from casstore.cli import cli
 from casstore.history import stats
 from casstore.maintenance import collect_garbage, verify
 from casstore.store import RepositoryToolResultStore
-from tests.store_backends import Backend, make_backend
+from tests.store_backends import Backend, make_backend, readable
 
 NO_GRACE = timedelta(0)
 
@@ -40,17 +40,6 @@ def _write(store: RepositoryToolResultStore, count: int, *, seed: int = 0) -> tu
     return [store.write(key=f"r{number}.bin", content=content) for number, content in enumerate(contents)], contents
 
 
-def _readable(store: RepositoryToolResultStore, references: list[str]) -> list[bool]:
-    readable = []
-    for reference in references:
-        try:
-            store.read(reference)
-            readable.append(True)
-        except ReferenceNotFoundError:
-            readable.append(False)
-    return readable
-
-
 def test_a_namespace_forgotten_with_no_grace_period_goes_at_once_however_recently_written(backend: Backend) -> None:
     big = backend.open(namespace="big", inline_max=4096)  # blobs in the index, and larger ones outside it
     kept = backend.open(namespace="kept", inline_max=4096)
@@ -61,8 +50,8 @@ def test_a_namespace_forgotten_with_no_grace_period_goes_at_once_however_recentl
     assert (report.writes_forgotten, report.blobs_deleted, report.blobs_waiting) == (30, 30, 0)
     assert report.collectable_from is None and report.waiting_bytes == 0
     assert backend.count("blobs") == 3
-    assert _readable(big, references) == [False] * 30
-    assert _readable(kept, kept_references) == [True] * 3
+    assert readable(big, references) == [False] * 30
+    assert readable(kept, kept_references) == [True] * 3
     # The files or objects of the deleted blobs went in that same run: only the kept namespace's are left.
     kept_names = {backend.blob_name(digest) for (digest,) in backend.rows("SELECT digest FROM blobs")}
     assert set(backend.blob_names()) == kept_names & outside
@@ -107,7 +96,7 @@ def test_max_size_with_no_grace_period_leaves_at_most_that_much_stored(backend: 
     assert stats(store).stored_bytes == report.needed_bytes_after
     kept = len(references) - report.writes_forgotten
     assert kept > 0
-    assert _readable(store, references) == [False] * report.writes_forgotten + [True] * kept  # the newest stay
+    assert readable(store, references) == [False] * report.writes_forgotten + [True] * kept  # the newest stay
 
 
 @given(

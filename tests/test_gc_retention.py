@@ -21,13 +21,13 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from casstore import ContentAddressedToolResultStore, ReferenceNotFoundError
+from casstore import ContentAddressedToolResultStore
 from casstore.cli import SIZE_UNITS, cli, parse_size
 from casstore.compactor import make_read_tool
 from casstore.maintenance import collect_garbage
 from casstore.store import RepositoryToolResultStore
 from tests.helpers import blake3_hex
-from tests.store_backends import Backend, make_backend
+from tests.store_backends import Backend, make_backend, readable
 
 LONG_AGO = "2020-01-01 00:00:00.000"
 
@@ -51,17 +51,6 @@ def _stored_sizes(backend: Backend) -> dict[str, int]:
     return {digest: int(size) for digest, size in backend.rows("SELECT digest, stored_size FROM blobs")}
 
 
-def _readable(store: RepositoryToolResultStore, references: list[str]) -> list[bool]:
-    readable = []
-    for reference in references:
-        try:
-            store.read(reference)
-            readable.append(True)
-        except ReferenceNotFoundError:
-            readable.append(False)
-    return readable
-
-
 def test_max_size_forgets_the_least_recently_written_first(backend: Backend) -> None:
     store = backend.open(namespace="agent", inline_max=4096)  # some blobs in the index, the larger ones outside it
     references, contents = _write_in_order(store, 10)
@@ -81,7 +70,7 @@ def test_max_size_forgets_the_least_recently_written_first(backend: Backend) -> 
     assert report.writes_forgotten == 7  # r0, r1's first write, r2 to r6
     assert report.needed_bytes_before == sum(size_of)
     assert report.needed_bytes_after == size_of[1] + size_of[7] + size_of[8] + size_of[9] <= max_size
-    assert _readable(store, references) == [False, True, False, False, False, False, False, True, True, True]
+    assert readable(store, references) == [False, True, False, False, False, False, False, True, True, True]
     # The grace period keeps the forgotten blobs (seen a moment ago): gc says by how much that is over, and why.
     waiting = sum(size_of[number] for number in (0, 2, 3, 4, 5, 6))
     assert (report.blobs_deleted, report.blobs_waiting, report.waiting_bytes) == (0, 6, waiting)
@@ -107,8 +96,8 @@ def test_max_size_with_a_namespace_counts_and_forgets_only_its_writes(backend: B
     report = collect_garbage(agent, namespace="agent", max_size=max_size)
     assert report.writes_forgotten == 4 and report.needed_bytes_after == max_size
     assert report.needed_bytes_before == sum(agent_sizes) + sizes[blake3_hex(shared_content)]
-    assert _readable(agent, [*references, shared_reference]) == [False] * 4 + [True] * 3
-    assert _readable(other, other_references) == [True] * 4  # older, but another namespace's: not counted
+    assert readable(agent, [*references, shared_reference]) == [False] * 4 + [True] * 3
+    assert readable(other, other_references) == [True] * 4  # older, but another namespace's: not counted
     assert backend.count("writes") == 4 + 1 + 3
     # Only what the agent's forgotten writes referenced counts as kept by the grace period.
     assert report.over_max_size == sum(agent_sizes[:4])
@@ -127,7 +116,7 @@ def test_max_size_zero_forgets_everything_in_scope_and_nothing_else(backend: Bac
         0,
         0,
     )
-    assert _readable(other, kept) == [True, True]
+    assert readable(other, kept) == [True, True]
     with pytest.raises(ValueError, match="max_size"):
         collect_garbage(agent, max_size=-1)
 
@@ -181,7 +170,7 @@ def test_max_size_keeps_the_longest_run_of_newest_writes_that_fits(
         assert report.needed_bytes_after == needed_by(kept) <= max_size
         assert kept == len(order) or needed_by(kept + 1) > max_size  # one more write would not fit
         # A reference stays readable while any of its writes stays: the newest `kept` writes' references.
-        assert [_readable(store, [reference]) == [True] for reference in written] == [
+        assert [readable(store, [reference]) == [True] for reference in written] == [
             reference in written[len(order) - kept :] for reference in written
         ]
 
