@@ -7,7 +7,7 @@ file, and a small file would waste most of a disk block); a larger one is a file
 is this layer's catalog of both. Nothing above this layer knows which kind a blob is: a read gets an opaque
 `BlobLocation` from `locate` and hands it back to `load`.
 
-A blob's frame is plain zstd (`encoding` 'zstd'), or learned from the store (docs/compression.md): compressed with its
+A blob's frame is plain zstd (`encoding` 'plain'), or learned from the store (docs/compression.md): compressed with its
 tool's trained dictionary (`dictionary`, a row of `dictionaries` named by `dictionary_id`), or against an earlier
 blob's content (`delta`, on the blob `base_id`). The blob's own row says which, so gc keeps what it needs and verify
 checks it, and `load` reads that first and verifies it like any blob. Learned frames are kept in the index only, never
@@ -41,14 +41,12 @@ from casstore.learning import DELTA_KEEP_BELOW, DICTIONARY_MAX_SIZE, Learner, to
 from casstore.references import reference_kind
 
 _STORED_IN_INDEX = "index"
-# `blobs.encoding` of a plain frame; a learned one's is DICTIONARY or DELTA. Above this layer a plain frame's
-# encoding is None.
-_ZSTD = "zstd"
+# `blobs.encoding` is PLAIN, DICTIONARY or DELTA; above this layer a plain frame's encoding is None.
 
 # Where a blob is and how to decode it: its row, its frame if kept in the index, and the digest of what a learned
 # frame needs (its dictionary's, or its base's).
 _LOCATION = (
-    "b.size, b.stored_in, f.frame, NULLIF(b.encoding, 'zstd'), coalesce(k.digest, n.digest) FROM blobs b "
+    "b.size, b.stored_in, f.frame, NULLIF(b.encoding, 'plain'), coalesce(k.digest, n.digest) FROM blobs b "
     "LEFT JOIN blob_frames f ON f.blob_id = b.id LEFT JOIN dictionaries k ON k.id = b.dictionary_id "
     "LEFT JOIN blobs n ON n.id = b.base_id"
 )
@@ -77,13 +75,13 @@ _COLUMNS = "digest, size, stored_size, stored_in, encoding, dictionary_id, base_
 # A plain frame's row; a row already there is replaced (either layout holds the same content), keeping its id (a
 # delta may be on it) and its first_seen.
 _PUT_SQL = (
-    f"INSERT INTO blobs ({_COLUMNS}) VALUES (?, ?, ?, ?, '{_ZSTD}', NULL, NULL, {NOW_SQL}, {NOW_SQL}) "
+    f"INSERT INTO blobs ({_COLUMNS}) VALUES (?, ?, ?, ?, '{PLAIN}', NULL, NULL, {NOW_SQL}, {NOW_SQL}) "
     "ON CONFLICT (digest) DO UPDATE SET last_seen = excluded.last_seen, stored_size = excluded.stored_size, "
     "stored_in = excluded.stored_in, encoding = excluded.encoding, dictionary_id = NULL, base_id = NULL RETURNING id"
 )
 # The same for a blob copied from another store, which keeps its times; a row already there keeps its own.
 _IMPORT_SQL = (
-    f"INSERT INTO blobs ({_COLUMNS}) VALUES (?, ?, ?, ?, '{_ZSTD}', NULL, NULL, ?, ?) "
+    f"INSERT INTO blobs ({_COLUMNS}) VALUES (?, ?, ?, ?, '{PLAIN}', NULL, NULL, ?, ?) "
     "ON CONFLICT (digest) DO UPDATE SET stored_size = excluded.stored_size, stored_in = excluded.stored_in, "
     "encoding = excluded.encoding, dictionary_id = NULL, base_id = NULL RETURNING id"
 )
@@ -794,6 +792,18 @@ class BlobStore:
         """:returns: Every digest with a row, in order."""
         return [row[0] for row in connection.execute("SELECT digest FROM blobs ORDER BY digest")]
 
+    def dictionary_digests(self, connection: sqlite3.Connection) -> list[str]:
+        """:returns: Every trained dictionary's digest, in order."""
+        return [row[0] for row in connection.execute("SELECT digest FROM dictionaries ORDER BY digest")]
+
+    def check_dictionary(self, digest: str) -> None:
+        """
+        Read a trained dictionary from the index and check its digest.
+
+        :raises CorruptBlobError: If it is damaged, or gone (`missing`).
+        """
+        self._dictionary_bytes(digest)
+
     def seen_times(self, connection: sqlite3.Connection) -> dict[str, tuple[str, str]]:
         """:returns: Every blob's digest with its `(first_seen, last_seen)`."""
         rows = connection.execute("SELECT digest, first_seen, last_seen FROM blobs")
@@ -944,7 +954,7 @@ class BlobStore:
         """:returns: How many blobs have each encoding (`plain`, `dictionary`, `delta`), and `dictionaries` kept."""
         counts = {PLAIN: 0, DICTIONARY: 0, DELTA: 0}
         for encoding, count in connection.execute("SELECT encoding, count(*) FROM blobs GROUP BY encoding"):
-            counts[PLAIN if encoding == _ZSTD else encoding] = int(count)
+            counts[encoding] = int(count)
         (dictionaries,) = connection.execute("SELECT count(*) FROM dictionaries").fetchone()
         counts["dictionaries"] = int(dictionaries)
         return counts

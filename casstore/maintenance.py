@@ -31,7 +31,8 @@ class VerifyReport:
     """
     What `verify` found.
 
-    `ok` is False when content is lost or at risk: a blob that does not verify (`corrupt`), a referenced blob whose
+    `ok` is False when content is lost or at risk: a blob or a trained dictionary that does not verify (`corrupt`,
+    by digest: a blob that needs a damaged dictionary or base is listed too), a referenced blob whose
     file or row is gone (`missing`), a write whose blob row is gone (`dangling_writes`). `clean` is False as well when
     the store holds orphans, which are garbage rather than damage and which `gc` removes: blob or temporary files no
     row points at (`stray_files`; files changed since `verify` started belong to writes in flight and are not
@@ -94,6 +95,10 @@ def verify(source: Repository | HasRepository, *, progress: Callable[[int, int],
         report.blobs_checked = done
         if progress is not None:
             progress(done, len(snapshot.digests))
+    for digest in snapshot.dictionaries:
+        check = repository.check_dictionary(digest)
+        if check.status == "corrupt":
+            report.corrupt.append((digest, check.message))
     report.unreferenced_blobs = len(snapshot.unreferenced) - report.stale_rows
     report.stray_files, report.stray_bytes = repository.stray_files(modified_before=started)
     search = repository.check_search_index()

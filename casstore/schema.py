@@ -8,6 +8,7 @@ inside the migration's transaction (`executescript` would commit it first).
 import sqlite3
 from collections.abc import Callable, Iterator
 from importlib import resources
+from importlib.resources.abc import Traversable
 
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
@@ -41,12 +42,14 @@ def _migration_from_script(script: str) -> Callable[[Database], None]:
     return apply
 
 
-def _load() -> tuple[Migrations, tuple[str, ...]]:
+def load_migrations(folder: Traversable | None = None) -> tuple[Migrations, tuple[str, ...]]:
+    """
+    :param folder: Where the SQL files are (None: casstore's own, `migrations/`); tests add a migration this way.
+    :returns: The migrations, and their names in the order they apply.
+    """
     migrations = Migrations(MIGRATION_SET)
-    scripts = sorted(
-        (entry for entry in resources.files(_SCRIPTS_PACKAGE).iterdir() if entry.name.endswith(".sql")),
-        key=lambda entry: entry.name,
-    )
+    where = resources.files(_SCRIPTS_PACKAGE) if folder is None else folder
+    scripts = sorted((entry for entry in where.iterdir() if entry.name.endswith(".sql")), key=lambda entry: entry.name)
     names = []
     for entry in scripts:
         name = entry.name.removesuffix(".sql")
@@ -56,7 +59,7 @@ def _load() -> tuple[Migrations, tuple[str, ...]]:
 
 
 # The migrations, and their names in the order they apply.
-MIGRATIONS, MIGRATION_NAMES = _load()
+MIGRATIONS, MIGRATION_NAMES = load_migrations()
 
 # The migrations of casstore's development versions, before the baseline (SQLite's and PostgreSQL's had the same
 # names). An index that records one was laid out in a way no release reads.

@@ -31,7 +31,7 @@ CREATE TABLE blobs (
     size INTEGER NOT NULL,                                   -- content bytes, uncompressed
     stored_size INTEGER NOT NULL,                            -- bytes of the zstd frame that holds it
     stored_in TEXT NOT NULL CHECK (stored_in IN ('index', 'file', 'object')),
-    encoding TEXT NOT NULL DEFAULT 'zstd' CHECK (encoding IN ('zstd', 'dictionary', 'delta')),
+    encoding TEXT NOT NULL DEFAULT 'plain' CHECK (encoding IN ('plain', 'dictionary', 'delta')),
     dictionary_id INTEGER,                                   -- dictionaries.id, for encoding 'dictionary'
     base_id INTEGER,                                         -- blobs.id of the base, for encoding 'delta'
     first_seen TEXT NOT NULL,                                -- first stored

@@ -31,6 +31,7 @@ class IntegritySnapshot:
     """What `verify` starts from, read in one consistent state of the index."""
 
     digests: list[str]
+    dictionaries: list[str]
     dangling_writes: list[tuple[str, str]]
     unreferenced: set[str]
 
@@ -96,6 +97,7 @@ class Retention(SearchIndexing):
         with self._guard.held(), self._database.snapshot() as connection:
             return IntegritySnapshot(
                 digests=self._blobs.digests(connection),
+                dictionaries=self._blobs.dictionary_digests(connection),
                 dangling_writes=index.dangling_writes(connection),
                 unreferenced=set(index.unreferenced_digests(connection)),
             )
@@ -114,6 +116,15 @@ class Retention(SearchIndexing):
                     if not self._blobs.exists(connection, digest):
                         return BlobCheck("collected")  # a concurrent gc deleted it after the list was taken
                 return BlobCheck("missing", str(error))
+        return BlobCheck("ok")
+
+    def check_dictionary(self, digest: str) -> BlobCheck:
+        """Re-read and re-hash one trained dictionary. :returns: What was found (`ok`, `corrupt`, `collected`)."""
+        with self._guard.held():
+            try:
+                self._blobs.check_dictionary(digest)
+            except CorruptBlobError as error:
+                return BlobCheck("collected" if error.missing else "corrupt", str(error))
         return BlobCheck("ok")
 
     def stray_files(self, *, modified_before: float) -> tuple[int, int]:

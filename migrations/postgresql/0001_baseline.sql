@@ -31,7 +31,7 @@ CREATE TABLE blobs (
     size BIGINT NOT NULL,                                   -- content bytes, uncompressed
     stored_size BIGINT NOT NULL,                            -- bytes of the zstd frame that holds it
     stored_in TEXT NOT NULL CHECK (stored_in IN ('index', 'file', 'object')),
-    encoding TEXT NOT NULL DEFAULT 'zstd' CHECK (encoding IN ('zstd', 'dictionary', 'delta')),
+    encoding TEXT NOT NULL DEFAULT 'plain' CHECK (encoding IN ('plain', 'dictionary', 'delta')),
     dictionary_id BIGINT,                                   -- dictionaries.id, for encoding 'dictionary'
     base_id BIGINT,                                         -- blobs.id of the base, for encoding 'delta'
     first_seen TIMESTAMPTZ NOT NULL,                         -- first stored
