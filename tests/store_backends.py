@@ -22,6 +22,7 @@ from obstore.store import from_url
 from casstore import ContentAddressedToolResultStore, ReferenceNotFoundError, SharedToolResultStore
 from casstore.blob_location import MARKER_NAME
 from casstore.object_blobs import object_name
+from casstore.postgres import read_times_as_text
 from casstore.store import DEFAULT_INLINE_MAX, RepositoryToolResultStore
 from tests.helpers import create_store
 from tests.servers import S3Location
@@ -180,7 +181,8 @@ class SharedBackend(Backend):
     @property
     def connection(self) -> "psycopg.Connection[Any]":
         if self._connection is None:
-            self._connection = psycopg.connect(self.index_url, autocommit=True)
+            self._connection = psycopg.connect(self.index_url, autocommit=True, options="-c TimeZone=UTC")
+            read_times_as_text(self._connection)  # times compared with the local store's, as casstore reads them
         return self._connection
 
     def rows(self, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
