@@ -700,8 +700,7 @@ class BlobStore:
             chunk = listed[start : start + 500]
             marks = ", ".join("?" for _ in chunk)
             for digest, size, stored_in, frame, encoding, needs in connection.execute(
-                f"SELECT digest, size, stored_in, frame, encoding, needs FROM blob_locations WHERE digest IN ({marks})",
-                chunk,
+                f"SELECT b.digest, {_LOCATION} WHERE b.digest IN ({marks})", chunk
             ):
                 found[digest] = BlobLocation(digest, size, _kept_frame(stored_in, frame), encoding, needs)
         return found
