@@ -8,12 +8,17 @@ import os
 import sqlite3
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
+import obstore
+import psycopg
 import pytest
 
-from casstore import ContentAddressedToolResultStore
+from casstore import ContentAddressedToolResultStore, ReferenceNotFoundError, SharedToolResultStore
 from casstore.maintenance import collect_garbage
 from casstore.search_index import term_query
+from tests.servers import PostgresServer, S3Location
+from tests.store_backends import open_bucket
 
 # Results this small live inside index.db; larger ones in blob files (the store's default inline_max, 64 KiB).
 _INLINE_SIZES = (300, 3_000, 30_000)
@@ -76,3 +81,45 @@ def test_a_deleted_namespaces_results_leave_every_file_of_the_store(store_root: 
             query = term_query(text_secret[-20:])
             assert connection.execute("SELECT count(*) FROM search_text(?)", (query,)).fetchone() == (0,)
             assert connection.execute("SELECT count(*) FROM search_documents").fetchone() == (1,)  # bob's
+
+
+def _database_files(connection: "psycopg.Connection[Any]", server: PostgresServer) -> Path:
+    (oid,) = connection.execute("SELECT oid FROM pg_database WHERE datname = current_database()").fetchone() or (0,)
+    return server.data / "base" / str(oid)
+
+
+def test_a_shared_stores_deleted_results_leave_its_objects_and_after_vacuum_its_tables(
+    postgres_server: PostgresServer, postgres_url: str, s3_bucket_url: S3Location
+) -> None:
+    secrets = [_secret(size) for size in (*_INLINE_SIZES, *_FILE_SIZES)]
+    needles = _needles(secrets)
+    options = {"index_url": postgres_url, "blob_url": s3_bucket_url.url, "blob_options": s3_bucket_url.options}
+    with SharedToolResultStore(**options, namespace="alice") as alice:
+        references = [alice.write(key=f"{n}.bin", content=secret) for n, secret in enumerate(secrets)]
+    bucket, prefix = open_bucket(s3_bucket_url)
+    objects = [meta["path"] for batch in obstore.list(bucket, prefix=prefix) for meta in batch]
+    assert sum(1 for name in objects if "/blake3/" in name) == len(_FILE_SIZES)
+    with contextlib.closing(psycopg.connect(postgres_url, autocommit=True)) as connection:
+        connection.execute("CHECKPOINT")  # what the tables hold, written to their files
+        files = _database_files(connection, postgres_server)
+        # While stored, the raw table files hold the frames kept in the index: the check below can fail.
+        held = _files_holding(files, needles[: 3 * len(_INLINE_SIZES)])
+        assert {number // 3 for hits in held.values() for number in hits} == set(range(len(_INLINE_SIZES)))
+        with SharedToolResultStore(**options) as store:
+            collect_garbage(store, namespace="alice", grace=timedelta(0))
+            assert [row[0] for row in connection.execute("SELECT count(*) FROM blobs")] == [0]
+            # The objects go in the same run; the rows' bytes stay in the tables' files until they are rewritten.
+            assert [
+                name
+                for batch in obstore.list(bucket, prefix=prefix)
+                for meta in batch
+                if "/blake3/" in (name := meta["path"])
+            ] == []
+            report = collect_garbage(store, grace=timedelta(0), vacuum=True)
+            assert report.index_space == "vacuumed"
+        connection.execute("CHECKPOINT")
+        assert _files_holding(_database_files(connection, postgres_server), needles) == {}
+    with SharedToolResultStore(**options, namespace="alice") as alice:
+        for reference in references:
+            with pytest.raises(ReferenceNotFoundError):
+                alice.read(reference)
