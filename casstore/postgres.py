@@ -104,6 +104,12 @@ class _UtcText(psycopg.adapt.Loader):
         return f"{moment:%Y-%m-%d %H:%M:%S}.{moment.microsecond // 1000:03d}"
 
 
+def _configure(connection: "psycopg.Connection[Any]") -> None:
+    # UTC: a time given as text (`written_at <= ?`) is read as UTC, as SQLite reads it, whatever the server's zone.
+    connection.execute("SET TIME ZONE 'UTC'")
+    read_times_as_text(connection)
+
+
 def read_times_as_text(connection: "psycopg.Connection[Any]") -> None:
     """Make `connection` read `timestamptz` values as casstore does: UTC text, `YYYY-MM-DD HH:MM:SS.SSS`."""
     connection.adapters.register_loader("timestamptz", _UtcText)
@@ -184,9 +190,8 @@ class PostgresDatabase:
             self._conninfo(),
             min_size=1,
             max_size=self._max_connections,
-            # UTC: a time given as text (`written_at <= ?`) is read as UTC, as SQLite reads it.
-            kwargs={"autocommit": True, "options": "-c TimeZone=UTC"},
-            configure=read_times_as_text,
+            kwargs={"autocommit": True},
+            configure=_configure,
             timeout=POOL_TIMEOUT_SECONDS,
             # A connection checked out after the server restarted would fail the call it serves: check it first.
             check=psycopg_pool.ConnectionPool.check_connection,

@@ -7,7 +7,6 @@ never wrong bytes, and `learn=False` turns them off while everything stays reada
 import contextlib
 import os
 import random
-import shutil
 import signal
 import sqlite3
 import subprocess
