@@ -39,7 +39,7 @@ def test_the_python_example_runs(tmp_path: Path) -> None:
     finally:
         os.chdir(previous)
     with contextlib.closing(sqlite3.connect(tmp_path / "tool_results" / "index.db")) as connection:
-        assert connection.execute("SELECT encoding FROM blob_encodings").fetchall() == [("plain",)]
+        assert connection.execute("SELECT encoding FROM blobs").fetchall() == [("zstd",)]
 
 
 @pytest.mark.parametrize("query", _blocks("sql"), ids=lambda query: query.splitlines()[0][:60])
@@ -55,4 +55,4 @@ def test_the_encoding_counts_add_up(learned_root: Path) -> None:
     with contextlib.closing(sqlite3.connect(learned_root / "index.db")) as connection:
         rows = {row[0]: row[1] for row in connection.execute(query)}
         (blobs,) = connection.execute("SELECT count(*) FROM blobs").fetchone()
-    assert set(rows) == {"plain", "dictionary", "delta"} and sum(rows.values()) == blobs
+    assert set(rows) == {"zstd", "dictionary", "delta"} and sum(rows.values()) == blobs
