@@ -70,9 +70,7 @@ def test_each_sqlite_example_answers_on_a_store_that_learned(learned_root: Path,
 
 
 @pytest.fixture
-def learned_index_url(
-    postgres_url: str, s3_bucket_url: S3Location, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[str]:
+def learned_index_url(postgres_url: str, s3_bucket_url: S3Location, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.setenv("CASSTORE_INDEX_URL", postgres_url)
     monkeypatch.setattr(learning_module, "TRAIN_AFTER", 24)
     store = SharedToolResultStore(
