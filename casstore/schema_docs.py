@@ -292,19 +292,19 @@ QUESTIONS: tuple[Question, ...] = (
         "encodings",
         "How many blobs of each encoding, their bytes and what they hold.",
         "SELECT encoding, count(*) AS blobs, sum(stored_size) AS stored_bytes, sum(size) AS content_bytes\n"
-        "FROM blob_encodings GROUP BY encoding ORDER BY encoding;",
+        "FROM blobs GROUP BY encoding ORDER BY encoding;",
     ),
     Question(
         "dictionaries",
         "The dictionaries: which tool, trained on what, in use or retired, and how many blobs need each.",
-        "SELECT d.tool, d.samples, d.sample_bytes, d.active, b.stored_size,\n"
-        "       (SELECT count(*) FROM blob_dependencies n WHERE n.needs_id = d.blob_id) AS blobs_using_it\n"
-        "FROM dictionaries d JOIN blobs b ON b.id = d.blob_id ORDER BY d.tool, d.trained_at;",
+        "SELECT d.tool, d.samples, d.sample_bytes, d.active, length(d.data) AS bytes,\n"
+        "       (SELECT count(*) FROM blobs b WHERE b.dictionary_id = d.id) AS blobs_using_it\n"
+        "FROM dictionaries d ORDER BY d.tool, d.trained_at;",
     ),
     Question(
         "deltas",
         "Deltas and their bases: how much smaller each delta is than its content.",
-        "SELECT digest, needs AS base, size, stored_size, round(1.0 * size / stored_size, 1) AS ratio\n"
-        "FROM blob_encodings WHERE encoding = 'delta' ORDER BY ratio DESC LIMIT 10;",
+        "SELECT b.digest, base.digest AS base, b.size, b.stored_size, round(1.0 * b.size / b.stored_size, 1) AS ratio\n"
+        "FROM blobs b JOIN blobs base ON base.id = b.base_id ORDER BY ratio DESC LIMIT 10;",
     ),
 )
