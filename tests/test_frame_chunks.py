@@ -15,7 +15,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from benchmarks.index_levers import chunk_bytes
 from casstore import ContentAddressedToolResultStore, CorruptBlobError, frame_chunks
 from casstore.frame_chunks import CHUNK_BYTES, COMPACT_BELOW
 from casstore.maintenance import collect_garbage, verify
@@ -54,6 +53,37 @@ def _chunk_use(connection: sqlite3.Connection) -> tuple[dict[int, int], set[int]
             position += take
         assert position == length  # the slot's chunks hold its whole frame
     return used, exempt
+
+
+def chunk_bytes(page_size: int) -> int:
+    """
+    :returns: The most bytes a row of one BLOB column can hold in a table's leaf page without spilling to an
+        overflow page, found by trying (SQLite's formula leaves a few bytes of record header to count).
+    """
+    with contextlib.closing(sqlite3.connect(":memory:")) as connection:
+        connection.execute(f"PRAGMA page_size = {page_size}")
+        connection.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, data BLOB NOT NULL)")
+        for size in range(page_size - 35, page_size // 2, -1):
+            connection.execute("DELETE FROM t")
+            connection.execute("INSERT INTO t VALUES (1, ?)", (b"x" * size,))
+            (overflow,) = connection.execute(
+                "SELECT count(*) FROM dbstat WHERE name = 't' AND pagetype = 'overflow'"
+            ).fetchone()
+            if overflow == 0:
+                return size
+    raise AssertionError(f"no row size fits a page of {page_size} bytes")
+
+
+@pytest.mark.parametrize("page_size", [1024, 4096, 8192])
+def test_a_chunk_fills_a_leaf_page_and_one_byte_more_spills(page_size: int) -> None:
+    size = chunk_bytes(page_size)
+    for data, overflow in ((b"x" * size, 0), (b"x" * (size + 1), 1)):
+        with contextlib.closing(sqlite3.connect(":memory:")) as connection:
+            connection.execute(f"PRAGMA page_size = {page_size}")
+            connection.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, data BLOB NOT NULL)")
+            connection.execute("INSERT INTO t VALUES (1, ?)", (data,))
+            rows = "SELECT count(*) FROM dbstat WHERE name = 't' AND pagetype = 'overflow'"
+            assert connection.execute(rows).fetchone() == (overflow,)
 
 
 def test_a_chunk_is_the_most_a_row_keeps_in_a_page() -> None:
