@@ -157,11 +157,11 @@ def test_the_quick_tier_leaves_out_only_the_tests_marked_slow() -> None:
     assert arguments([], cores=1) == []
 
 
-def test_both_tiers_run_on_every_core_up_to_a_limit() -> None:
+def test_both_tiers_run_a_worker_more_than_cores_up_to_a_limit() -> None:
     dev = _dev_script()
-    assert dev.pytest_arguments([], cores=2) == ["-n", "2"]
-    assert dev.pytest_arguments(["--quick", "-x"], cores=2) == ["-n", "2", "-m", "not slow", "-x"]
-    assert dev.pytest_arguments(["-k", "gc"], cores=3) == ["-n", "3", "-k", "gc"]
+    assert dev.pytest_arguments([], cores=2) == ["-n", "3"]
+    assert dev.pytest_arguments(["--quick", "-x"], cores=2) == ["-n", "3", "-m", "not slow", "-x"]
+    assert dev.pytest_arguments(["-k", "gc"], cores=4) == ["-n", "5", "-k", "gc"]
     assert dev.pytest_arguments([], cores=64) == ["-n", str(dev.MAX_WORKERS)]
 
 
@@ -172,8 +172,8 @@ def test_one_test_file_runs_in_one_process_and_more_run_in_parallel() -> None:
     assert arguments([one, "-q"], cores=2) == [one, "-q"]
     assert arguments([f"{one}::test_a", f"{one}::test_b"], cores=2) == [f"{one}::test_a", f"{one}::test_b"]
     assert arguments(["--quick", one], cores=2) == ["-m", "not slow", one]
-    assert arguments([one, other], cores=2) == ["-n", "2", one, other]
-    assert arguments([str(ROOT / "tests")], cores=2) == ["-n", "2", str(ROOT / "tests")]
+    assert arguments([one, other], cores=2) == ["-n", "3", one, other]
+    assert arguments([str(ROOT / "tests")], cores=2) == ["-n", "3", str(ROOT / "tests")]
 
 
 @pytest.mark.parametrize("choice", [["-n", "4"], ["-n4"], ["--numprocesses=3"], ["-p", "no:xdist"], ["--pdb"]])
@@ -197,7 +197,7 @@ def test_every_argument_is_passed_on_in_order_and_workers_are_added_at_most_once
     quick = ["-m", "not slow"] if "--quick" in given_arguments else []
     added = passed[: len(passed) - len(quick) - len(kept)]
     assert passed[len(added) :] == quick + kept
-    assert added in ([], ["-n", str(min(cores, 8))])
+    assert added in ([], ["-n", str(min(cores + 1, 8))])
     if "-n" in given_arguments or cores == 1:
         assert added == []
 
