@@ -219,8 +219,16 @@ class Database:
                 # A file being created: its first page, which the journal mode below writes, must already say that
                 # freed pages can be given back (`return_free_space`); SQLite fixes that before the first table.
                 connection.execute("PRAGMA auto_vacuum = INCREMENTAL")
-            if connection.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                connection.execute("PRAGMA journal_mode=WAL")
+            deadline = time.monotonic() + self._busy_timeout
+            while connection.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                try:
+                    connection.execute("PRAGMA journal_mode=WAL")
+                except sqlite3.OperationalError as error:
+                    # While another process creating this file holds its write lock, SQLite refuses the switch at
+                    # once instead of waiting out the busy timeout: the wait is ours.
+                    if error.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.01)
             if MIGRATIONS.pending(sqlite_utils_db):
                 # The write lock keeps processes opening a new root at once from applying a migration twice. A new
                 # index file gets its schema here, and only here.
