@@ -93,7 +93,11 @@ def test_a_shared_stores_deleted_results_leave_its_objects_and_after_vacuum_its_
 ) -> None:
     secrets = [_secret(size) for size in (*_INLINE_SIZES, *_FILE_SIZES)]
     needles = _needles(secrets)
-    options = {"index_url": postgres_url, "blob_url": s3_bucket_url.url, "blob_options": s3_bucket_url.options}
+    options: dict[str, Any] = {
+        "index_url": postgres_url,
+        "blob_url": s3_bucket_url.url,
+        "blob_options": s3_bucket_url.options,
+    }
     with SharedToolResultStore(**options, namespace="alice") as alice:
         references = [alice.write(key=f"{n}.bin", content=secret) for n, secret in enumerate(secrets)]
     bucket, prefix = open_bucket(s3_bucket_url)

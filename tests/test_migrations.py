@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
@@ -178,10 +179,17 @@ def test_a_later_migration_applies_to_a_store_with_data_and_an_older_release_ref
             index_url=postgres_url, blob_url=s3_bucket_url.url, blob_options=s3_bucket_url.options
         )
 
-    for open_store, applied in (
-        (local, lambda: _applied(store_root)),
-        (shared, lambda: _postgres_applied(postgres_url)),
-    ):
+    def local_applied() -> list[str]:
+        return _applied(store_root)
+
+    def shared_applied() -> list[str]:
+        return _postgres_applied(postgres_url)
+
+    engines: list[tuple[Callable[[], RepositoryToolResultStore], Callable[[], list[str]]]] = [
+        (local, local_applied),
+        (shared, shared_applied),
+    ]
+    for open_store, applied in engines:
         with open_store() as store:
             reference = store.write(key="a.txt", content="written under the baseline")
         with pytest.MonkeyPatch.context() as monkeypatch:

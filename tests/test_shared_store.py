@@ -41,6 +41,7 @@ from casstore.compactor import DedupOffloadCompactor, keep_in_context, make_read
 from casstore.compactor.read_tool import ReadOffloadedResultTool
 from casstore.maintenance import collect_garbage, verify
 from casstore.object_blobs import object_name
+from casstore.postgres import read_times_as_text
 from casstore.postgres_schema import MIGRATION_NAMES
 from casstore.store import RepositoryToolResultStore
 from tests.helpers import blake3_hex
@@ -497,7 +498,7 @@ def test_haystacks_offload_hook_over_the_shared_store(open_shared: SharedFactory
 # --- The index page's SQL questions, in psql ------------------------------------------------------------------------
 
 _SQLITE_LAST_DAY = "datetime('now', '-1 day')"
-_POSTGRES_LAST_DAY = "to_char((now() - INTERVAL '1 day') AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.MS')"
+_POSTGRES_LAST_DAY = "now() - INTERVAL '1 day'"
 
 
 def _index_page_queries() -> list[str]:
@@ -508,7 +509,7 @@ def _index_page_queries() -> list[str]:
 
 def for_postgres(query: str) -> str:
     """
-    A query of docs/index.md in PostgreSQL's dialect: SQLite's `datetime('now', '-1 day')` as the same text timestamp.
+    A query of docs/index.md in PostgreSQL's dialect: SQLite's `datetime('now', '-1 day')` as a timestamptz.
     (The parts of offloaded results are the view `offloaded_parts` on both engines, which reads `json_each`'s rows in
     each engine's own words.)
     """
@@ -556,6 +557,7 @@ def test_the_index_page_questions_answer_in_psql_as_in_sqlite(
         with closing(sqlite3.connect(tmp_path / "local" / "index.db")) as connection:
             expected = [tuple(row) for row in connection.execute(query)]
         with closing(psycopg.connect(postgres_url, autocommit=True)) as connection:
+            read_times_as_text(connection)  # timestamptz as the text SQLite keeps
             answered = [tuple(row) for row in connection.execute(adapted).fetchall()]
         assert len(completed.stdout.strip().splitlines()) == len(answered)
         assert _comparable(answered) == _comparable(expected), query
