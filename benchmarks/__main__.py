@@ -4,7 +4,6 @@
     python -m benchmarks                       # small trace (~2k results), under a minute
     python -m benchmarks --size medium         # ~20k results, ~150 MB logical: the README's table
     python -m benchmarks --size scale          # 120k results, mostly small: does per-write cost stay flat?
-    python -m benchmarks --inline-sweep        # also measure casstore's inline_max from 0 to 64 KiB
     python -m benchmarks --shared              # SharedToolResultStore (PostgreSQL + SeaweedFS on loopback), a few min
     python -m benchmarks --search --size medium  # the search index: latency against grep -rF, recall, size
     python -m benchmarks --search --shared --size medium  # the same on the shared store (PostgreSQL's pg_trgm)
@@ -15,6 +14,7 @@ Prints the trace's figures first, then a markdown table, and writes everything a
 
 import argparse
 import gc
+import inspect
 import os
 import platform
 import shutil
@@ -30,15 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import compaction, memory
-from benchmarks.delta_estimate import estimate_deltas
 from benchmarks.measure import BASELINE, CASSTORE, PLAIN, chunk_series, run_repetition, summarize
 from benchmarks.report import aggregate, median, table, targets, write_json
-from benchmarks.sweep import inline_sweep
 from benchmarks.trace import SIZES, Corpus, PackedTrace, materialize
-from casstore.store import DEFAULT_INLINE_MAX
+from casstore import ContentAddressedToolResultStore
 
 _DEFAULT_REPETITIONS = {"small": 3, "medium": 3, "scale": 1}
-_SWEEP_VALUES = (0, 4096, 8192, 16384, 32768, 65536)
 # The compactors see one conversation of this many tool results, whatever the trace's size: long enough for many
 # compactions in a 400k-token window, short enough that the references left behind never fill the window themselves.
 _COMPACTOR_RESULTS = 1_000
@@ -56,7 +53,6 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", type=Path, default=None, help="where to write the JSON result")
     parser.add_argument("--workdir", type=Path, default=None, help="folder for the stores (default: a temp folder)")
     parser.add_argument("--inline-max", type=int, default=None, help="casstore's inline_max (default: its default)")
-    parser.add_argument("--inline-sweep", action="store_true", help="also sweep inline_max over 0..64 KiB")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory child processes")
     parser.add_argument("--no-compactor", action="store_true", help="skip the compactor comparison")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -81,6 +77,12 @@ def _parser() -> argparse.ArgumentParser:
         "--search-queries", type=int, default=200, help="with --search: known-answer queries (default: 200)"
     )
     return parser
+
+
+def _default_inline_max() -> int:
+    """:returns: The `inline_max` a store gets when none is given (its constructor's default)."""
+    default: int = inspect.signature(ContentAddressedToolResultStore).parameters["inline_max"].default
+    return default
 
 
 def _filesystem(path: Path) -> str:
@@ -191,16 +193,6 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
                 results=min(_COMPACTOR_RESULTS, stats.results),
                 repetitions=min(repetitions, 3),
             )
-        if arguments.inline_sweep:
-            progress("inline_max sweep ...")
-            result["inline_sweep"] = inline_sweep(
-                trace,
-                workdir,
-                values=_SWEEP_VALUES,
-                repetitions=repetitions,
-                chunk_writes=arguments.chunk,
-                progress=progress,
-            )
         result["targets"] = targets(result)
         return result
     finally:
@@ -268,13 +260,6 @@ def _run_search(
     return result
 
 
-def _delta_estimate(trace: PackedTrace, summaries: list[dict[str, dict[str, float]]]) -> dict[str, float]:
-    deltas = estimate_deltas(trace).to_dict()
-    baseline_du = median([summary[BASELINE]["du_closed_bytes"] for summary in summaries])
-    deltas["delta_frames_over_baseline_du"] = deltas["delta_frame_bytes"] / baseline_du
-    return deltas
-
-
 def _result(
     arguments: argparse.Namespace,
     trace: PackedTrace,
@@ -314,7 +299,7 @@ def _result(
             "repetitions": repetitions,
             "chunk_writes": arguments.chunk,
             "reads": min(arguments.reads, len(trace)),
-            "inline_max": arguments.inline_max if arguments.inline_max is not None else DEFAULT_INLINE_MAX,
+            "inline_max": arguments.inline_max if arguments.inline_max is not None else _default_inline_max(),
             "cpus": os.cpu_count(),
             "filesystem": _filesystem(workdir),
             "workdir": str(workdir.parent if arguments.workdir is None else workdir),
@@ -366,7 +351,6 @@ def _result(
                 [summary["floor"]["write_total_s"] / summary[BASELINE]["write_total_s"] for summary in summaries]
             ),
         },
-        "delta_estimate": _delta_estimate(trace, summaries),
         "learned": {key: median([summary["learned"][key] for summary in summaries]) for key in summaries[0]["learned"]},
         "learn_off": {
             key: median([summary[PLAIN][key] for summary in summaries])

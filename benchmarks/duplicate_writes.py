@@ -3,7 +3,6 @@
 
     python -m benchmarks.duplicate_writes                              # one run of this tree: p50/p90 in µs
     python -m benchmarks.duplicate_writes --compare ../other-tree      # this tree and others, alternating
-    python -m benchmarks.duplicate_writes --compare ../other --instructions   # also count instructions (callgrind)
 
 One run opens a fresh store, writes `--contents` distinct results once, warms up, then times `--writes` duplicate
 writes (each content again under a new key) and `--reads` reads, one call at a time. Only the store's public API
@@ -13,15 +12,11 @@ all open at once, and has them take turns in chunks of `--chunk` calls (ABBA...)
 machine falls on every tree alike; each round is a run with fresh children, and it reports the minimum and median
 of the per-run medians, and the median of this tree's per-round difference from each other tree.
 
-`--instructions` also runs each tree once under `valgrind --tool=callgrind` and reports the instructions per write and
-per read spent in the timed loops (timing calls included, the same in every tree): instructions do not move with the
-machine's load, microseconds do.
 Bounded: every loop runs a fixed number of times.
 """
 
 import argparse
 import gc
-import itertools
 import json
 import os
 import statistics
@@ -29,22 +24,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import zlib
 from pathlib import Path
 from typing import Any
 
 _HERE = Path(__file__).resolve()
 _THIS_TREE = _HERE.parent.parent
-
-
-# What `_mark_phase` calls: callgrind dumps its counts before each call (`--dump-before`). Not `crc32`: the learned
-# encodings hash every new result's first and last bytes with it (`casstore.learning.Learner.anchors`).
-_MARK_FUNCTION = "adler32"
-
-
-def _mark_phase() -> None:
-    # Where one part of a callgrind count ends and the next begins; a no-op otherwise.
-    zlib.adler32(b"")
 
 
 def _contents(count: int, size: int) -> list[str]:
@@ -62,18 +46,11 @@ def _percentile(values: list[int], fraction: float) -> float:
 class _Bench:
     """A fresh store in a temporary folder, its contents written once and warmed up, timing calls on demand."""
 
-    def __init__(self, *, contents: int, size: int, warmup: int, still_clock: bool) -> None:
-        """
-        :param still_clock: Stop `time.monotonic` (what the store's hints are timed by) once the store is open. Under
-            callgrind a run is some fifty times slower, so the hints' one-second window would run out mid-run and
-            writes would take the look-up path a native run rarely takes; stopped, the paths are those of a native run.
-        """
+    def __init__(self, *, contents: int, size: int, warmup: int) -> None:
         from casstore import ContentAddressedToolResultStore
 
         self._folder = tempfile.TemporaryDirectory(prefix="casstore-dup-")
         self._store = ContentAddressedToolResultStore(Path(self._folder.name) / "store", namespace="bench")
-        if still_clock:
-            time.monotonic = itertools.repeat(time.monotonic()).__next__
         self._texts = _contents(contents, size)
         write = self._store.write
         self._references = [write(key=f"first_{index}.txt", content=text) for index, text in enumerate(self._texts)]
@@ -122,19 +99,16 @@ def _figures(write_times: list[int], read_times: list[int]) -> dict[str, Any]:
     }
 
 
-def run_once(*, writes: int, reads: int, contents: int, size: int, warmup: int, still_clock: bool) -> dict[str, Any]:
+def run_once(*, writes: int, reads: int, contents: int, size: int, warmup: int) -> dict[str, Any]:
     """
     Time `writes` duplicate writes, then `reads` reads, on a fresh store (see `_Bench`).
 
     :returns: `write_p50_us`, `write_p90_us`, `read_p50_us`, `read_p90_us` (None for a loop of zero calls).
     """
-    bench = _Bench(contents=contents, size=size, warmup=warmup, still_clock=still_clock)
+    bench = _Bench(contents=contents, size=size, warmup=warmup)
     try:
-        _mark_phase()
         write_times = bench.writes(writes)
-        _mark_phase()
         read_times = bench.reads(reads)
-        _mark_phase()
     finally:
         bench.close()
     return _figures(write_times, read_times)
@@ -145,7 +119,7 @@ def serve(*, contents: int, size: int, warmup: int) -> None:
     Open a bench and answer commands on stdin, one a line: `writes N` or `reads N` (one JSON list of nanoseconds on
     stdout), `quit`. `--compare` drives one such child per tree, so their calls alternate in chunks.
     """
-    bench = _Bench(contents=contents, size=size, warmup=warmup, still_clock=False)
+    bench = _Bench(contents=contents, size=size, warmup=warmup)
     try:
         print("ready", flush=True)
         for line in sys.stdin:
@@ -194,12 +168,6 @@ class _Server:
         self._process.wait(timeout=60)
 
 
-def _child(tree: Path, arguments: list[str], *, prefix: list[str] | None = None) -> subprocess.CompletedProcess[str]:
-    environment = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
-    command = [*(prefix or []), sys.executable, str(_HERE), "--json", *arguments]
-    return subprocess.run(command, env=environment, capture_output=True, text=True, check=True, cwd=tree)
-
-
 def _run_args(options: argparse.Namespace, *, writes: int, reads: int) -> list[str]:
     return [
         f"--writes={writes}",
@@ -208,34 +176,6 @@ def _run_args(options: argparse.Namespace, *, writes: int, reads: int) -> list[s
         f"--size={options.size}",
         f"--warmup={options.warmup}",
     ]
-
-
-def _instructions(tree: Path, options: argparse.Namespace) -> tuple[float, float]:
-    """:returns: Instructions per duplicate write and per read in `tree`, counted by callgrind over the timed loops."""
-    with tempfile.TemporaryDirectory(prefix="casstore-callgrind-") as folder:
-        out = Path(folder) / "callgrind.out"
-        # A dump before each call of zlib's `adler32` (which `_mark_phase` calls, and nothing else on these paths) cuts
-        # the count in parts: before the writes, the writes, the reads, after.
-        prefix = [
-            "valgrind",
-            "--tool=callgrind",
-            f"--callgrind-out-file={out}",
-            f"--dump-before={_MARK_FUNCTION}",
-            "--cache-sim=no",
-            "--branch-sim=no",
-        ]
-        _child(tree, [*_run_args(options, writes=options.writes, reads=options.reads), "--still-clock"], prefix=prefix)
-        parts = {}
-        for path in Path(folder).glob("callgrind.out*"):
-            fields = dict(
-                line.split(": ", 1) for line in path.read_text().splitlines() if line[:6] in ("part: ", "summar")
-            )
-            parts[int(fields["part"])] = int(fields["summary"])
-    if sorted(parts) != [1, 2, 3, 4]:
-        raise RuntimeError(
-            f"callgrind cut the run of {tree} in parts {sorted(parts)}, not 4: something else calls {_MARK_FUNCTION}"
-        )
-    return parts[2] / max(options.writes, 1), parts[3] / max(options.reads, 1)
 
 
 def compare(options: argparse.Namespace) -> dict[str, Any]:
@@ -282,13 +222,6 @@ def compare(options: argparse.Namespace) -> dict[str, Any]:
                     mine[figure] - theirs[figure] for mine, theirs in zip(runs["this"], runs[name], strict=True)
                 ]
                 result[f"this_minus_{name}_{figure}_median"] = statistics.median(differences)
-    if options.instructions:
-        for name, tree in trees.items():
-            per_write, per_read = _instructions(tree, options)
-            result[f"{name}_write_instructions"] = round(per_write)
-            result[f"{name}_read_instructions"] = round(per_read)
-            if not options.quiet:
-                print(f"{name}: {per_write:,.0f} instructions a write, {per_read:,.0f} a read", file=sys.stderr)
     return result
 
 
@@ -305,8 +238,6 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--rounds", type=int, default=10, help="runs of each tree with --compare (default: 10)")
     parser.add_argument("--chunk", type=int, default=100, help="calls per turn with --compare (default: 100)")
     parser.add_argument("--serve", action="store_true", help="answer commands on stdin (what --compare runs)")
-    parser.add_argument("--instructions", action="store_true", help="with --compare: also count instructions")
-    parser.add_argument("--still-clock", action="store_true", help="stop the hints' clock (for callgrind runs)")
     parser.add_argument("--json", action="store_true", help="print only the JSON result")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     return parser
@@ -332,7 +263,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             contents=options.contents,
             size=options.size,
             warmup=options.warmup,
-            still_clock=options.still_clock,
         )
     print(json.dumps(result) if options.json else json.dumps(result, indent=2))
     return result

@@ -34,30 +34,12 @@ from haystack.hooks.tool_result_offloading import FileSystemToolResultStore
 from benchmarks.floors import Floor
 from benchmarks.trace import PackedTrace
 from casstore import ContentAddressedToolResultStore
-from casstore.references import split_reference
 
 CASSTORE = "casstore"
 BASELINE = "baseline"
 PLAIN = "casstore_learn_off"
 """The same store with `learn=False` (plain zstd frames), in the same run: what the learned encodings cost."""
 STORES = (CASSTORE, BASELINE, PLAIN)
-# The index's tables and indexes that hold the offload history (not the blobs), as `dbstat` counts their pages.
-# Before migration 0011 `writes` and `visible_references` were tables; since, the three tables they are views of are.
-# Since 0016 the references' unique index is `namespace_references_by_blob` (it was `..._by_digest`).
-HISTORY = (
-    "writes",
-    "visible_references",
-    "sqlite_autoindex_visible_references_1",
-    "namespaces",
-    "sqlite_autoindex_namespaces_1",
-    "namespace_references",
-    "namespace_references_by_digest",
-    "namespace_references_by_blob",
-    "write_log",
-    "offloads",
-    "offloads_by_time",
-)
-_HISTORY_TABLES = HISTORY
 
 
 class _Store(Protocol):
@@ -354,22 +336,13 @@ def run_repetition(
         read_indices = random.Random(f"reads/{seed}/{index}").choices(range(total), k=min(reads, total))
         floor_read_ns = _timed_reads(trace, stores, references, results, read_indices, index=index, floor=floor)
         frame_bytes = floor.frame_bytes
-        training = stores[CASSTORE].repository.learning_figures()  # type: ignore[attr-defined]
     finally:
         floor.close()
         for store in stores.values():
             close_store(store)
     for name in STORES:
         results[name].disk_closed = disk_usage(roots[name])
-    learned = learned_figures(
-        roots[CASSTORE],
-        trace=trace,
-        references=references[CASSTORE],
-        read_indices=read_indices,
-        read_ns=results[CASSTORE].read_ns,
-        learn_off_read_ns=results[PLAIN].read_ns,
-        training=training,
-    )
+    learned = learned_figures(roots[CASSTORE])
     for name in STORES:
         shutil.rmtree(roots[name], ignore_errors=True)
     shutil.rmtree(workdir / f"rep{index}-floor", ignore_errors=True)
@@ -387,69 +360,32 @@ def run_repetition(
     )
 
 
-def learned_figures(
-    root: Path,
-    *,
-    trace: PackedTrace,
-    references: list[str],
-    read_indices: list[int],
-    read_ns: array[int],
-    learn_off_read_ns: array[int],
-    training: dict[str, float],
-) -> dict[str, float]:
+def learned_figures(root: Path) -> dict[str, float]:
     """
-    What the learned encodings did in one casstore root (closed): the share of new results stored as deltas and with
-    a dictionary, read times by encoding (beside the `learn=False` store's reads of the same references), the frames'
-    and the history's bytes, and the training.
+    What the learned encodings stored in one casstore root (closed): the frames' bytes, and the blobs by encoding.
 
-    The disk floor of the learned encodings is the frames alone (`frame_bytes`: every blob's stored bytes, the
-    dictionaries included, with no index, no history and no block rounding): what the same encodings of the same
+    The disk floor of the learned encodings is the frames alone (`frame_bytes`: every blob's stored bytes and the
+    trained dictionaries', with no index, no history and no block rounding): what the same encodings of the same
     unique content need with no index at all.
     """
     with closing(sqlite3.connect(f"file:{root / 'index.db'}?mode=ro", uri=True)) as connection:
-        encoding = dict(connection.execute("SELECT digest, encoding FROM blob_encodings"))
         (frame_bytes,) = connection.execute("SELECT coalesce(sum(stored_size), 0) FROM blobs").fetchone()
-        (dictionary_bytes,) = connection.execute(
-            "SELECT coalesce(sum(b.stored_size), 0) FROM dictionaries d JOIN blobs b ON b.id = d.blob_id"
-        ).fetchone()
-        (dictionaries,) = connection.execute("SELECT count(*) FROM dictionaries").fetchone()
-        pages = dict(connection.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name"))
-    new = [index for index in range(len(trace)) if trace.is_new[index]]
-    kinds = [encoding.get(_digest(references[index]), "plain") for index in new]
-    figures: dict[str, float] = {
-        "new_results": float(len(new)),
-        "new_as_delta": float(kinds.count("delta")),
-        "new_with_dictionary": float(kinds.count("dictionary")),
-        "share_delta": kinds.count("delta") / max(len(new), 1),
-        "share_dictionary": kinds.count("dictionary") / max(len(new), 1),
-        "frame_bytes": float(frame_bytes),
-        "dictionary_bytes": float(dictionary_bytes),
-        "dictionaries": float(dictionaries),
-        "history_bytes": float(sum(pages.get(name, 0) for name in _HISTORY_TABLES)),
-        "index_bytes": float(sum(pages.values())),
-        "trainings": training["trainings"],
-        "training_s": training["training_seconds"],
-    }
-    by_encoding: dict[str, list[int]] = {"plain": [], "delta": [], "dictionary": []}
-    learn_off_by_encoding: dict[str, list[int]] = {"plain": [], "delta": [], "dictionary": []}
-    for position, elapsed, learn_off_elapsed in zip(read_indices, read_ns, learn_off_read_ns, strict=True):
-        kind = encoding.get(_digest(references[position]), "plain")
-        by_encoding[kind].append(elapsed)
-        learn_off_by_encoding[kind].append(learn_off_elapsed)
-    for name, times in by_encoding.items():
-        figures[f"read_{name}_count"] = float(len(times))
-        figures[f"read_{name}_p50_us"] = percentile(times, 0.5) / 1e3
-        figures[f"read_{name}_p99_us"] = percentile(times, 0.99) / 1e3
-        # The same references read from the learn=False store (its plain frames of the same content): what the
-        # encoding costs a read, apart from which results it is used for.
-        figures[f"read_{name}_learn_off_p50_us"] = percentile(learn_off_by_encoding[name], 0.5) / 1e3
-    not_delta = by_encoding["plain"] + by_encoding["dictionary"]
-    figures["read_not_delta_p50_us"] = percentile(not_delta, 0.5) / 1e3
+        figures = {"frame_bytes": float(frame_bytes)}
+        # The plain schema keeps a dictionary's bytes in its row, and each blob's encoding in `blobs`; an index
+        # without those columns keeps its dictionaries as blobs, already counted above.
+        if "data" in _columns(connection, "dictionaries"):
+            (dictionary_bytes,) = connection.execute(
+                "SELECT coalesce(sum(length(data)), 0) FROM dictionaries"
+            ).fetchone()
+            figures["frame_bytes"] += dictionary_bytes
+        if "encoding" in _columns(connection, "blobs"):
+            for encoding, count in connection.execute("SELECT encoding, count(*) FROM blobs GROUP BY encoding"):
+                figures[f"blobs_encoded_{encoding}"] = float(count)
     return figures
 
 
-def _digest(reference: str) -> str:
-    return split_reference(reference)[0]
+def _columns(connection: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
 
 
 def _timed_reads(

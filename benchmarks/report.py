@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.delta_estimate import ANCHOR_BYTES, MIN_DELTA_SIZE
 from benchmarks.measure import BASELINE, CASSTORE, PLAIN
 
 
@@ -171,7 +170,7 @@ def _range(entry: dict[str, float]) -> str:
 
 def table(result: dict[str, Any]) -> str:
     """
-    Render a run as markdown: the trace, the main table, targets, then floor, growth, memory, compactor and sweep.
+    Render a run as markdown: the trace, the main table, targets, then floor, growth, memory and compactor.
 
     :returns: The text to print (and to paste into the README).
     """
@@ -210,7 +209,6 @@ def table(result: dict[str, Any]) -> str:
             f"{_show(memory['baseline']['growth_bytes'], 'bytes')} | | |"
         )
     floor, chunks, growth = result["floor"], result["chunks"], result["growth"]
-    deltas = result["delta_estimate"]
     lines += [
         "",
         f"Duplicate floor (encode + BLAKE3 + one SQLite INSERT and COMMIT, WAL, synchronous=NORMAL), same duplicates: "
@@ -228,13 +226,6 @@ def table(result: dict[str, Any]) -> str:
         f"baseline's read.",
         f"Disk floor: the compressed frames of the unique content alone (no index, no history, no block rounding) take "
         f"{floor['frame_bytes'] / 1e6:.2f} MB, {floor['frames_over_baseline_du']:.3f}x the baseline's du.",
-        f"Deltas (not built; an estimate): compressing each new result of {MIN_DELTA_SIZE:,} bytes or more against the "
-        f"latest whole result with the same first {ANCHOR_BYTES} bytes (else the same last ones) turns "
-        f"{deltas['deltas']:,.0f} of {deltas['new_results']:,.0f} into deltas; the frames would take "
-        f"{deltas['delta_frame_bytes'] / 1e6:.2f} MB instead of {deltas['frame_bytes'] / 1e6:.2f} MB (frames only, no "
-        f"index, no history), {deltas['delta_frames_over_baseline_du']:.3f}x the baseline's du, for "
-        f"{1e6 * deltas['delta_seconds'] / max(deltas['delta_attempts'], 1):.0f} µs of compression per attempt "
-        f"({deltas['delta_attempts']:,.0f} attempts; finding and reading the base not included).",
         f"Per-chunk write-time ratio casstore / baseline over {chunks['count']:.0f} chunks (median of repetitions): "
         f"p10 {chunks['ratio_p10']:.3f}x, p50 {chunks['ratio_p50']:.3f}x, p90 {chunks['ratio_p90']:.3f}x.",
         "Per-write p50, first 10% -> last 10% of the trace: "
@@ -276,9 +267,6 @@ def table(result: dict[str, Any]) -> str:
     compactor = result.get("compactor")
     if compactor:
         lines += ["", _compactor_table(compactor)]
-    sweep = result.get("inline_sweep")
-    if sweep:
-        lines += ["", _sweep_table(sweep)]
     return "\n".join(lines)
 
 
@@ -303,43 +291,22 @@ def _learned_text(learned: dict[str, float], learn_off: dict[str, float], figure
         f"| write, new content, p99 | {_show(figures['write_new_p99_us'][CASSTORE], 'us')} | "
         f"{_show(learn_off['write_new_p99_us'], 'us')} | {learned['write_new_p99_over_learn_off']:.3f}x |",
         "",
-        f"New results: {learned['new_results']:,.0f}, of which {learned['new_as_delta']:,.0f} "
-        f"({learned['share_delta']:.1%}) stored as deltas and {learned['new_with_dictionary']:,.0f} "
-        f"({learned['share_dictionary']:.1%}) with a dictionary. Frames only (every blob's stored bytes, "
-        f"{learned['dictionaries']:.0f} dictionaries of {_show(learned['dictionary_bytes'], 'bytes')} included: the "
-        f"learned encodings' floor, with no index): {_show(learned['frame_bytes'], 'bytes')}, "
-        f"{learned['frame_bytes'] / baseline_du:.3f}x the baseline's du; du is {learned['du_over_floor']:.3f}x that "
-        f"floor. History (`write_log`, `namespace_references`, `namespaces` and `offloads` pages; `writes` and "
-        f"`visible_references` before migration 0011): {_show(learned['history_bytes'], 'bytes')}"
-        f" of an index of {_show(learned['index_bytes'], 'bytes')}. Training ran {learned['trainings']:.0f} times, "
-        f"{learned['training_s']:.3f} s in all.",
-        f"Reads by encoding: plain p50 {_show(learned['read_plain_p50_us'], 'us')} / p99 "
-        f"{_show(learned['read_plain_p99_us'], 'us')} ({learned['read_plain_count']:,.0f} reads); dictionary p50 "
-        f"{_show(learned['read_dictionary_p50_us'], 'us')} / p99 {_show(learned['read_dictionary_p99_us'], 'us')} "
-        f"({learned['read_dictionary_count']:,.0f}); delta p50 {_show(learned['read_delta_p50_us'], 'us')} / p99 "
-        f"{_show(learned['read_delta_p99_us'], 'us')} ({learned['read_delta_count']:,.0f}).",
-        _same_references_text(learned, learn_off),
+        _encodings_text(learned, baseline_du),
     ]
     return "\n".join(lines)
 
 
-def _same_references_text(learned: dict[str, float], learn_off: dict[str, float]) -> str:
-    """What each encoding costs a read: the same references' p50 in both stores, and the p50 without the deltas."""
-    if "read_not_delta_p50_us" not in learned:  # a result written before these figures existed
-        return ""
-    parts = []
-    for name in ("plain", "dictionary", "delta"):
-        if not learned[f"read_{name}_count"]:
-            parts.append(f"{name}: none read")
-            continue
-        mine, theirs = learned[f"read_{name}_p50_us"], learned[f"read_{name}_learn_off_p50_us"]
-        parts.append(f"{name} {_show(mine, 'us')} against {_show(theirs, 'us')} ({mine / theirs:.2f}x)")
-    not_delta = learned["read_not_delta_p50_us"]
+def _encodings_text(learned: dict[str, float], baseline_du: float) -> str:
+    encodings = ", ".join(
+        f"{key.removeprefix('blobs_encoded_')} {value:,.0f}"
+        for key, value in learned.items()
+        if key.startswith("blobs_")
+    )
     return (
-        "The same references read from the learn=False store, by the encoding they have in the learn=True one "
-        f"(p50): {'; '.join(parts)}. Reads of the blobs that are not deltas alone: p50 "
-        f"{_show(not_delta, 'us')}, {not_delta / learn_off['read_p50_us']:.3f}x "
-        "the learn=False store's read p50."
+        f"Frames only (every blob's stored bytes and the trained dictionaries' bytes: the learned encodings' floor, "
+        f"with no index): {_show(learned['frame_bytes'], 'bytes')}, {learned['frame_bytes'] / baseline_du:.3f}x the "
+        f"baseline's du; du is {learned['du_over_floor']:.3f}x that floor."
+        + (f" Blobs by encoding: {encodings}." if encodings else "")
     )
 
 
@@ -357,22 +324,6 @@ def _compactor_table(compactor: dict[str, Any]) -> str:
         lines.append(
             f"| {name} | {row['calls']:,} | {_show(row['call_p50_us'], 'us')} | {_show(row['call_p90_us'], 'us')} | "
             f"{row['tokens_saved']:,} | {_show(row['du_bytes'], 'bytes')} |"
-        )
-    return "\n".join(lines)
-
-
-def _sweep_table(sweep: list[dict[str, float]]) -> str:
-    lines = [
-        "casstore `inline_max` sweep (whole trace, median of repetitions):",
-        "",
-        "| inline_max | write time | new p50 | duplicate p50 | du | files |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for row in sweep:
-        lines.append(
-            f"| {row['inline_max'] / 1024:,.0f} KiB | {_show(row['write_total_s'], 's')} | "
-            f"{_show(row['write_new_p50_us'], 'us')} | {_show(row['write_duplicate_p50_us'], 'us')} | "
-            f"{_show(row['du_bytes'], 'bytes')} | {row['files']:,.0f} |"
         )
     return "\n".join(lines)
 

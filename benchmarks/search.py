@@ -5,18 +5,17 @@ One namespace writes the whole trace three times over, in alternating chunks: in
 `search_index=True`, one without, and Haystack's `FileSystemToolResultStore` (whose folder `grep` then searches). Then:
 
 - write p50 (all writes, new content, duplicates) with the index on and off, in the same run;
-- the search index's bytes (SQLite's `dbstat`) against the text it indexes (the distinct text results' bytes);
+- the search index's bytes (its `search_*` tables: SQLite's `dbstat`, PostgreSQL's `pg_total_relation_size`)
+  against the text it indexes (the distinct text results' bytes);
 - queries whose answers are known: identifiers, whole lines and parts of identifiers taken from the trace's own
   distinct text results, each kept only if a case-insensitive scan of every distinct text finds it in 1 to 3 of them
-  (that scan is the ground truth); recall at 3 (the share of a query's answers among the search's first three hits)
-  for the trigram index casstore ships, and for a word index (FTS5 `unicode61`, BM25) and a mix (words first, then
-  trigrams) built beside it on the same texts, with their sizes, and the size of a trigram index with positions;
+  (that scan is the ground truth); recall at 3 (the share of a query's answers among the search's first three hits);
 - latency of the search tool (`make_search_tool(...).invoke`, what an agent pays) for a rare token, a common token
   and a phrase, p50 and p99, and of `grep -rF` for the same text over the baseline's folder, p50.
 
 With `--shared` (`run_search_shared`), the stores with the index on and off are `SharedToolResultStore`s on
-PostgreSQL and SeaweedFS started on loopback (the index PostgreSQL's `pg_trgm`), and the word-index comparison, which
-is SQLite's, is left out.
+PostgreSQL and SeaweedFS started on loopback (the index PostgreSQL's `pg_trgm`); their size is their database's.
+Only the public API and the store's documented tables are used.
 """
 
 import random
@@ -25,6 +24,7 @@ import sqlite3
 import subprocess
 import time
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
@@ -34,25 +34,67 @@ from haystack.hooks.tool_result_offloading import FileSystemToolResultStore
 
 from benchmarks.measure import disk_usage, percentile
 from benchmarks.trace import PackedTrace
-from casstore import ContentAddressedToolResultStore
+from casstore import ContentAddressedToolResultStore, SharedToolResultStore
 from casstore.compactor import make_search_tool
-from casstore.references import parse_reference
-from casstore.search_index import searchable_text
-from casstore.store import RepositoryToolResultStore
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[._][A-Za-z0-9_]+)+")
 _WORD = re.compile(r"[A-Za-z_]{4,}")
 _NAMESPACE = "bench"
 
 
+Store = ContentAddressedToolResultStore | SharedToolResultStore
+
+
 class StoreFactory(Protocol):
     """Opens the benchmark's store `on` (search index on) or `off`, the same one each time it is asked for."""
 
-    def __call__(self, name: str, *, search_index: bool) -> RepositoryToolResultStore: ...
+    def __call__(self, name: str, *, search_index: bool) -> Store: ...
 
 
-def _local(roots: dict[str, Path], name: str, *, search_index: bool) -> RepositoryToolResultStore:
+class SizeOf(Protocol):
+    """Measures the store `on` or `off`: the bytes of its search index and of the whole store."""
+
+    def __call__(self, name: str) -> tuple[int, int]: ...
+
+
+def _local(roots: dict[str, Path], name: str, *, search_index: bool) -> Store:
     return ContentAddressedToolResultStore(roots[name], namespace=_NAMESPACE, search_index=search_index)
+
+
+def _local_size(roots: dict[str, Path], name: str) -> tuple[int, int]:
+    with closing(sqlite3.connect(f"file:{roots[name] / 'index.db'}?mode=ro", uri=True)) as connection:
+        row = connection.execute("SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name LIKE 'search%'").fetchone()
+    return int(row[0]), disk_usage(roots[name]).blocks_bytes
+
+
+def _postgres_size(url: str) -> tuple[int, int]:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as connection:
+        row = connection.execute(
+            "SELECT coalesce(sum(pg_total_relation_size(oid)), 0), pg_database_size(current_database()) "
+            "FROM pg_class WHERE relkind = 'r' AND relname LIKE 'search%'"
+        ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+def searchable_text(data: bytes, *, is_text: bool) -> str | None:
+    """
+    :returns: The text a result is indexed as (docs/search.md): a text result's text, or binary content that is UTF-8
+        text with no NUL byte; None for other bytes.
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return None if not is_text and "\x00" in text else text
+
+
+def _digest(reference: str) -> str:
+    # A reference is `blake3/<2 hex>/<62 hex>[.ext]`: the digest is the two parts of hex.
+    _, head, tail = reference.split("/", 2)
+    return head + tail.split(".", 1)[0]
 
 
 def run_search_shared(
@@ -73,7 +115,7 @@ def run_search_shared(
     with servers(progress) as shared:
         places = {name: (shared.database(), shared.prefix()) for name in ("on", "off")}
 
-        def open_shared(name: str, *, search_index: bool) -> RepositoryToolResultStore:
+        def open_shared(name: str, *, search_index: bool) -> Store:
             url, prefix = places[name]
             return SharedToolResultStore(
                 index_url=url,
@@ -83,7 +125,7 @@ def run_search_shared(
                 search_index=search_index,
             )
 
-        result = run_search(
+        return run_search(
             trace,
             workdir,
             chunk_writes=chunk_writes,
@@ -93,54 +135,8 @@ def run_search_shared(
             greps=greps,
             progress=progress,
             stores=open_shared,
+            sizes=lambda name: _postgres_size(places[name][0]),
         )
-        progress("search: PostgreSQL's full-text search (tsvector) on the same texts and queries ...")
-        texts = _distinct_texts(trace)
-        known = _known_queries(texts, {d: t.lower() for d, t in texts.items()}, random.Random(seed), total=queries)
-        result["recall"]["postgres_words"] = _postgres_word_recall(shared.database(), texts, known)
-        return result
-
-
-def _postgres_word_recall(
-    url: str, texts: dict[str, str], known: dict[str, list[tuple[str, set[str]]]]
-) -> dict[str, Any]:
-    """
-    Recall at 3 of PostgreSQL's own full-text search over the same texts: a `tsvector` per text (the `simple`
-    configuration: no stemming, no stop words, as code wants) under a GIN index, each query as `phraseto_tsquery`,
-    ranked by `ts_rank`; and that index's size against the text.
-    """
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as connection:
-        connection.execute("CREATE TABLE words (digest TEXT PRIMARY KEY, tsv TSVECTOR NOT NULL)")
-        connection.execute("CREATE INDEX words_tsv ON words USING gin (tsv)")
-        with connection.cursor() as cursor:
-            cursor.executemany(
-                "INSERT INTO words VALUES (%s, to_tsvector('simple', %s))",
-                [(digest, text.replace("\x00", " ")) for digest, text in texts.items()],
-            )
-        scores: dict[str, list[float]] = {}
-        began = time.perf_counter()
-        for kind, items in known.items():
-            scores[kind] = []
-            for query, answers in items:
-                rows = connection.execute(
-                    "SELECT digest FROM words WHERE tsv @@ phraseto_tsquery('simple', %s) "
-                    "ORDER BY ts_rank(tsv, phraseto_tsquery('simple', %s)) DESC, digest LIMIT 3",
-                    (query, query),
-                ).fetchall()
-                scores[kind].append(len({row[0] for row in rows} & answers) / len(answers))
-        elapsed = time.perf_counter() - began
-        row = connection.execute("SELECT pg_total_relation_size('words')").fetchone()
-        size = int(row[0]) if row else 0
-    everything = [score for values in scores.values() for score in values]
-    text_bytes = sum(len(text.encode()) for text in texts.values())
-    return {
-        "all": sum(everything) / len(everything) if everything else float("nan"),
-        **{kind: sum(values) / len(values) if values else float("nan") for kind, values in scores.items()},
-        "query_p_mean_ms": elapsed / max(1, len(everything)) * 1000,
-        "index_over_text": size / text_bytes,
-    }
 
 
 def run_search(
@@ -154,11 +150,13 @@ def run_search(
     greps: int = 20,
     progress: Callable[[str], None],
     stores: StoreFactory | None = None,
+    sizes: SizeOf | None = None,
 ) -> dict[str, Any]:
     """
     Run the search benchmark on `trace` (see the module's docstring).
 
     :param stores: Opens the stores with the index on and off; by default local stores under `workdir`.
+    :param sizes: Measures those stores; by default the local stores' `index.db` and folders.
 
     :param queries: How many known-answer queries to make (split between identifiers, lines and parts of words).
     :param rounds: How often each query is timed through the search tool.
@@ -166,8 +164,8 @@ def run_search(
     :returns: The figures, as JSON values.
     """
     roots = {name: workdir / f"search-{name}" for name in ("on", "off", "folder")}
-    local = stores is None
     opener: StoreFactory = partial(_local, roots) if stores is None else stores
+    size_of: SizeOf = partial(_local_size, roots) if sizes is None else sizes
     progress("search: writing the trace with the index on and off, and into Haystack's folder ...")
     writes = _write_all(trace, opener, roots["folder"], chunk_writes=chunk_writes)
     progress("search: distinct texts and known-answer queries ...")
@@ -177,27 +175,20 @@ def run_search(
     known = _known_queries(texts, lowered, chooser, total=queries)
     common = _common_tokens(lowered, chooser)
     result: dict[str, Any] = {"writes": writes, "queries": {kind: len(items) for kind, items in known.items()}}
+    index_bytes, store_bytes = size_of("on")
+    text_bytes = sum(len(text.encode()) for text in texts.values())
+    result["size"] = {
+        "search_index_bytes": index_bytes,
+        "indexed_text_bytes": text_bytes,
+        "index_over_text": index_bytes / text_bytes,
+        "folder_du_bytes": disk_usage(roots["folder"]).blocks_bytes,
+        "store_du_bytes": store_bytes,
+        "store_without_index_du_bytes": size_of("off")[1],
+        "index_over_store_du": index_bytes / store_bytes,
+    }
     with opener("on", search_index=True) as store:
-        index_bytes = store.repository.search_index_bytes()
-        text_bytes = sum(len(text.encode()) for text in texts.values())
-        result["size"] = {
-            "search_index_bytes": index_bytes,
-            "indexed_text_bytes": text_bytes,
-            "index_over_text": index_bytes / text_bytes,
-            "folder_du_bytes": disk_usage(roots["folder"]).blocks_bytes,
-        }
-        if local:
-            result["size"]["store_du_bytes"] = disk_usage(roots["on"]).blocks_bytes
-            result["size"]["store_without_index_du_bytes"] = disk_usage(roots["off"]).blocks_bytes
-        else:  # the index's tables and the objects: what PostgreSQL and the bucket hold
-            index_on, objects_on = store.repository.footprint()
-            with opener("off", search_index=False) as off:
-                index_off, objects_off = off.repository.footprint()
-            result["size"]["store_du_bytes"] = index_on + objects_on
-            result["size"]["store_without_index_du_bytes"] = index_off + objects_off
-        result["size"]["index_over_store_du"] = index_bytes / result["size"]["store_du_bytes"]
         progress("search: recall at 3 ...")
-        result["recall"] = _recall(store, texts, known, workdir, compare=local)
+        result["recall"] = {"trigram": _recall(store, known)}
         progress("search: latency of the search tool and of grep -rF ...")
         tool = make_search_tool(store)
         kinds = {
@@ -316,94 +307,19 @@ def _common_tokens(lowered: dict[str, str], chooser: random.Random, count: int =
     return ranked[-count:]
 
 
-def _recall(
-    store: RepositoryToolResultStore,
-    texts: dict[str, str],
-    known: dict[str, list[tuple[str, set[str]]]],
-    workdir: Path,
-    *,
-    compare: bool = True,
-) -> dict[str, Any]:
-    if not compare:  # the shared store: its own index only
-        return {"trigram": _own_recall(store, known)}
-    word_index, trigram_full = workdir / "search-words.db", workdir / "search-trigram-positions.db"
-    ids = _side_index(word_index, texts, tokenize="unicode61", detail="full")
-    _side_index(trigram_full, texts, tokenize="trigram", detail="full")
-    digest_of = {number: digest for digest, number in ids.items()}
-    text_bytes = sum(len(text.encode()) for text in texts.values())
-    figures: dict[str, Any] = {
-        "word_index_over_text": _fts_bytes(word_index) / text_bytes,
-        "trigram_with_positions_over_text": _fts_bytes(trigram_full) / text_bytes,
-    }
-    with sqlite3.connect(word_index) as words:
-        for method in ("trigram", "word", "mix"):
-            per_kind: dict[str, float] = {}
-            everything: list[float] = []
-            for kind, items in known.items():
-                scores = []
-                for query, answers in items:
-                    top = _top3(method, store, words, digest_of, query)
-                    scores.append(len(set(top[:3]) & answers) / len(answers))
-                per_kind[kind] = sum(scores) / len(scores) if scores else float("nan")
-                everything.extend(scores)
-            figures[method] = {"all": sum(everything) / len(everything) if everything else float("nan"), **per_kind}
-    return figures
-
-
-def _own_recall(store: RepositoryToolResultStore, known: dict[str, list[tuple[str, set[str]]]]) -> dict[str, float]:
-    """:returns: Recall at 3 of the store's own search index, in all and per kind of query."""
+def _recall(store: Store, known: dict[str, list[tuple[str, set[str]]]]) -> dict[str, float]:
+    """:returns: Recall at 3 of the store's search index, in all and per kind of query."""
     scores: dict[str, list[float]] = {}
     for kind, items in known.items():
-        scores[kind] = [
-            len(set(_top3("trigram", store, None, {}, query)[:3]) & answers) / len(answers) for query, answers in items
-        ]
+        scores[kind] = []
+        for query, answers in items:
+            top = {_digest(hit.reference) for hit in store.search(terms=[query], limit=3).hits}
+            scores[kind].append(len(top & answers) / len(answers))
     every = [score for values in scores.values() for score in values]
     return {
         "all": sum(every) / len(every) if every else float("nan"),
         **{kind: sum(values) / len(values) if values else float("nan") for kind, values in scores.items()},
     }
-
-
-def _top3(
-    method: str,
-    store: RepositoryToolResultStore,
-    words: sqlite3.Connection | None,
-    digest_of: dict[int, str],
-    query: str,
-) -> list[str]:
-    trigram = (
-        [parse_reference(hit.reference).digest for hit in store.search(terms=[query], limit=3).hits]
-        if method != "word"
-        else []
-    )
-    if method == "trigram":
-        return trigram
-    assert words is not None
-    phrase = '"' + query.replace('"', '""') + '"'
-    try:
-        rows = words.execute("SELECT rowid FROM t WHERE t MATCH ? ORDER BY rank LIMIT 3", (phrase,)).fetchall()
-    except sqlite3.OperationalError:  # a query with no word characters
-        rows = []
-    word = [digest_of[row[0]] for row in rows]
-    if method == "word":
-        return word
-    return (word + [digest for digest in trigram if digest not in word])[:3]
-
-
-def _side_index(path: Path, texts: dict[str, str], *, tokenize: str, detail: str) -> dict[str, int]:
-    path.unlink(missing_ok=True)
-    ids = {digest: number for number, digest in enumerate(sorted(texts), start=1)}
-    with sqlite3.connect(path) as connection:
-        connection.execute(
-            f"CREATE VIRTUAL TABLE t USING fts5(body, content='', detail={detail}, tokenize='{tokenize}')"
-        )
-        connection.executemany("INSERT INTO t (rowid, body) VALUES (?, ?)", ((ids[d], t) for d, t in texts.items()))
-    return ids
-
-
-def _fts_bytes(path: Path) -> int:
-    with sqlite3.connect(path) as connection:
-        return int(connection.execute("SELECT sum(pgsize) FROM dbstat WHERE name LIKE 't%'").fetchone()[0])
 
 
 def _latency(
@@ -480,14 +396,6 @@ def report_search(result: dict[str, Any]) -> str:
         f"{size['index_over_text']:.3f} |",
         f"| search index / store du | {size['index_over_store_du']:.3f} (store {_mb(size['store_du_bytes'])}, "
         f"without index {_mb(size['store_without_index_du_bytes'])}, folder {_mb(size['folder_du_bytes'])}) |",
-        *(
-            [
-                f"| word index / text; trigrams with positions / text | {recall['word_index_over_text']:.3f}; "
-                f"{recall['trigram_with_positions_over_text']:.3f} |"
-            ]
-            if "word" in recall
-            else []
-        ),
         f"| write p50, index off / on | {writes['off_p50_us']:.1f} µs / {writes['on_p50_us']:.1f} µs "
         f"({writes['on_over_off_p50']:.2f}x) |",
         f"| write p50 new, off / on | {writes['off_new_p50_us']:.1f} µs / {writes['on_new_p50_us']:.1f} µs |",
@@ -502,20 +410,10 @@ def report_search(result: dict[str, Any]) -> str:
             f"| {method} | {recall[method]['all']:.3f} | "
             + " | ".join(f"{recall[method][kind]:.3f}" for kind in result["queries"])
             + " |"
-            for method in ("trigram", "word", "mix", "postgres_words")
-            if method in recall
+            for method in ("trigram",)
         ),
         "",
         "queries: " + ", ".join(f"{count} {kind}" for kind, count in result["queries"].items()),
-        *(
-            [
-                "PostgreSQL full-text (tsvector, simple): index / text "
-                f"{recall['postgres_words']['index_over_text']:.3f}, "
-                f"{recall['postgres_words']['query_p_mean_ms']:.2f} ms per query (mean, SQL alone)"
-            ]
-            if "postgres_words" in recall
-            else []
-        ),
         "",
         "| target | value | met |",
         "| --- | ---: | --- |",

@@ -7,13 +7,13 @@ file, and a small file would waste most of a disk block); a larger one is a file
 is this layer's catalog of both. Nothing above this layer knows which kind a blob is: a read gets an opaque
 `BlobLocation` from `locate` and hands it back to `load`.
 
-A blob's frame is `plain`, or learned from the store (docs/compression.md): compressed with its tool's trained
-dictionary (`dictionary`), or against an earlier blob's content (`delta`). A learned frame needs another blob to decode;
-`blob_dependencies` says which (in SQLite a view of the frames' slots, where migration 0017 keeps it; in PostgreSQL a
-table), so that gc keeps it and verify checks it, and `load` reads it first and verifies it like any blob. Learned
-frames are kept in the index only, never in a file or object: the frame and the row that says how to decode it then
-change together, in one transaction, whatever concurrent writers of the same content do. The content cache
-(`_ContentCache`) keeps recently stored or read dictionaries and bases, verified.
+A blob's frame is plain zstd (`encoding` 'plain'), or learned from the store (docs/compression.md): compressed with its
+tool's trained dictionary (`dictionary`, a row of `dictionaries` named by `dictionary_id`), or against an earlier
+blob's content (`delta`, on the blob `base_id`). The blob's own row says which, so gc keeps what it needs and verify
+checks it, and `load` reads that first and verifies it like any blob. Learned frames are kept in the index only, never
+in a file or object: the frame and the row that says how to decode it then change together, in one transaction,
+whatever concurrent writers of the same content do. The content cache (`_ContentCache`) keeps recently stored or read
+dictionaries and bases, verified.
 
 Methods that take a `UnitOfWork` run inside the caller's write transaction, so a blob and the history row that
 references it commit together; what they learn (that a blob is stored) is published by the transaction once it
@@ -21,7 +21,6 @@ commits. The expensive parts of storing new content (compressing, writing a file
 transaction, so a writer holds SQLite's write lock only for a few row operations.
 """
 
-import contextlib
 import sqlite3
 import threading
 from collections import OrderedDict
@@ -32,50 +31,68 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Protocol
 
-from casstore import forks, frame_chunks
-from casstore.blob_catalog import catalog_of
+from casstore import forks
 from casstore.blob_files import BlobFile, UnsafeBlobPathError
 from casstore.blob_hints import LAST_SEEN_RESOLUTION, BlobHints
 from casstore.database import NOW_SQL, SHIFTED_NOW_SQL, UnitOfWork, ago
 from casstore.errors import CorruptBlobError, ObjectSizeMismatchError, StorageError, UnsafeBlobError
-from casstore.frames import DELTA, DICTIONARY, PLAIN, FrameCodec, FrameDictionary
-from casstore.learning import DELTA_KEEP_BELOW, DICTIONARY_MAX_SIZE, MIN_DELTA_SIZE, Learner, tool_of
+from casstore.frames import DELTA, DICTIONARY, PLAIN, FrameCodec, FrameDictionary, content_digest
+from casstore.learning import DELTA_KEEP_BELOW, DICTIONARY_MAX_SIZE, Learner, tool_of
 from casstore.references import reference_kind
 
 _STORED_IN_INDEX = "index"
+# `blobs.encoding` is PLAIN, DICTIONARY or DELTA; above this layer a plain frame's encoding is None.
 
-# By the parts of the reference (see `references.reference_kind`): the view need not make the reference's text. The
-# reference is found by its blob's id (migration 0016), which `blobs`' index of digests gives in the same statement.
+# Where a blob is and how to decode it: its row, its frame if kept in the index, and the digest of what a learned
+# frame needs (its dictionary's, or its base's).
+_LOCATION = (
+    "b.size, b.stored_in, f.frame, NULLIF(b.encoding, 'plain'), coalesce(k.digest, n.digest) FROM blobs b "
+    "LEFT JOIN blob_frames f ON f.blob_id = b.id LEFT JOIN dictionaries k ON k.id = b.dictionary_id "
+    "LEFT JOIN blobs n ON n.id = b.base_id"
+)
+# A read: whether the reference is visible in its namespace (a `writes` row names it) and where its blob is, in one
+# statement, so a read sees both in one state of the index.
 _READABLE_SQL = (
-    "SELECT size, stored_in, frame, encoding, needs FROM readable_blobs "
-    "WHERE blob_id = (SELECT id FROM blobs WHERE digest = ?) AND namespace = ? AND is_binary = ? AND extension = ?"
+    f"SELECT {_LOCATION} WHERE b.digest = ? AND EXISTS (SELECT 1 FROM writes w WHERE w.digest = b.digest "
+    "AND w.namespace = ? AND w.kind = ? AND w.extension = ?)"
 )
 # Asked only when a read found nothing: whether the reference is visible all the same, its blob row missing (a damaged
-# index). Such a reference has no blob id; the unique index's NULL entries are those references only.
-_VISIBLE_WITHOUT_BLOB_SQL = (
-    "SELECT 1 FROM namespace_references WHERE blob_id IS NULL AND digest = ? "
-    "AND namespace_id = (SELECT id FROM namespaces WHERE namespace = ?) AND is_binary = ? AND extension = ?"
-)
-_LOCATE_SQL = "SELECT size, stored_in, frame, encoding, needs FROM blob_locations WHERE digest = ?"
-# PostgreSQL's `blob_dependencies` rows (SQLite keeps a dependency in the frame's `frame_slots` row, migration 0017).
-_SET_DEPENDENCY_SQL = (
-    "INSERT INTO blob_dependencies (blob_id, needs_id, encoding) VALUES (?, ?, ?) "
-    "ON CONFLICT (blob_id) DO UPDATE SET needs_id = excluded.needs_id, encoding = excluded.encoding"
-)
-# The same, for a needed blob in the index known by its id: it inserts nothing if that id is not the blob's any more.
-_SET_KNOWN_DEPENDENCY_SQL = (
-    "INSERT INTO blob_dependencies (blob_id, needs_id, encoding) "
-    f"SELECT ?, id, ? FROM blobs WHERE id = ? AND digest = ? AND stored_in = '{_STORED_IN_INDEX}' "
-    "ON CONFLICT (blob_id) DO UPDATE SET needs_id = excluded.needs_id, encoding = excluded.encoding"
-)
-# That a needed blob in the index is still the one a hint names, where the frame's slot records the dependency.
-_ACTIVE_DICTIONARY_SQL = (
-    "SELECT b.digest, d.samples FROM dictionaries d JOIN blobs b ON b.id = d.blob_id WHERE d.tool = ? AND d.active = 1"
-)
+# index).
+_VISIBLE_SQL = "SELECT 1 FROM writes WHERE digest = ? AND namespace = ? AND kind = ? AND extension = ? LIMIT 1"
+_LOCATE_SQL = f"SELECT {_LOCATION} WHERE b.digest = ?"
+_ACTIVE_DICTIONARY_SQL = "SELECT digest, samples FROM dictionaries WHERE tool = ? AND active = 1"
 _CONFIRM_AGO = ago(LAST_SEEN_RESOLUTION)
 _RESOLUTION_SECONDS = LAST_SEEN_RESOLUTION.total_seconds()
-# A blob is referenced while a reference to it is visible (`namespace_references` names it by its id, migration 0016).
-_REFERENCED = "SELECT 1 FROM namespace_references WHERE blob_id = blobs.id"
+# A blob is referenced while a write names it.
+_REFERENCED = "SELECT 1 FROM writes w WHERE w.digest = blobs.digest"
+# A blob gc may delete: no write names it, no kept blob is a delta on it, and it was not seen within the grace period
+# (the parameter is the grace's `ago`).
+_COLLECTABLE = (
+    f"last_seen <= {SHIFTED_NOW_SQL} AND NOT EXISTS ({_REFERENCED}) "
+    "AND NOT EXISTS (SELECT 1 FROM blobs d WHERE d.base_id = blobs.id)"
+)
+_COLUMNS = "digest, size, stored_size, stored_in, encoding, dictionary_id, base_id, first_seen, last_seen"
+# A plain frame's row; a row already there is replaced (either layout holds the same content), keeping its id (a
+# delta may be on it) and its first_seen.
+_PUT_SQL = (
+    f"INSERT INTO blobs ({_COLUMNS}) VALUES (?, ?, ?, ?, '{PLAIN}', NULL, NULL, {NOW_SQL}, {NOW_SQL}) "
+    "ON CONFLICT (digest) DO UPDATE SET last_seen = excluded.last_seen, stored_size = excluded.stored_size, "
+    "stored_in = excluded.stored_in, encoding = excluded.encoding, dictionary_id = NULL, base_id = NULL RETURNING id"
+)
+# The same for a blob copied from another store, which keeps its times; a row already there keeps its own.
+_IMPORT_SQL = (
+    f"INSERT INTO blobs ({_COLUMNS}) VALUES (?, ?, ?, ?, '{PLAIN}', NULL, NULL, ?, ?) "
+    "ON CONFLICT (digest) DO UPDATE SET stored_size = excluded.stored_size, stored_in = excluded.stored_in, "
+    "encoding = excluded.encoding, dictionary_id = NULL, base_id = NULL RETURNING id"
+)
+# A learned frame's row, only for content that has none yet (see `_needed_id`).
+_PUT_LEARNED_SQL = (
+    f"INSERT INTO blobs ({_COLUMNS}) VALUES (?, ?, ?, '{_STORED_IN_INDEX}', ?, ?, ?, {NOW_SQL}, {NOW_SQL}) "
+    "ON CONFLICT (digest) DO NOTHING RETURNING id"
+)
+_PUT_FRAME_SQL = (
+    "INSERT INTO blob_frames (blob_id, frame) VALUES (?, ?) ON CONFLICT (blob_id) DO UPDATE SET frame = excluded.frame"
+)
 # Digests per statement when a question names many (SQLite allows 32,766 parameters; PostgreSQL 65,535).
 _CHUNK = 500
 
@@ -91,8 +108,6 @@ _CLEARLY_BELOW = DELTA_KEEP_BELOW / 2
 _MAX_CHAIN = 8
 # Trained dictionaries kept in memory, verified (each 16 KiB and its zstd contexts).
 _TRAINED_KEPT = 64
-# Ids of blobs in the index that a new blob may need (recent bases, dictionaries), by digest: hints, each checked.
-_IDS_KEPT = 65_536
 # Bytes of verified dictionaries and bases kept in memory for the next write or read that needs them.
 CONTENT_CACHE_BYTES = 8 * 1024 * 1024
 
@@ -260,8 +275,6 @@ class BlobStore:
         # Trained dictionaries by digest, verified: few, small, and asked on every read or write that uses one, so a
         # plain dict (no lock: a look-up and an assignment are atomic) in front of the cache.
         self._trained: dict[str, FrameDictionary] = {}
-        # What `_remember_id` keeps (a plain dict, as `_trained`).
-        self._ids: dict[str, int] = {}
         self._codec = codec
         self._inline_max = inline_max
         self._file_access = file_access
@@ -403,13 +416,16 @@ class BlobStore:
                 if chain > _MAX_CHAIN:
                     raise CorruptBlobError(
                         f"Blob {digest} is reached through more than {_MAX_CHAIN} bases or dictionaries: the index's "
-                        "blob_dependencies are damaged (a cycle?).",
+                        "rows are damaged (a cycle of bases?).",
                         digest=digest,
                     )
-                if location is None:
-                    with self._index() as connection:
-                        location = self.locate(connection, digest)
-                content = self._load(location, guarded=guarded, chain=chain, fresh=fresh)
+                if encoding == DICTIONARY:
+                    content = self._dictionary_bytes(digest)
+                else:
+                    if location is None:
+                        with self._index() as connection:
+                            location = self.locate(connection, digest)
+                    content = self._load(location, guarded=guarded, chain=chain, fresh=fresh)
             if encoding == DICTIONARY:
                 needed = FrameDictionary.trained(digest, content, level=level, source_size=DICTIONARY_MAX_SIZE)
             else:
@@ -430,19 +446,53 @@ class BlobStore:
         self._cache.replace(encoding, digest, needed, len(content))
         return needed
 
-    def record_dictionary(self, work: UnitOfWork, digest: str, *, tool: str, samples: int, sample_bytes: int) -> None:
+    def _dictionary_bytes(self, digest: str) -> bytes:
+        """:returns: The trained dictionary `digest`'s bytes, checked against its digest."""
+        with self._index() as connection:
+            row = connection.execute("SELECT data FROM dictionaries WHERE digest = ?", (digest,)).fetchone()
+        if row is None:
+            raise CorruptBlobError(f"Dictionary {digest} is missing from the index.", digest=digest, missing=True)
+        data = bytes(row[0])
+        if content_digest(data) != digest:
+            raise CorruptBlobError(
+                f"Dictionary {digest} is damaged: its bytes in the table dictionaries do not have its digest.",
+                digest=digest,
+            )
+        return data
+
+    def record_dictionary(
+        self,
+        work: UnitOfWork,
+        data: bytes,
+        *,
+        tool: str,
+        samples: int,
+        sample_bytes: int,
+        trained_on: Sequence[str],
+    ) -> str:
         """
-        Make the dictionary blob `digest` (just `put` in this transaction) the one `tool`'s new writes use, inside the
-        caller's write transaction; the one it replaces stays as long as a blob needs it.
+        Store a trained dictionary and make it the one `tool`'s new writes use, inside the caller's write transaction;
+        the one it replaces stays as long as a blob needs it (gc).
+
+        :param samples: How many results the training covered (those held out to judge it included), and
+            `sample_bytes` their bytes.
+        :param trained_on: The digests of the results its bytes were trained on.
+        :returns: Its digest.
         """
+        digest = content_digest(data)
         connection = work.connection
         connection.execute("UPDATE dictionaries SET active = 0 WHERE tool = ? AND active = 1", (tool,))
-        connection.execute(
-            f"INSERT INTO dictionaries (blob_id, tool, samples, sample_bytes, trained_at, active) "
-            f"SELECT id, ?, ?, ?, {NOW_SQL}, 1 FROM blobs WHERE digest = ? "
-            f"ON CONFLICT (blob_id) DO UPDATE SET active = 1, tool = excluded.tool",
-            (tool, samples, sample_bytes, digest),
+        (dictionary_id,) = connection.execute(
+            "INSERT INTO dictionaries (tool, digest, data, samples, sample_bytes, trained_at, active) "
+            f"VALUES (?, ?, ?, ?, ?, {NOW_SQL}, 1) "
+            "ON CONFLICT (digest) DO UPDATE SET active = 1, tool = excluded.tool RETURNING id",
+            (tool, digest, data, samples, sample_bytes),
+        ).fetchone()
+        connection.executemany(
+            "INSERT INTO dictionary_samples (dictionary_id, digest) VALUES (?, ?) ON CONFLICT DO NOTHING",
+            [(dictionary_id, sample) for sample in sorted(set(trained_on))],
         )
+        return digest
 
     def active_dictionary(self, connection: sqlite3.Connection, tool: str) -> tuple[str, int] | None:
         """:returns: The digest of the dictionary `tool`'s writes use, and how many results it was trained on."""
@@ -450,7 +500,7 @@ class BlobStore:
         return None if row is None else (row[0], row[1])
 
     def dictionary(self, digest: str) -> FrameDictionary | None:
-        """:returns: The dictionary blob `digest`, read and verified (or cached); None if it cannot be read."""
+        """:returns: The trained dictionary `digest`, read and verified (or cached); None if it cannot be read."""
         return self._needed(digest, DICTIONARY, chain=1, quiet=True, guarded=False)
 
     def _keep_elsewhere(self, digest: str, size: int, frame: bytes) -> bytes:
@@ -498,108 +548,59 @@ class BlobStore:
         checked_at = self._hints.now()
         connection = work.connection
         stored_in = _STORED_IN_INDEX if staged.in_index else self._stored_elsewhere
-        chunked = _chunked(connection)
-        needs_id = unchecked = None
         if staged.needs is not None and seen is None:
-            if chunked and not staged.in_index:
-                # Never made (`stage` keeps a learned frame in the index or stores the content plain): a slot is
-                # where SQLite keeps what a frame needs, and a file has none.
-                raise LearnedFrameRefused(staged.digest)
+            if not staged.in_index:
+                raise LearnedFrameRefused(staged.digest)  # never made: `stage` keeps learned frames in the index
+            dictionary_id, base_id = self._needed_id(work, staged)
             row = connection.execute(
-                catalog_of(connection).put_new, (staged.digest, staged.size, len(staged.frame), stored_in)
+                _PUT_LEARNED_SQL,
+                (staged.digest, staged.size, len(staged.frame), staged.encoding, dictionary_id, base_id),
             ).fetchone()
             if row is None:
                 raise LearnedFrameRefused(staged.digest)
-            (blob_id,) = row
-            needs_id, unchecked = self._record_dependency(work, blob_id, staged, in_slot=chunked)
-            if staged.encoding != DELTA and staged.size >= MIN_DELTA_SIZE:
-                self._remember_id(staged.digest, blob_id)  # a result with a dictionary may be a base
         else:
-            (blob_id,) = connection.execute(
-                catalog_of(connection).put if seen is None else catalog_of(connection).import_,
+            row = connection.execute(
+                _PUT_SQL if seen is None else _IMPORT_SQL,
                 (staged.digest, staged.size, len(staged.frame), stored_in, *(seen or ())),
             ).fetchone()
-            if not chunked:
-                # A plain frame needs nothing, whatever the row it replaces needed. In SQLite the slot says so (its
-                # dependency is written with the frame below, or goes with the slot when the frame is a file).
-                connection.execute("DELETE FROM blob_dependencies WHERE blob_id = ?", (blob_id,))
-            if staged.in_index and staged.size >= MIN_DELTA_SIZE and self.learner is not None:
-                self._remember_id(staged.digest, blob_id)  # it may be needed next, as a base or a dictionary
+        (blob_id,) = row
         if staged.in_index:
-            if chunked:
-                if not frame_chunks.append(
-                    connection,
-                    blob_id=blob_id,
-                    size=staged.size,
-                    frame=staged.frame,
-                    needs_id=needs_id,
-                    is_delta=staged.encoding == DELTA,
-                    needs_digest=unchecked,
-                ):
-                    self._forget_needed(staged.needs or "")
-                    raise LearnedFrameRefused(staged.digest)  # the blob it needs went since this process knew its id
-            else:
-                connection.execute(
-                    "INSERT INTO blob_frames (blob_id, size, frame) VALUES (?, ?, ?) "
-                    "ON CONFLICT (blob_id) DO UPDATE SET size = excluded.size, frame = excluded.frame",
-                    (blob_id, staged.size, staged.frame),
-                )
+            connection.execute(_PUT_FRAME_SQL, (blob_id, staged.frame))
         else:
-            self._release_frame(connection, blob_id)
+            connection.execute("DELETE FROM blob_frames WHERE blob_id = ?", (blob_id,))
         stays = staged.in_index or not self._can_vanish
         work.on_commit(partial(self._hints.remember, staged.digest, current_at=checked_at, in_index=stays))
 
-    def _record_dependency(
-        self, work: UnitOfWork, blob_id: int, staged: StagedBlob, *, in_slot: bool
-    ) -> tuple[int, str | None]:
+    def _needed_id(self, work: UnitOfWork, staged: StagedBlob) -> tuple[int | None, int | None]:
         """
-        Check that the blob a learned frame needs is there, and record that the frame needs it.
+        Check that what a learned frame needs is there, under the write lock.
 
-        :param in_slot: The dependency is kept in the frame's slot (SQLite, migration 0017), which the caller writes
-            next with the id returned: nothing is recorded here. Else (PostgreSQL) it is a `blob_dependencies` row.
-        :returns: `blobs.id` of the needed blob, and the digest the slot's statement must check it has (when this
-            process knew the id, in a slot: the check is made by the statement that writes the slot), else None.
-        :raises LearnedFrameRefused: If it is gone (the write is then stored plain).
+        :returns: `(dictionary_id, base_id)` for the frame's row, one of them set.
+        :raises LearnedFrameRefused: If it is gone (gc took it meanwhile): the write is then stored plain.
         """
-        # Under the write lock: the needed blob is there (gc deletes only under it, and never a needed blob), and
-        # (`put_new`, before) the content had no row yet. Every dependency thus points from a newer row to an
-        # older one: no cycle can form. A blob in the index this process stored or needed lately is checked (and on
-        # PostgreSQL its dependency recorded) in one statement by its id (an id only ever names the blob whose digest
-        # it is asked with, so a stale one just falls through to the look-up by digest).
+        # Under the write lock: what is needed is there (gc deletes only under it, and never a needed blob), and
+        # (`_PUT_LEARNED_SQL`, after) the content has no row yet. Every base thus points from a newer row to an older
+        # one: no cycle can form.
         connection = work.connection
         needs = staged.needs or ""
-        hint = self._ids.get(needs)
-        if hint is not None:
-            if in_slot:
-                return hint, needs
-            if connection.execute(_SET_KNOWN_DEPENDENCY_SQL, (blob_id, staged.encoding, hint, needs)).rowcount == 1:
-                return hint, None
+        if staged.encoding == DICTIONARY:
+            row = connection.execute("SELECT id FROM dictionaries WHERE digest = ?", (needs,)).fetchone()
+            if row is None:
+                self._forget_needed(needs)
+                raise LearnedFrameRefused(staged.digest)
+            return int(row[0]), None
         row = connection.execute("SELECT id, stored_in FROM blobs WHERE digest = ?", (needs,)).fetchone()
         if row is None:
             self._forget_needed(needs)
             raise LearnedFrameRefused(staged.digest)
-        needs_id, stored_in = row
-        if stored_in != _STORED_IN_INDEX and self._can_vanish and not self._files.exists(needs):
+        if row[1] != _STORED_IN_INDEX and self._can_vanish and not self._files.exists(needs):
             raise LearnedFrameRefused(staged.digest)
-        if stored_in == _STORED_IN_INDEX:
-            self._remember_id(needs, int(needs_id))
-        if not in_slot:
-            connection.execute(_SET_DEPENDENCY_SQL, (blob_id, int(needs_id), staged.encoding))
-        return int(needs_id), None
+        return None, int(row[0])
 
     def _forget_needed(self, digest: str) -> None:
         # gc deleted it (a dictionary or base nothing needed): the next write looks it up and trains or finds anew.
         self._trained.pop(digest, None)
         self._cache.discard(digest)
-        self._ids.pop(digest, None)
-
-    def _remember_id(self, digest: str, blob_id: int) -> None:
-        ids = self._ids
-        ids[digest] = blob_id
-        if len(ids) > _IDS_KEPT:
-            # No lock: another thread's insertion or eviction meanwhile only leaves one more or one fewer hint.
-            with contextlib.suppress(KeyError, RuntimeError, StopIteration):
-                del ids[next(iter(ids))]
 
     def confirm(self, work: UnitOfWork, digest: str) -> bool:
         """
@@ -614,8 +615,9 @@ class BlobStore:
         """
         checked_at = self._hints.now()
         connection = work.connection
-        catalog = catalog_of(connection)
-        row = connection.execute(catalog.confirm, (_CONFIRM_AGO, digest)).fetchone()
+        row = connection.execute(
+            f"SELECT stored_in, last_seen < {SHIFTED_NOW_SQL} FROM blobs WHERE digest = ?", (_CONFIRM_AGO, digest)
+        ).fetchone()
         if row is None:
             return False
         stored_in, stale = row
@@ -623,7 +625,7 @@ class BlobStore:
         if not in_index and self._can_vanish and not self._files.exists(digest):
             return False
         if stale:
-            connection.execute(catalog.refresh, (digest,))
+            connection.execute(f"UPDATE blobs SET last_seen = {NOW_SQL} WHERE digest = ?", (digest,))
         # Left alone, `last_seen` may already be up to a resolution old.
         current_at = checked_at if stale else checked_at - _RESOLUTION_SECONDS
         stays = in_index or not self._can_vanish
@@ -647,10 +649,10 @@ class BlobStore:
         self, connection: sqlite3.Connection, digest: str, namespace: str, reference: str
     ) -> BlobLocation | None:
         """
-        `locate`, for a read of `reference` in `namespace`, in one statement: the view `readable_blobs` joins the
-        index's visibility with `blob_locations`, so a read sees both in one consistent state of the index. This is
-        the one place the blob layer asks about visibility (besides gc's question of what nothing references). Only
-        when it finds nothing is a second question asked: whether the reference is visible without its blob row.
+        `locate`, for a read of `reference` in `namespace`, in one statement that also asks whether a `writes` row of
+        the namespace names it, so a read sees both in one consistent state of the index. This is the one place the
+        blob layer asks about visibility (besides gc's question of what nothing references). Only when it finds
+        nothing is a second question asked: whether the reference is visible without its blob row.
 
         :returns: None if the reference is not visible in `namespace`.
         :raises CorruptBlobError: If it is visible but the index has no row for its blob (`missing`).
@@ -658,7 +660,7 @@ class BlobStore:
         kind = reference_kind(reference)
         row = connection.execute(_READABLE_SQL, (digest, namespace, *kind)).fetchone()
         if row is None:
-            if connection.execute(_VISIBLE_WITHOUT_BLOB_SQL, (digest, namespace, *kind)).fetchone() is None:
+            if connection.execute(_VISIBLE_SQL, (digest, namespace, *kind)).fetchone() is None:
                 return None
             raise CorruptBlobError(f"Blob {digest} is missing from the index.", digest=digest, missing=True)
         size, stored_in, frame, encoding, needs = row
@@ -698,8 +700,7 @@ class BlobStore:
             chunk = listed[start : start + 500]
             marks = ", ".join("?" for _ in chunk)
             for digest, size, stored_in, frame, encoding, needs in connection.execute(
-                f"SELECT digest, size, stored_in, frame, encoding, needs FROM blob_locations WHERE digest IN ({marks})",
-                chunk,
+                f"SELECT b.digest, {_LOCATION} WHERE b.digest IN ({marks})", chunk
             ):
                 found[digest] = BlobLocation(digest, size, _kept_frame(stored_in, frame), encoding, needs)
         return found
@@ -790,6 +791,18 @@ class BlobStore:
         """:returns: Every digest with a row, in order."""
         return [row[0] for row in connection.execute("SELECT digest FROM blobs ORDER BY digest")]
 
+    def dictionary_digests(self, connection: sqlite3.Connection) -> list[str]:
+        """:returns: Every trained dictionary's digest, in order."""
+        return [row[0] for row in connection.execute("SELECT digest FROM dictionaries ORDER BY digest")]
+
+    def check_dictionary(self, digest: str) -> None:
+        """
+        Read a trained dictionary from the index and check its digest.
+
+        :raises CorruptBlobError: If it is damaged, or gone (`missing`).
+        """
+        self._dictionary_bytes(digest)
+
     def seen_times(self, connection: sqlite3.Connection) -> dict[str, tuple[str, str]]:
         """:returns: Every blob's digest with its `(first_seen, last_seen)`."""
         rows = connection.execute("SELECT digest, first_seen, last_seen FROM blobs")
@@ -797,7 +810,9 @@ class BlobStore:
 
     def collectable(self, connection: sqlite3.Connection, *, grace: timedelta) -> list[tuple[str, int]]:
         """:returns: `(digest, stored_size)` of every blob no reference is visible for and not seen within `grace`."""
-        rows = connection.execute(catalog_of(connection).collectable, (_grace_parameter(grace),))
+        rows = connection.execute(
+            f"SELECT digest, stored_size FROM blobs WHERE {_COLLECTABLE}", (_grace_parameter(grace),)
+        )
         return [(row[0], row[1]) for row in rows]
 
     def waiting(
@@ -840,10 +855,12 @@ class BlobStore:
         """
         outside = 0
         for digest in digests:
-            row = work.connection.execute(catalog_of(work.connection).delete, (digest,)).fetchone()
+            row = work.connection.execute(
+                "DELETE FROM blobs WHERE digest = ? RETURNING id, stored_in, stored_size", (digest,)
+            ).fetchone()
             if row is None:
                 continue
-            self._release_frame(work.connection, row[0])
+            work.connection.execute("DELETE FROM blob_frames WHERE blob_id = ?", (row[0],))
             if row[1] == self._stored_elsewhere:
                 outside += int(row[2])
         return outside
@@ -862,16 +879,13 @@ class BlobStore:
         """
         connection = work.connection
         row = connection.execute(
-            catalog_of(connection).delete_if_collectable,
+            f"DELETE FROM blobs WHERE digest = ? AND {_COLLECTABLE} RETURNING id, stored_in",
             (digest, _grace_parameter(grace)),
         ).fetchone()
         if row is None:
             return False
         blob_id, stored_in = row
-        self._release_frame(connection, blob_id)
-        # What it needed no longer needs to be kept for it; a retired dictionary goes with its row.
-        connection.execute("DELETE FROM blob_dependencies WHERE blob_id = ?", (blob_id,))
-        connection.execute("DELETE FROM dictionaries WHERE blob_id = ?", (blob_id,))
+        connection.execute("DELETE FROM blob_frames WHERE blob_id = ?", (blob_id,))
         if stored_in == self._stored_elsewhere:
             if self._can_vanish:
                 self._files.remove(digest)
@@ -879,23 +893,39 @@ class BlobStore:
                 work.on_commit(partial(self._files.remove, digest))
         return True
 
-    def _release_frame(self, connection: sqlite3.Connection, blob_id: int) -> None:
-        if _chunked(connection):
-            frame_chunks.release(connection, blob_id)
-        else:
-            connection.execute("DELETE FROM blob_frames WHERE blob_id = ?", (blob_id,))
-
-    def compact_frames(self, work: UnitOfWork, *, max_bytes: int) -> bool:
+    def unneeded_dictionaries(self, work: UnitOfWork) -> int:
         """
-        Give back the bytes of frames no longer kept (`casstore.frame_chunks.compact`), inside the caller's write
-        transaction; nothing to do where frames are rows of their own (PostgreSQL).
+        Delete the dictionaries no blob uses that are retired, or whose samples are all deleted (their bytes hold
+        fragments of those results), inside the caller's exclusive write transaction.
 
-        :param max_bytes: About how many bytes of frames to move to full chunks in this transaction.
-        :returns: Whether chunks are left to compact (call again, in another transaction).
+        :returns: How many were deleted.
         """
-        if not _chunked(work.connection):
-            return False
-        return frame_chunks.compact(work.connection, max_bytes=max_bytes).more
+        rows = work.connection.execute(
+            "DELETE FROM dictionaries WHERE NOT EXISTS (SELECT 1 FROM blobs b WHERE b.dictionary_id = dictionaries.id) "
+            "AND (active = 0 OR NOT EXISTS (SELECT 1 FROM dictionary_samples s JOIN blobs b ON b.digest = s.digest "
+            "WHERE s.dictionary_id = dictionaries.id)) RETURNING id, digest"
+        ).fetchall()
+        for dictionary_id, digest in rows:
+            work.connection.execute("DELETE FROM dictionary_samples WHERE dictionary_id = ?", (dictionary_id,))
+            work.on_commit(partial(self._forget_needed, digest))
+        return len(rows)
+
+    def kept_for_others(self, connection: sqlite3.Connection) -> tuple[int, int]:
+        """
+        :returns: How many blobs no write names are kept as the delta base of a kept blob, and how many dictionaries
+            trained on results that are deleted are kept because a kept blob uses them: bytes of deleted results that
+            stay while needed.
+        """
+        (bases,) = connection.execute(
+            f"SELECT count(*) FROM blobs WHERE NOT EXISTS ({_REFERENCED}) "
+            "AND EXISTS (SELECT 1 FROM blobs d WHERE d.base_id = blobs.id)"
+        ).fetchone()
+        (dictionaries,) = connection.execute(
+            "SELECT count(*) FROM dictionaries k WHERE EXISTS (SELECT 1 FROM blobs b WHERE b.dictionary_id = k.id) "
+            "AND EXISTS (SELECT 1 FROM dictionary_samples s WHERE s.dictionary_id = k.id "
+            "AND NOT EXISTS (SELECT 1 FROM writes w WHERE w.digest = s.digest))"
+        ).fetchone()
+        return int(bases), int(dictionaries)
 
     def dependencies(self, connection: sqlite3.Connection, digests: Iterable[str]) -> set[str]:
         """
@@ -912,9 +942,7 @@ class BlobStore:
                 part = frontier[start : start + 500]
                 marks = ", ".join("?" * len(part))
                 rows = connection.execute(
-                    f"SELECT n.digest FROM blobs b JOIN blob_dependencies d ON d.blob_id = b.id "
-                    f"JOIN blobs n ON n.id = d.needs_id WHERE b.digest IN ({marks})",
-                    part,
+                    f"SELECT n.digest FROM blobs b JOIN blobs n ON n.id = b.base_id WHERE b.digest IN ({marks})", part
                 )
                 needed.update(row[0] for row in rows)
             frontier = sorted(needed - found)
@@ -924,13 +952,10 @@ class BlobStore:
     def encodings(self, connection: sqlite3.Connection) -> dict[str, int]:
         """:returns: How many blobs have each encoding (`plain`, `dictionary`, `delta`), and `dictionaries` kept."""
         counts = {PLAIN: 0, DICTIONARY: 0, DELTA: 0}
-        rows = connection.execute("SELECT encoding, count(*) FROM blob_dependencies GROUP BY encoding")
-        for encoding, count in rows:
-            counts[encoding] = count
-        (total,) = connection.execute("SELECT count(*) FROM blobs").fetchone()
+        for encoding, count in connection.execute("SELECT encoding, count(*) FROM blobs GROUP BY encoding"):
+            counts[encoding] = int(count)
         (dictionaries,) = connection.execute("SELECT count(*) FROM dictionaries").fetchone()
-        counts[PLAIN] = total - counts[DICTIONARY] - counts[DELTA]
-        counts["dictionaries"] = dictionaries
+        counts["dictionaries"] = int(dictionaries)
         return counts
 
     def files(self) -> Iterator[BlobFile]:
@@ -950,18 +975,12 @@ class BlobStore:
 
 
 def _kept_frame(stored_in: str, frame: bytes | None) -> bytes | None:
-    # A blob kept in the index whose frame the view gives as NULL (a slot pointing at a chunk that is gone, migration
-    # 0013) is damage of that blob in the index: an empty frame fails to decode as such (`CorruptBlobError`, not
-    # `missing`), where None would send the read looking for a file that never was.
+    # A blob kept in the index without its frame row is damage of that blob in the index: an empty frame fails to
+    # decode as such (`CorruptBlobError`, not `missing`), where None would send the read looking for a file that
+    # never was.
     if stored_in != _STORED_IN_INDEX:
         return None
     return b"" if frame is None else frame
-
-
-def _chunked(connection: object) -> bool:
-    # A SQLite index keeps its frames end to end in `frame_chunks` (migration 0013, `casstore.frame_chunks`);
-    # PostgreSQL keeps the table `blob_frames`, one row per frame.
-    return isinstance(connection, sqlite3.Connection)
 
 
 def _needs_damaged(location: BlobLocation, error: CorruptBlobError) -> CorruptBlobError:

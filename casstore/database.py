@@ -25,12 +25,9 @@ from typing import Any, Protocol
 from sqlite_utils import Database as SqliteUtilsDatabase
 
 from casstore import forks, read_only
-from casstore.blob_times_upgrade import refuse_unreadable_blob_times
-from casstore.dependencies_upgrade import refuse_unslotted_dependencies
 from casstore.disk import disk_usage_of_file
 from casstore.errors import IndexDamagedError, ReadOnlyStoreError, SchemaError, StoreClosedError
-from casstore.history_upgrade import refuse_unreadable_write_times
-from casstore.schema import MIGRATION_NAMES, MIGRATION_SET, MIGRATIONS
+from casstore.schema import MIGRATION_NAMES, MIGRATION_SET, MIGRATIONS, unknown_migrations_message
 
 # How long a write waits for another process's write transaction before giving up.
 DEFAULT_BUSY_TIMEOUT_SECONDS = 60.0
@@ -52,11 +49,6 @@ _JOURNAL_SIZE_LIMIT = 8 * 2**20
 NOW_SQL = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
 # The same, shifted by a parameter such as '-3600.0 seconds' (see `ago`).
 SHIFTED_NOW_SQL = "strftime('%Y-%m-%d %H:%M:%f', 'now', ?)"
-# The same moments as milliseconds since 1970-01-01 UTC, an integer: how `write_log` keeps its times (migration 0011;
-# the view `writes` shows them in the format above). SQLite's 'now' has millisecond precision; `round` only removes
-# the floating-point error of the Julian day.
-NOW_MS_SQL = "CAST(round((julianday('now') - 2440587.5) * 86400000) AS INTEGER)"
-SHIFTED_NOW_MS_SQL = "CAST(round((julianday('now', ?) - 2440587.5) * 86400000) AS INTEGER)"
 
 
 def ago(period: timedelta) -> str:
@@ -202,6 +194,9 @@ class Database:
             connection.execute(f"PRAGMA synchronous={'FULL' if self._durable else 'NORMAL'}")
             # A log that grew large (a rebuild writes the whole index into it) is cut down when it starts over.
             connection.execute(f"PRAGMA journal_size_limit = {_JOURNAL_SIZE_LIMIT}")
+            # Deleted means deleted: SQLite overwrites the bytes of what it deletes with zeros, so a frame gc deleted
+            # leaves no copy in a free page of index.db (or in the write-ahead log's copy of that page).
+            connection.execute("PRAGMA secure_delete = ON")
         except sqlite3.Error as error:
             raise _unusable(self.path, error) from error
         self._use(connection, pending=False)
@@ -224,24 +219,23 @@ class Database:
                 # A file being created: its first page, which the journal mode below writes, must already say that
                 # freed pages can be given back (`return_free_space`); SQLite fixes that before the first table.
                 connection.execute("PRAGMA auto_vacuum = INCREMENTAL")
-            if connection.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                connection.execute("PRAGMA journal_mode=WAL")
+            deadline = time.monotonic() + self._busy_timeout
+            while connection.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                try:
+                    connection.execute("PRAGMA journal_mode=WAL")
+                except sqlite3.OperationalError as error:
+                    # While another process creating this file holds its write lock, SQLite refuses the switch at
+                    # once instead of waiting out the busy timeout: the wait is ours.
+                    if error.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.01)
             if MIGRATIONS.pending(sqlite_utils_db):
                 # The write lock keeps processes opening a new root at once from applying a migration twice. A new
                 # index file gets its schema here, and only here.
                 with self.transaction():
                     _refuse_unknown_schema(sqlite_utils_db, self.path)
-                    pending = [migration.name for migration in MIGRATIONS.pending(sqlite_utils_db)]
-                    refuse_unreadable_write_times(connection, pending=pending, path=self.path)
-                    refuse_unslotted_dependencies(connection, pending=pending, path=self.path)
-                    refuse_unreadable_blob_times(connection, pending=pending, path=self.path)
                     MIGRATIONS.apply(sqlite_utils_db)
                     connection.execute(f"PRAGMA user_version = {len(MIGRATION_NAMES)}")
-                if connection.execute("PRAGMA auto_vacuum").fetchone()[0] == _INCREMENTAL:
-                    # A migration that copies a table and drops it (0013's frames into chunks) leaves the old
-                    # table's pages free inside the file: given back now, an upgrade does not leave `index.db` about
-                    # as large again as its frames until the next gc. Once, after the upgrade; a new file has none.
-                    _run_script(connection, "BEGIN IMMEDIATE; PRAGMA incremental_vacuum; COMMIT;")
         except sqlite3.DatabaseError as error:
             raise _unusable(self.path, error) from error
 
@@ -664,10 +658,7 @@ def _refuse_unknown_schema(sqlite_utils_db: SqliteUtilsDatabase, path: Path) -> 
     applied = [migration.name for migration in MIGRATIONS.applied(sqlite_utils_db)]
     unknown = [name for name in applied if name not in MIGRATION_NAMES]
     if unknown:
-        raise SchemaError(
-            f"{path} was written by a newer casstore: its schema has migrations this release does not know "
-            f"({', '.join(unknown)} in set '{MIGRATION_SET}'). Upgrade casstore to open it; nothing was changed."
-        )
+        raise SchemaError(unknown_migrations_message(str(path), unknown, what=f"in set '{MIGRATION_SET}'"))
     if not applied and _has_foreign_tables(sqlite_utils_db):
         raise SchemaError(
             f"{path} is a SQLite database but not a casstore index. Point the store at an empty or casstore folder."

@@ -11,7 +11,10 @@ Any other key of the hook's shape keeps its tool unknown: it is shown by its ste
 import re
 from typing import NamedTuple
 
-from casstore.key_stems import CALL_ID_MARKERS
+# Where the call id starts in a hook's key, after the tool name: OpenAI's, Anthropic's, and the hook's own
+# `call{index}` when a tool call has no id.
+CALL_ID_MARKERS = ("_call", "_toolu_", "_fc_", "_chatcmpl")
+
 
 # What follows an id's marker: the letters, digits and dashes providers put in ids. No `_`, so that an id of a marker
 # with one is told apart from the tool before it and the part after it.

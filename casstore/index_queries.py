@@ -13,12 +13,6 @@ from typing import Any
 from casstore.database import SHIFTED_NOW_SQL, ago
 from casstore.references import reference_kind
 
-# The references (`namespace_references r`) to the content of one digest, its blob row there or not: by the blob's id
-# (migration 0016), which `blobs`' index of digests gives, or, where the blob row is missing (a damaged index, which
-# `verify` reports), by the digest among the references that have no blob id (the NULL entries of the unique index
-# `namespace_references_by_blob`, which are those references only). Its two parameters are the digest, twice.
-REFERENCE_OF_DIGEST = "(r.blob_id = (SELECT id FROM blobs WHERE digest = ?) OR (r.blob_id IS NULL AND r.digest = ?))"
-
 
 @dataclass(frozen=True)
 class OffloadEntry:
@@ -66,13 +60,10 @@ def namespace_totals(connection: sqlite3.Connection, *, namespace: str) -> dict[
     """
     row = connection.execute(
         """
-        WITH mine AS (
-            SELECT r.blob_id, r.size FROM write_log w JOIN namespace_references r ON r.id = w.reference_id
-            WHERE r.namespace_id = (SELECT id FROM namespaces WHERE namespace = ?)
-        )
+        WITH mine AS (SELECT digest, size FROM writes WHERE namespace = ?)
         SELECT (SELECT count(*) FROM mine), (SELECT CAST(coalesce(sum(size), 0) AS BIGINT) FROM mine),
                count(*), CAST(coalesce(sum(size), 0) AS BIGINT), CAST(coalesce(sum(stored_size), 0) AS BIGINT)
-        FROM blobs WHERE id IN (SELECT blob_id FROM mine)
+        FROM blobs WHERE digest IN (SELECT digest FROM mine)
         """,
         (namespace,),
     ).fetchone()
@@ -175,20 +166,15 @@ def _offload_filter(
 
 def namespaces(connection: sqlite3.Connection) -> list[str]:
     """:returns: Every namespace that has writes or offloads, in order."""
-    # From the stored tables (the view `writes` would make every write's reference and time to answer this).
-    rows = connection.execute(
-        "SELECT namespace FROM namespaces WHERE id IN (SELECT r.namespace_id FROM write_log w "
-        "JOIN namespace_references r ON r.id = w.reference_id) UNION SELECT namespace FROM offloads ORDER BY 1"
-    )
+    rows = connection.execute("SELECT namespace FROM writes UNION SELECT namespace FROM offloads ORDER BY 1")
     return [row[0] for row in rows]
 
 
 def namespaces_holding(connection: sqlite3.Connection, *, digest: str, reference: str) -> list[str]:
     """:returns: The namespaces in which `reference` was written and is not forgotten, in order."""
     rows = connection.execute(
-        f"SELECT n.namespace FROM namespace_references r JOIN namespaces n ON n.id = r.namespace_id "
-        f"WHERE {REFERENCE_OF_DIGEST} AND r.is_binary = ? AND r.extension = ? ORDER BY 1",
-        (digest, digest, *reference_kind(reference)),
+        "SELECT DISTINCT namespace FROM writes WHERE digest = ? AND kind = ? AND extension = ? ORDER BY 1",
+        (digest, *reference_kind(reference)),
     )
     return [row[0] for row in rows]
 
@@ -196,7 +182,7 @@ def namespaces_holding(connection: sqlite3.Connection, *, digest: str, reference
 def history_mark(connection: sqlite3.Connection) -> HistoryMark:
     """:returns: The highest `writes` and `offloads` ids so far (0 when empty)."""
     row = connection.execute(
-        "SELECT (SELECT coalesce(max(id), 0) FROM write_log), (SELECT coalesce(max(id), 0) FROM offloads)"
+        "SELECT (SELECT coalesce(max(id), 0) FROM writes), (SELECT coalesce(max(id), 0) FROM offloads)"
     ).fetchone()
     return HistoryMark(last_write=int(row[0]), last_offload=int(row[1]))
 
@@ -256,10 +242,10 @@ class NeededBlob:
 
 # The blobs the writes (of one namespace, or all) still need, each with the newest write that needs it, newest first.
 # This is the one statement that answers "what must be kept for these writes": a blob that others depend on (a
-# dictionary, a delta base) belongs here too, with the newest write of any blob that depends on it.
-# A blob a kept write names is needed, and so is every blob it needs to be read (its dictionary, its delta's base, and
-# what those need: a chain the learner bounds, and the depth bounds here against a damaged, cyclic index), each for as
-# long as the newest write that needs it through any of its dependents is kept.
+# delta base) belongs here too, with the newest write of any blob that depends on it.
+# A blob a kept write names is needed, and so is every blob it needs to be read (its delta's base, and what that
+# needs: a chain the learner bounds, and the depth bounds here against a damaged, cyclic index), each for as long as
+# the newest write that needs it through any of its dependents is kept. (Dictionaries are not blobs.)
 _NEEDED_BLOBS_SQL = """
     WITH RECURSIVE newest_writes AS (
         SELECT digest, written_at, id,
@@ -270,9 +256,9 @@ _NEEDED_BLOBS_SQL = """
         FROM newest_writes w JOIN blobs b ON b.digest = w.digest
         WHERE w.newest = 1
         UNION ALL
-        SELECT d.needs_id, n.written_at, n.write_id, n.depth + 1
-        FROM needed n JOIN blob_dependencies d ON d.blob_id = n.blob_id
-        WHERE n.depth < 16
+        SELECT d.base_id, n.written_at, n.write_id, n.depth + 1
+        FROM needed n JOIN blobs d ON d.id = n.blob_id
+        WHERE d.base_id IS NOT NULL AND n.depth < 16
     ), newest_need AS (
         SELECT blob_id, written_at, write_id,
                row_number() OVER (PARTITION BY blob_id ORDER BY written_at DESC, write_id DESC) AS newest

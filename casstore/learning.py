@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import zstandard
 
-from casstore.key_stems import CALL_ID_MARKERS
+from casstore.hook_keys import CALL_ID_MARKERS
 
 # Deltas. Below MIN_DELTA_SIZE a result is too small for a base to pay for the look-up it needs; a base above
 # MAX_BASE_SIZE costs more to load into zstd than a write should spend. A delta is kept only if its frame is under

@@ -31,10 +31,9 @@ class VerifyReport:
     """
     What `verify` found.
 
-    `ok` is False when content is lost or at risk: a blob that does not verify (`corrupt`), a referenced blob whose
-    file or row is gone (`missing`), a write whose blob row is gone (`dangling_writes`), a `write_log` row whose
-    reference row is gone (`writes_without_reference`: its id and key, all the index still holds of it; `writes` does
-    not show it, and its reference can no longer be read). `clean` is False as well when
+    `ok` is False when content is lost or at risk: a blob or a trained dictionary that does not verify (`corrupt`,
+    by digest: a blob that needs a damaged dictionary or base is listed too), a referenced blob whose
+    file or row is gone (`missing`), a write whose blob row is gone (`dangling_writes`). `clean` is False as well when
     the store holds orphans, which are garbage rather than damage and which `gc` removes: blob or temporary files no
     row points at (`stray_files`; files changed since `verify` started belong to writes in flight and are not
     counted) and rows of unreferenced blobs whose file is gone (`stale_rows`, as a crash during `gc` can leave).
@@ -52,7 +51,6 @@ class VerifyReport:
     corrupt: list[tuple[str, str]] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     dangling_writes: list[tuple[str, str]] = field(default_factory=list)
-    writes_without_reference: list[tuple[int, str]] = field(default_factory=list)
     stale_rows: int = 0
     stray_files: int = 0
     stray_bytes: int = 0
@@ -64,13 +62,7 @@ class VerifyReport:
     @property
     def ok(self) -> bool:
         """:returns: Whether every blob verified, every write has its blob, and the search index matches the blobs."""
-        return not (
-            self.corrupt
-            or self.missing
-            or self.dangling_writes
-            or self.writes_without_reference
-            or self.search_mismatched
-        )
+        return not (self.corrupt or self.missing or self.dangling_writes or self.search_mismatched)
 
     @property
     def clean(self) -> bool:
@@ -91,7 +83,6 @@ def verify(source: Repository | HasRepository, *, progress: Callable[[int, int],
     started = time.time()
     snapshot = repository.integrity_snapshot()
     report.dangling_writes = snapshot.dangling_writes
-    report.writes_without_reference = snapshot.writes_without_reference
     for done, digest in enumerate(snapshot.digests, start=1):
         check = repository.check_blob(digest)
         if check.status == "corrupt":
@@ -104,6 +95,10 @@ def verify(source: Repository | HasRepository, *, progress: Callable[[int, int],
         report.blobs_checked = done
         if progress is not None:
             progress(done, len(snapshot.digests))
+    for digest in snapshot.dictionaries:
+        check = repository.check_dictionary(digest)
+        if check.status == "corrupt":
+            report.corrupt.append((digest, check.message))
     report.unreferenced_blobs = len(snapshot.unreferenced) - report.stale_rows
     report.stray_files, report.stray_bytes = repository.stray_files(modified_before=started)
     search = repository.check_search_index()
@@ -125,6 +120,10 @@ class GarbageReport:
     - `index_space`: `returned` (given back in short steps), `rebuilt` (with `vacuum`: a full rebuild),
       `kept-until-rebuilt` (an index made before casstore set `auto_vacuum` keeps free pages for later writes until
       one `gc --vacuum` converts it), `reused-after-autovacuum` (PostgreSQL), `vacuumed` (PostgreSQL, with `vacuum`).
+    - `dictionaries_deleted`: trained dictionaries deleted (retired, or trained only on deleted results, and used by
+      no kept blob). `bases_kept`, `dictionaries_kept`: what holds bytes of deleted results and stays while a kept
+      blob needs it (blobs no write names kept as a delta base; dictionaries trained on deleted results that a kept
+      blob uses).
     - `blobs_waiting`, `waiting_bytes`, `collectable_from`: blobs no reference is visible for that the grace period
       keeps, their stored bytes, and when (UTC) the first becomes collectable (None when none wait).
     - With `max_size`: `needed_bytes_before`/`_after`, the stored bytes of the blobs the writes in scope need (their
@@ -138,6 +137,9 @@ class GarbageReport:
     offloads_forgotten: int = 0
     blobs_deleted: int = 0
     blob_bytes_freed: int = 0
+    dictionaries_deleted: int = 0
+    bases_kept: int = 0
+    dictionaries_kept: int = 0
     stray_files_removed: int = 0
     stray_bytes_freed: int = 0
     index_bytes_before: int = 0
@@ -186,8 +188,9 @@ def collect_garbage(
     :param max_size: Then forget the least recently written writes, oldest first (with the offloads recorded no later
         than the last of them), until the blobs the remaining writes need take at most this many stored bytes.
         Exceeding it afterwards (the grace period keeps forgotten blobs) is reported in `over_max_size`, not raised.
-    :param vacuum: Rebuild the index afterwards (SQLite: a full `VACUUM`, which converts an index made before
-        casstore set `auto_vacuum` and holds writers off while it runs; PostgreSQL: `VACUUM (ANALYZE)`).
+    :param vacuum: Rebuild the index afterwards (SQLite: a full `VACUUM`, which holds writers off while it runs;
+        PostgreSQL: `VACUUM FULL` of the tables that hold content, so deleted rows' bytes leave its files; it locks
+        those tables against readers and writers while it runs).
     :param dry_run: Report what would go and estimate the sizes after, and change nothing.
     :returns: The counts and sizes.
     :raises ValueError: If `grace`, `older_than` or `max_size` is negative.
@@ -222,7 +225,11 @@ def collect_garbage(
         forgotten = repository.forget(namespace=namespace, older_than=older_than, max_size=max_size)
         deleted = repository.delete_collectable_blobs(grace=grace)
         collected = dataclasses.replace(
-            forgotten, blobs_deleted=deleted.blobs_deleted, blob_bytes_freed=deleted.blob_bytes_freed
+            deleted,
+            writes_forgotten=forgotten.writes_forgotten,
+            offloads_forgotten=forgotten.offloads_forgotten,
+            needed_bytes_before=forgotten.needed_bytes_before,
+            released=forgotten.released,
         )
         strays, stray_bytes = repository.remove_stray_files(
             modified_before=time.time() - grace.total_seconds(), dry_run=False
@@ -238,6 +245,8 @@ def collect_garbage(
         report.index_bytes_after, report.blob_bytes_after = repository.footprint()
     report.writes_forgotten, report.offloads_forgotten = collected.writes_forgotten, collected.offloads_forgotten
     report.blobs_deleted, report.blob_bytes_freed = collected.blobs_deleted, collected.blob_bytes_freed
+    report.dictionaries_deleted = collected.dictionaries_deleted
+    report.bases_kept, report.dictionaries_kept = collected.bases_kept, collected.dictionaries_kept
     report.stray_files_removed, report.stray_bytes_freed = strays, stray_bytes
     report.blobs_waiting, report.waiting_bytes = waiting.count, waiting.stored_bytes
     report.collectable_from = waiting.collectable_from

@@ -4,7 +4,8 @@ locks that let `gc` on one host run beside writers on any number of others.
 
 The index layers (`index.py`, `index_queries.py`, `blobs.py`) write their SQL once, in the dialect both engines
 share; this module turns SQLite's spellings into PostgreSQL's as a statement is first used (placeholders `?` become
-`%s`, SQLite's `strftime(..., 'now')` timestamps become `to_char(now() ...)` in the same text format).
+`%s`, SQLite's `strftime(..., 'now')` becomes `now()` to the millisecond; `timestamptz` values are read back as
+SQLite's text).
 
 Locking, the PostgreSQL form of the SQLite store's write lock (see docs/shared-store.md):
 
@@ -17,9 +18,9 @@ Round trips, which on a network (even loopback) cost far more than the statement
 
 - a write transaction opens with `BEGIN` and the shared lock in one message;
 - a write of one part whose blob is stored already (a duplicate) is one statement, `record_stored_write` (the
-  function of migration 0007, which takes the shared lock itself): one round trip that commits, like the insert of a
-  row;
-- a read is one statement through the view `readable_blobs`, as on SQLite.
+  function `casstore_record_stored_write`, which takes the shared lock itself): one round trip that commits, like the
+  insert of a row;
+- a read is one statement, as on SQLite.
 """
 
 import os
@@ -27,16 +28,18 @@ import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
 from casstore import forks
-from casstore.database import NOW_MS_SQL, NOW_SQL, SHIFTED_NOW_MS_SQL, SHIFTED_NOW_SQL, UnitOfWork
+from casstore.database import NOW_SQL, SHIFTED_NOW_SQL, UnitOfWork
 from casstore.errors import StorageError, StoreClosedError
 from casstore.postgres_connect import check_url, wait_until_connectable
 from casstore.postgres_schema import migrate
 from casstore.postgres_search import TRIGRAM_TEXT, TrigramText
+from casstore.references import reference_kind
 
 try:
     import psycopg
@@ -53,11 +56,9 @@ GC_LOCK_KEY = 0x63617373_746F7265  # "casstore"
 CASSTORE_TABLES = (
     "blobs",
     "blob_frames",
-    "blob_dependencies",
+    "writes",
     "dictionaries",
-    "namespaces",
-    "namespace_references",
-    "write_log",
+    "dictionary_samples",
     "offloads",
     "compactions",
     "search_documents",
@@ -70,18 +71,18 @@ CASSTORE_TABLES = (
     "_casstore_migrations",
 )
 
+# The tables that hold stored content (frames, dictionaries, searchable text): what `gc --vacuum` rewrites.
+CONTENT_TABLES = ("blob_frames", "dictionaries", "search_text")
+
 # A write transaction's first message: BEGIN and the writers' shared lock, in one round trip (the simple-query
 # protocol runs both; the key is a constant, not a parameter).
 _BEGIN_SHARED = f"BEGIN; SELECT pg_advisory_xact_lock_shared({GC_LOCK_KEY})"
 _RECORD_STORED_WRITE = "SELECT casstore_record_stored_write(%s, %s, %s, %s, %s, %s, %s, %s)"
 
-_TIMESTAMP = "to_char(({} AT TIME ZONE 'UTC'), 'YYYY-MM-DD HH24:MI:SS.MS')"
-_PG_NOW = _TIMESTAMP.format("now()")
-_PG_SHIFTED_NOW = _TIMESTAMP.format("(now() + CAST(? AS INTERVAL))")
-# Milliseconds since 1970-01-01 UTC, truncated as `_TIMESTAMP`'s milliseconds are.
-_MILLISECONDS = "CAST(floor(extract(epoch FROM {}) * 1000) AS BIGINT)"
-_PG_NOW_MS = _MILLISECONDS.format("now()")
-_PG_SHIFTED_NOW_MS = _MILLISECONDS.format("(now() + CAST(? AS INTERVAL))")
+# Times are `timestamptz`, kept to the millisecond as SQLite's are; casstore reads them back as SQLite's text
+# (`_UtcText`), so every layer above sees one format.
+_PG_NOW = "date_trunc('milliseconds', now())"
+_PG_SHIFTED_NOW = "date_trunc('milliseconds', now() + CAST(? AS INTERVAL))"
 # Seconds to wait for a pooled connection before a call fails, and to connect, unless the URL says otherwise.
 POOL_TIMEOUT_SECONDS = 10.0
 DEFAULT_CONNECT_TIMEOUT_SECONDS = 10
@@ -92,8 +93,26 @@ RECONNECT_TIMEOUT_SECONDS = 5.0
 def translate(sql: str) -> str:
     """:returns: `sql`, written for SQLite, in PostgreSQL's spelling."""
     sql = sql.replace(SHIFTED_NOW_SQL, _PG_SHIFTED_NOW).replace(NOW_SQL, _PG_NOW)
-    sql = sql.replace(SHIFTED_NOW_MS_SQL, _PG_SHIFTED_NOW_MS).replace(NOW_MS_SQL, _PG_NOW_MS)
     return sql.replace("?", "%s")
+
+
+class _UtcText(psycopg.adapt.Loader):
+    """Loads a `timestamptz` as the text SQLite keeps times in: UTC, `YYYY-MM-DD HH:MM:SS.SSS`."""
+
+    def load(self, data: Any) -> str:
+        moment = datetime.fromisoformat(bytes(data).decode()).astimezone(UTC)
+        return f"{moment:%Y-%m-%d %H:%M:%S}.{moment.microsecond // 1000:03d}"
+
+
+def _configure(connection: "psycopg.Connection[Any]") -> None:
+    # UTC: a time given as text (`written_at <= ?`) is read as UTC, as SQLite reads it, whatever the server's zone.
+    connection.execute("SET TIME ZONE 'UTC'")
+    read_times_as_text(connection)
+
+
+def read_times_as_text(connection: "psycopg.Connection[Any]") -> None:
+    """Make `connection` read `timestamptz` values as casstore does: UTC text, `YYYY-MM-DD HH:MM:SS.SSS`."""
+    connection.adapters.register_loader("timestamptz", _UtcText)
 
 
 class PostgresConnection:
@@ -172,6 +191,7 @@ class PostgresDatabase:
             min_size=1,
             max_size=self._max_connections,
             kwargs={"autocommit": True},
+            configure=_configure,
             timeout=POOL_TIMEOUT_SECONDS,
             # A connection checked out after the server restarted would fail the call it serves: check it first.
             check=psycopg_pool.ConnectionPool.check_connection,
@@ -262,9 +282,9 @@ class PostgresDatabase:
     ) -> bool:
         """
         Record a write whose blob is stored, as one statement that is a whole write transaction (one round trip): the
-        function `casstore_record_stored_write` of migration 0007 takes the writers' shared lock, checks that the
-        blob's row exists, refreshes its `last_seen` if older than `seen_ago`, and appends the `writes` row and its
-        visibility, as a write transaction of `index.record_write` and `BlobStore.confirm` does.
+        function `casstore_record_stored_write` takes the writers' shared lock, checks that the blob's row exists,
+        refreshes its `last_seen` if older than `seen_ago`, and appends the `writes` row, as a write transaction of
+        `index.record_write` and `BlobStore.confirm` does.
 
         :param kind: `text` or `binary`.
         :param seen_ago: `database.ago(LAST_SEEN_RESOLUTION)`: how old a `last_seen` may be and be left alone.
@@ -272,7 +292,8 @@ class PostgresDatabase:
         """
         with self._connection() as connection:
             row = connection.raw.execute(
-                _RECORD_STORED_WRITE, (GC_LOCK_KEY, namespace, key, digest, kind, size, reference, seen_ago)
+                _RECORD_STORED_WRITE,
+                (GC_LOCK_KEY, namespace, key, digest, kind, reference_kind(reference)[1], size, seen_ago),
             ).fetchone()
         return bool(row and row[0])
 
@@ -320,12 +341,14 @@ class PostgresDatabase:
 
     def rebuild(self) -> None:
         """
-        Run `VACUUM (ANALYZE)` on casstore's tables now rather than when autovacuum gets to them: the space of
-        deleted rows becomes reusable and empty pages at a table's end go back to the file system. Writers go on
-        meanwhile (never `VACUUM FULL`, which would lock them out for the whole rewrite).
+        Rewrite the tables that hold content (`VACUUM FULL`), so the bytes of deleted rows leave PostgreSQL's files,
+        and `VACUUM (ANALYZE)` the rest. `VACUUM FULL` takes an ACCESS EXCLUSIVE lock on each table while it rewrites
+        it: reads and writes of the store wait for it (seconds per gigabyte of frames).
         """
         with self._connection() as connection:
-            connection.raw.execute(f"VACUUM (ANALYZE) {', '.join(CASSTORE_TABLES)}")
+            connection.raw.execute(f"VACUUM FULL {', '.join(CONTENT_TABLES)}")
+            rest = [table for table in CASSTORE_TABLES if table not in CONTENT_TABLES]
+            connection.raw.execute(f"VACUUM (ANALYZE) {', '.join(rest)}")
 
     def close(self) -> None:
         """Close every connection. Later use raises `StoreClosedError`; closing twice is harmless."""

@@ -59,7 +59,7 @@ class TrigramText:
 
     exact = True
     # The id the caller's session gave its write just now; other sessions' ids (higher, maybe) are not it.
-    last_write_sql = "SELECT currval(pg_get_serial_sequence('write_log', 'id'))"
+    last_write_sql = "SELECT currval(pg_get_serial_sequence('writes', 'id'))"
     json_refs_sql = "jsonb_array_elements_text(o.refs::jsonb) AS part(value)"
     contains_sql = "strpos({}, ?) > 0"
 
@@ -110,6 +110,9 @@ class TrigramText:
     def clear_text(self, work: UnitOfWork) -> None:
         """Remove every document's text."""
         work.connection.execute("DELETE FROM search_text")
+
+    def purge(self, work: UnitOfWork) -> None:
+        """Nothing to rewrite: a removed document's row is deleted (its bytes stay until `VACUUM FULL`, gc.md)."""
 
     def stray_rows(self, connection: Any) -> int:
         """:returns: How many texts belong to no document (none, unless a row was deleted by hand)."""

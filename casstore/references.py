@@ -60,15 +60,15 @@ def format_reference(digest: str, *, is_text: bool, extension: str) -> str:
     return f"{ALGORITHM}/{_BINARY_SEGMENT}/{digest[:2]}/{digest[2:]}{extension}"
 
 
-def reference_kind(reference: str) -> tuple[int, str]:
+def reference_kind(reference: str) -> tuple[str, str]:
     """
     :param reference: A reference `split_reference` accepted (or `format_reference` made).
-    :returns: `(is_binary, extension)` as the index keeps them (`namespace_references`): 1 for a `bin/` reference,
-        else 0, and what follows the digest. With the digest, they are the reference.
+    :returns: `(kind, extension)` as the index's `writes` keeps them: `binary` for a `bin/` reference, else `text`,
+        and what follows the digest. With the digest, they are the reference.
     """
     if reference.startswith(_BINARY_PREFIX):
-        return 1, reference[_BINARY_DIGEST_END:]
-    return 0, reference[_TEXT_DIGEST_END:]
+        return "binary", reference[_BINARY_DIGEST_END:]
+    return "text", reference[_TEXT_DIGEST_END:]
 
 
 def parse_reference(reference: object) -> Reference:

@@ -277,11 +277,11 @@ def _timeline(connection: sqlite3.Connection, scope: Scope, limit: int) -> tuple
     length = bucket_prefix(first, last, limit)
     rows = connection.execute(
         f"""
-        SELECT substr(compacted_at, 1, {length}) AS bucket, min(compacted_at), max(compacted_at), count(*),
+        SELECT {_prefix(connection, "compacted_at", length)} AS bucket, min(compacted_at), max(compacted_at), count(*),
                CAST(avg(tokens_before) AS DOUBLE PRECISION), CAST(avg(tokens_after) AS DOUBLE PRECISION),
                CAST(avg(target_tokens) AS DOUBLE PRECISION), CAST(avg(context_window) AS DOUBLE PRECISION),
                max(tokens_before), min(tokens_after)
-        FROM compactions {where} GROUP BY substr(compacted_at, 1, {length}) ORDER BY bucket
+        FROM compactions {where} GROUP BY bucket ORDER BY bucket
         """,
         parameters,
     )
@@ -336,9 +336,9 @@ def _savings(connection: sqlite3.Connection, scope: Scope, limit: int) -> tuple[
     length = bucket_prefix(first, last, limit)
     rows = connection.execute(
         f"""
-        SELECT substr(at, 1, {length}) AS bucket, min(at), max(at), count(*), CAST(sum(results) AS BIGINT),
+        SELECT {_prefix(connection, "at", length)} AS bucket, min(at), max(at), count(*), CAST(sum(results) AS BIGINT),
                CAST(sum(saved) AS BIGINT), CAST(sum(original) AS BIGINT)
-        FROM ({per_compaction}) AS c GROUP BY substr(at, 1, {length}) ORDER BY bucket
+        FROM ({per_compaction}) AS c GROUP BY bucket ORDER BY bucket
         """,
         parameters,
     )
@@ -399,7 +399,7 @@ def _bytes_over_time(
     if first is None:
         return None, []
     length = bucket_prefix(first, last, limit)
-    bucket = f"substr(written_at, 1, {length})"
+    bucket = _prefix(connection, "written_at", length)
     logical = {
         row[0]: (int(row[1]), _int(row[2]), _int(row[3]))
         for row in connection.execute(
@@ -456,3 +456,10 @@ def _namespace_activity(connection: sqlite3.Connection, scope: Scope) -> list[Na
         NamespaceActivity(row[0], _int(row[1]), _int(row[2]), _int(row[3]), _int(row[4]), _int(row[5]), row[6], row[7])
         for row in rows
     ]
+
+
+def _prefix(connection: Any, column: str, length: int) -> str:
+    """:returns: SQL for the first `length` characters of a time column as text, `YYYY-MM-DD HH:MM:SS.SSS` (UTC)."""
+    if isinstance(connection, sqlite3.Connection):
+        return f"substr({column}, 1, {length})"
+    return f"substr(to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.MS'), 1, {length})"

@@ -20,134 +20,41 @@ class Relation:
 
 RELATIONS: dict[str, Relation] = {
     "blobs": Relation(
-        "One row per distinct piece of content. In SQLite a view (migration 0019) of blob_rows, which keeps the times "
-        "as milliseconds; a row inserted, changed or deleted here by hand goes through to it.",
+        "One row per distinct piece of content (a blob), wherever its frame is, and how to decode it.",
         {
-            "id": "row id (blob_frames.blob_id)",
+            "id": "row id (blob_frames.blob_id, blobs.base_id)",
             "digest": "64 lower-case hex characters: the BLAKE3 hash of the content bytes (unique)",
             "size": "content bytes, uncompressed",
             "stored_size": "bytes of the zstd frame that holds it",
             "stored_in": "index (the frame is in blob_frames) or file (under blobs/); object in a shared store",
+            "encoding": "plain (zstd alone), dictionary (zstd with the dictionary dictionary_id) or delta (zstd "
+            "against the content of the blob base_id)",
+            "dictionary_id": "dictionaries.id of the dictionary it was compressed with; NULL unless encoding is "
+            "dictionary",
+            "base_id": "blobs.id of the blob it is a delta on; NULL unless encoding is delta",
             "first_seen": f"when it was first stored ({_TIMES})",
             "last_seen": "when it was last written, by any namespace, to the second; gc never deletes a blob seen "
             "within its grace period",
         },
     ),
-    "blob_rows": Relation(
-        "What the view blobs shows, as stored (SQLite, migration 0019): the same rows and ids, the times as integer "
-        "milliseconds since 1970-01-01 00:00:00 UTC. casstore's blob layer writes it.",
-        {
-            "id": "row id (blobs.id)",
-            "digest": "64 lower-case hex characters (unique)",
-            "size": "content bytes, uncompressed",
-            "stored_size": "bytes of the zstd frame that holds it",
-            "stored_in": "index or file",
-            "first_seen": "when it was first stored, in milliseconds since 1970 (blobs shows it as text)",
-            "last_seen": "when it was last written, in milliseconds since 1970, to the second",
-        },
-    ),
     "blob_frames": Relation(
-        "The zstd frames of blobs stored in the index, apart from blobs so that refreshing last_seen or summing "
-        "sizes never touches the frames' pages. A view (migration 0013) that puts each frame back together from "
-        "frame_chunks, where frame_slots says it is; a frame written or deleted here goes through to them.",
-        {
-            "blob_id": "blobs.id",
-            "frame": "the zstd frame (its content size inside)",
-            "size": "content bytes, as in blobs (so a read of such a blob skips the blobs row)",
-        },
-    ),
-    "frame_chunks": Relation(
-        "The frames of blobs stored in the index, end to end (migration 0013): each row holds at most 4,057 bytes, "
-        "the most a row keeps in one 4 KiB page, so frames fill the pages; a frame may run on into the next rows. "
-        "gc deletes the rows no frame touches and moves the frames of rows mostly unused to the end.",
-        {
-            "id": "row id: the chunks' order (frame_slots.chunk)",
-            "data": "frames, or parts of frames, end to end (bytes of frames gc has not yet moved away may be unused)",
-        },
-    ),
-    "frame_slots": Relation(
-        "Where the frame of each blob stored in the index is (migration 0013): one row per blob_frames row; and, "
-        "since migration 0017, what a learned frame needs to decode (the rows of the view blob_dependencies).",
-        {
-            "blob_id": "blobs.id",
-            "size": "content bytes, as in blobs",
-            "chunk": "frame_chunks.id of the frame's first byte",
-            "start": "where in that chunk the frame starts, from 0",
-            "length": "the frame's bytes (blobs.stored_size)",
-            "last_chunk": "frame_chunks.id of its last byte (every chunk between is full)",
-            "needs_id": "blobs.id of the blob the frame needs (its dictionary or its delta's base); NULL: plain",
-            "is_delta": "with a needs_id, 1 if the frame is a delta against it (its base), 0 if it is compressed with "
-            "it (its dictionary); NULL without one",
-        },
+        "The zstd frames of blobs kept inside the index (stored_in = 'index'), one row each, apart from blobs so "
+        "that refreshing last_seen or summing sizes never touches the frames' pages.",
+        {"blob_id": "blobs.id", "frame": "the blob's exact stored bytes: a zstd frame, its content size inside"},
     ),
     "writes": Relation(
-        "One row per call to write: the offload history. A view (migration 0011) over write_log, "
-        "namespace_references and namespaces, with the columns the table of this name had; written_at can be set by "
-        "hand (UPDATE writes SET written_at = ...), nothing else.",
+        "One row per call to write: the offload history. A reference is visible (readable) in a namespace while a "
+        "row of that namespace names it.",
         {
-            "id": "increasing row id (write_log.id)",
+            "id": "increasing row id",
             "namespace": "the writing store's namespace",
             "key": "the key the caller passed (Haystack's look like 3_read_file_call_1.txt); only recorded",
             "digest": "the content's digest (blobs.digest)",
             "kind": "text or binary",
+            "extension": "the reference's extension, such as .txt, or empty",
             "size": "content bytes of this write",
-            "reference": "what write returned",
             "written_at": f"when ({_TIMES})",
-        },
-        view=True,
-    ),
-    "visible_references": Relation(
-        "One row per distinct (namespace, reference) pair in writes: what read checks before it asks for the blob. A "
-        "view (migration 0011) of namespace_references, which casstore's index layer alone keeps.",
-        {
-            "digest": "blobs.digest",
-            "namespace": "a namespace that may read the reference",
-            "reference": "the reference",
-        },
-        view=True,
-    ),
-    "namespaces": Relation(
-        "One row per namespace ever written in (kept when its writes are forgotten).",
-        {
-            "id": "row id (namespace_references.namespace_id)",
-            "namespace": "the namespace (unique)",
-        },
-    ),
-    "namespace_references": Relation(
-        "One row per distinct (namespace, reference) written and not forgotten: a reference is visible in a namespace "
-        "while its row is here. The reference is derived: blake3/, bin/ if binary, the digest's first two "
-        "characters, /, the other 62, the extension.",
-        {
-            "id": "row id (write_log.reference_id)",
-            "namespace_id": "namespaces.id",
-            "digest": "NULL while the reference has its blob row (migration 0018: the digest is kept once, in "
-            "blobs); the content's digest while the blob row is missing, so that the reference still names it",
-            "is_binary": "1 if the content was written as bytes (kind binary, a blake3/bin/ reference), else 0",
-            "extension": "the reference's extension, such as .txt, or an empty string",
-            "size": "content bytes (blobs.size)",
-            "blob_id": "blobs.id of the content, by which reads, writes and gc find the reference; NULL when the blob "
-            "row is missing (a damaged index, which verify reports); triggers on blobs keep it",
-        },
-    ),
-    "write_log": Relation(
-        "One row per call to write, as stored: which namespace reference, the key, and when.",
-        {
-            "id": "increasing row id (writes.id)",
-            "reference_id": "namespace_references.id",
-            "key": "the key the caller passed, only recorded; since migration 0021 only its rest after the step and "
-            "stem where key_stem_id is set (writes shows the whole key)",
-            "written_at": "when, in milliseconds since 1970-01-01 00:00:00 UTC (writes shows it as text)",
-            "key_step": "the number a Haystack key starts with (its step), where the key was split; else NULL",
-            "key_stem_id": "key_stems.id of the key's stem (its tool's part), where the key was split; NULL: key is "
-            "whole",
-        },
-    ),
-    "key_stems": Relation(
-        "One row per stem of the keys written (migration 0021): the part of a Haystack key that every write of its "
-        "tool repeats, such as read_file_call, kept once.",
-        {
-            "id": "row id (write_log.key_stem_id)",
-            "stem": "the stem's text; a key is its step and '_' (if it has one), the stem, then write_log.key",
+            "reference": "what write returned (made from digest, kind and extension)",
         },
     ),
     "offloads": Relation(
@@ -167,7 +74,7 @@ RELATIONS: dict[str, Relation] = {
     ),
     "offloaded_parts": Relation(
         "One row per part of each offloaded result, with the blob its reference names, found through the index of "
-        "blobs by the digest the reference carries (migration 0018).",
+        "blobs by the digest the reference carries.",
         {
             "offload_id": "offloads.id",
             "compaction_id": "as in offloads",
@@ -255,69 +162,24 @@ RELATIONS: dict[str, Relation] = {
         },
         view=True,
     ),
-    "blob_locations": Relation(
-        "Each blob, with where it is kept and what a read of it needs (a frame kept in the index is what is read).",
-        {
-            "digest": "the blob's digest",
-            "size": "content bytes",
-            "stored_in": "index or file (object in a shared store)",
-            "frame": "the zstd frame, for a blob kept in the index (NULL otherwise)",
-            "encoding": "dictionary or delta for a blob that needs another to decode (NULL: plain)",
-            "needs": "the digest of the blob it needs (its dictionary or its delta's base; NULL: plain)",
-        },
-        view=True,
-    ),
-    "readable_blobs": Relation(
-        "Each reference a namespace may read, with its blob's location: what read asks in one statement (by blob_id, "
-        "the id of the digest's blob row, namespace, is_binary and extension, which make the reference).",
-        {
-            "namespace": "the namespace that may read it",
-            "reference": "the reference",
-            "digest": "its blob's digest",
-            "is_binary": "1 for a blake3/bin/ reference (content written as bytes), else 0",
-            "extension": "the reference's extension, or an empty string",
-            "size": "content bytes",
-            "stored_in": "index or file (object in a shared store)",
-            "frame": "the zstd frame, for a blob kept in the index (NULL otherwise)",
-            "encoding": "dictionary or delta for a blob that needs another to decode (NULL: plain)",
-            "needs": "the digest of the blob it needs (its dictionary or its delta's base; NULL: plain)",
-            "blob_id": "blobs.id of its blob (NULL when the blob row is missing): what a read asks by",
-        },
-        view=True,
-    ),
-    "blob_dependencies": Relation(
-        "One row per blob whose frame does not decode alone (docs/compression.md): what it needs. A blob without a "
-        "row is plain. gc keeps a needed blob while anything needs it. In SQLite a view (migration 0017) of the "
-        "frame_slots rows that need another blob (such frames are kept in the index only); a row written, changed or "
-        "deleted here goes through to them, and one for a blob without a slot is refused. A table in PostgreSQL.",
-        {
-            "blob_id": "blobs.id of the blob whose frame needs another",
-            "needs_id": "blobs.id of the blob it needs",
-            "encoding": "dictionary (a trained zstd dictionary) or delta (an earlier content as its base)",
-        },
-    ),
     "dictionaries": Relation(
-        "One row per trained zstd dictionary (its content is a blob like any other): one group of results each.",
+        "One row per trained zstd dictionary: its bytes, when and from what it was trained, and whether new writes "
+        "of its group use it.",
         {
-            "blob_id": "blobs.id of the dictionary's content",
+            "id": "row id (blobs.dictionary_id)",
             "tool": "the group: the tool name Haystack's keys carry",
+            "digest": "the BLAKE3 hash of data, checked whenever it is read",
+            "data": "the dictionary's bytes",
             "samples": "how many results it was trained on",
             "sample_bytes": "their bytes",
             "trained_at": f"when it was trained ({_TIMES})",
             "active": "1 for the dictionary new writes of its group use, else 0 (kept while any blob needs it)",
         },
     ),
-    "blob_encodings": Relation(
-        "Each blob with its encoding and the blob it needs to decode, for a person reading the index.",
-        {
-            "digest": "the blob's digest",
-            "encoding": "plain, dictionary or delta",
-            "needs": "the digest of the blob it needs (NULL for plain)",
-            "size": "content bytes",
-            "stored_size": "bytes of its frame",
-            "stored_in": "index or file (object in a shared store)",
-        },
-        view=True,
+    "dictionary_samples": Relation(
+        "The results each dictionary was trained on: its bytes hold fragments of them, so gc deletes a dictionary "
+        "whose samples are all deleted once no kept blob needs it.",
+        {"dictionary_id": "dictionaries.id", "digest": "blobs.digest of a result it was trained on"},
     ),
     "search_documents": Relation(
         "One row per blob in the search index (docs/search.md): the row of search_text that holds its trigrams.",
@@ -362,7 +224,7 @@ RELATIONS: dict[str, Relation] = {
         },
     ),
     "store_settings": Relation(
-        "One row per setting of the store as a whole (migration 0022). A shared store keeps store_id and blob_url; "
+        "One row per setting of the store as a whole. A shared store keeps store_id and blob_url; "
         "the local store keeps none.",
         {"name": "the setting: store_id or blob_url", "value": "its value"},
     ),
@@ -371,7 +233,7 @@ RELATIONS: dict[str, Relation] = {
         {
             "id": "row id",
             "migration_set": "always casstore",
-            "name": "the migration, such as 0005_frame_sizes_for_reads",
+            "name": "the migration, such as 0001_baseline",
             "applied_at": "when it was applied (UTC, as 2026-11-30 15:59:54.368664+00:00)",
         },
     ),
@@ -430,19 +292,19 @@ QUESTIONS: tuple[Question, ...] = (
         "encodings",
         "How many blobs of each encoding, their bytes and what they hold.",
         "SELECT encoding, count(*) AS blobs, sum(stored_size) AS stored_bytes, sum(size) AS content_bytes\n"
-        "FROM blob_encodings GROUP BY encoding ORDER BY encoding;",
+        "FROM blobs GROUP BY encoding ORDER BY encoding;",
     ),
     Question(
         "dictionaries",
         "The dictionaries: which tool, trained on what, in use or retired, and how many blobs need each.",
-        "SELECT d.tool, d.samples, d.sample_bytes, d.active, b.stored_size,\n"
-        "       (SELECT count(*) FROM blob_dependencies n WHERE n.needs_id = d.blob_id) AS blobs_using_it\n"
-        "FROM dictionaries d JOIN blobs b ON b.id = d.blob_id ORDER BY d.tool, d.trained_at;",
+        "SELECT d.tool, d.samples, d.sample_bytes, d.active, length(d.data) AS bytes,\n"
+        "       (SELECT count(*) FROM blobs b WHERE b.dictionary_id = d.id) AS blobs_using_it\n"
+        "FROM dictionaries d ORDER BY d.tool, d.trained_at;",
     ),
     Question(
         "deltas",
         "Deltas and their bases: how much smaller each delta is than its content.",
-        "SELECT digest, needs AS base, size, stored_size, round(1.0 * size / stored_size, 1) AS ratio\n"
-        "FROM blob_encodings WHERE encoding = 'delta' ORDER BY ratio DESC LIMIT 10;",
+        "SELECT b.digest, base.digest AS base, b.size, b.stored_size, round(1.0 * b.size / b.stored_size, 1) AS ratio\n"
+        "FROM blobs b JOIN blobs base ON base.id = b.base_id ORDER BY ratio DESC LIMIT 10;",
     ),
 )

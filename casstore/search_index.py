@@ -1,7 +1,7 @@
 """
 The search index: the text of indexed blobs, found again by any substring of 3 or more characters.
 
-A layer of the index database beside `index.py` (SQLite FTS5, migration 0009), run inside the repository's
+A layer of the index database beside `index.py` (SQLite FTS5), run inside the repository's
 transactions like the other layers. One document per blob, so identical results are one document. The FTS5 table
 holds each document's trigrams, case-folded, without positions and without a copy of the text: a term's candidates
 are the documents holding every trigram of it, a superset that the repository narrows by reading each candidate (the
@@ -9,7 +9,7 @@ blob, verified like any read) and keeping it only if the term is in it. Position
 the size of the text; without them it is a fraction of it (docs/search.md has the measurements).
 
 What a namespace sees is decided here, in SQL, by its entries (`search_entries`: the indexed results it holds, kept
-in the transactions that write and forget them, so always a subset of what `visible_references` lets it read):
+in the transactions that write and forget them, so always a subset of what its `writes` rows let it read):
 candidates are only documents with an entry of the namespace, and every statistic a ranking uses (how many results
 the namespace has, their bytes, how many hold a term) is counted over those alone (`search_namespaces` keeps the
 first two), so no other namespace's results can change a hit, its rank or a count.
@@ -36,7 +36,6 @@ from typing import Any, Protocol
 from casstore.database import NOW_SQL, UnitOfWork
 from casstore.errors import InvalidReferenceError
 from casstore.exact_match import Grading
-from casstore.index_queries import REFERENCE_OF_DIGEST
 from casstore.references import parse_reference
 
 # Characters in a trigram, FTS5's `trigram` tokenizer's unit: a term shorter than this cannot be looked up.
@@ -122,6 +121,7 @@ class SearchText(Protocol):
     def add_text(self, work: UnitOfWork, *, document: int, text: str) -> None: ...
     def remove_text(self, work: UnitOfWork, *, document: int, text: str | None) -> None: ...
     def clear_text(self, work: UnitOfWork) -> None: ...
+    def purge(self, work: UnitOfWork) -> None: ...
     def stray_rows(self, connection: Any) -> int: ...
     def finds(self, connection: Any, *, document: int, text: str) -> bool: ...
     def index_bytes(self, connection: Any) -> int: ...
@@ -300,9 +300,7 @@ def index_pending(work: UnitOfWork, engine: SearchText, *, namespace: str, diges
         return True
     add(work, engine, digest=digest, text=text)
     visible = connection.execute(
-        f"SELECT 1 FROM namespace_references r WHERE {REFERENCE_OF_DIGEST} "
-        "AND r.namespace_id = (SELECT id FROM namespaces WHERE namespace = ?) LIMIT 1",
-        (digest, digest, namespace),
+        "SELECT 1 FROM writes WHERE digest = ? AND namespace = ? LIMIT 1", (digest, namespace)
     ).fetchone()
     if visible is not None:
         add_entry(work, namespace=namespace, digest=digest, write_id=int(row[0]))
@@ -416,9 +414,7 @@ def stray_entries(connection: Any) -> int:
     """:returns: How many entries have no document, or a reference no longer visible in their namespace."""
     row = connection.execute(
         "SELECT count(*) FROM search_entries e WHERE NOT EXISTS (SELECT 1 FROM search_documents d "
-        "JOIN namespace_references r ON (r.blob_id = (SELECT b.id FROM blobs b WHERE b.digest = d.digest) "
-        "OR (r.blob_id IS NULL AND r.digest = d.digest)) "
-        "JOIN namespaces n ON n.id = r.namespace_id AND n.namespace = e.namespace WHERE d.id = e.document)"
+        "JOIN writes w ON w.digest = d.digest AND w.namespace = e.namespace WHERE d.id = e.document)"
     ).fetchone()
     return int(row[0])
 
@@ -465,7 +461,7 @@ def unindexed_blobs(connection: Any, *, after: str, limit: int | None) -> list[t
     rows = connection.execute(
         "SELECT b.digest, EXISTS (SELECT 1 FROM writes w WHERE w.digest = b.digest AND w.kind = 'text') "
         "FROM blobs b WHERE b.digest > ? "
-        "AND EXISTS (SELECT 1 FROM namespace_references r WHERE r.blob_id = b.id) "
+        "AND EXISTS (SELECT 1 FROM writes w WHERE w.digest = b.digest) "
         "AND NOT EXISTS (SELECT 1 FROM search_documents d WHERE d.digest = b.digest) "
         "ORDER BY b.digest" + ("" if limit is None else " LIMIT ?"),
         (after,) if limit is None else (after, limit),
@@ -530,7 +526,7 @@ class Fts5Text:
 
     exact = False
     # Writers are serialized by SQLite's write lock: the highest id is the caller's write.
-    last_write_sql = "SELECT max(id) FROM write_log"
+    last_write_sql = "SELECT max(id) FROM writes"
     json_refs_sql = "json_each(o.refs) part"
     contains_sql = "instr({}, ?) > 0"
 
@@ -551,6 +547,13 @@ class Fts5Text:
     def clear_text(self, work: UnitOfWork) -> None:
         """Remove every trigram."""
         work.connection.execute("INSERT INTO search_text (search_text) VALUES ('delete-all')")
+
+    def purge(self, work: UnitOfWork) -> None:
+        """
+        Rewrite the trigram segments as one (FTS5's `optimize`), inside the caller's write transaction: a removal
+        only adds delete markers, and the removed documents' trigrams stay in older segments until they are merged.
+        """
+        work.connection.execute("INSERT INTO search_text (search_text) VALUES ('optimize')")
 
     def stray_rows(self, connection: Any) -> int:
         """:returns: How many rows of trigrams belong to no document (left by removing a damaged blob's document)."""

@@ -6,8 +6,7 @@ parent it reached that step by creating a marker file, and waits there to be kil
 
 `mode` is `training` (stall after a dictionary was trained, before it is stored), `storing-dictionary` (inside the
 transaction that stores it), `delta` (inside the transaction of a write whose blob is a delta, its rows written) or
-`gc` (inside gc's transaction, after it deleted a blob) or `compacting` (inside a transaction of gc's compaction of the
-frames' chunks, after it moved a frame). Writers print `number<TAB>reference` once each write has
+`gc` (inside gc's transaction, after it deleted a blob). Writers print `number<TAB>reference` once each write has
 returned, flushed, so the parent knows what was reported before the kill.
 """
 
@@ -72,7 +71,7 @@ def _stall_on(owner: Any, name: str, *, marker: Path, at: int, when: Any = None)
 def main() -> None:
     root, mode, marker, at = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), int(sys.argv[4])
     learning.TRAIN_AFTER = TRAIN_AFTER
-    from casstore import ContentAddressedToolResultStore, frame_chunks
+    from casstore import ContentAddressedToolResultStore
     from casstore.blobs import BlobStore
     from casstore.maintenance import collect_garbage
 
@@ -84,11 +83,8 @@ def main() -> None:
         _stall_on(
             BlobStore, "put", marker=marker, at=at, when=lambda _self, _work, staged, **_: staged.encoding == "delta"
         )
-    elif mode in ("gc", "compacting"):
-        if mode == "gc":
-            _stall_on(BlobStore, "delete_if_collectable", marker=marker, at=at)
-        else:
-            _stall_on(frame_chunks, "move", marker=marker, at=at)
+    elif mode == "gc":
+        _stall_on(BlobStore, "delete_if_collectable", marker=marker, at=at)
         with ContentAddressedToolResultStore(root) as store:
             collect_garbage(store, namespace="alice", grace=timedelta(0))
         return

@@ -54,15 +54,28 @@ class ServerStartError(RuntimeError):
     """A test server did not start; the message says why and ends with the tail of its log."""
 
 
+# The fixed ports of docs/shared-store.md's "try it on one machine" servers: PostgreSQL, and SeaweedFS's S3 gateway,
+# master, volume and filer (HTTP, then gRPC). No test server takes one, so the test that runs the page's commands
+# (tests/test_shared_docs.py) finds them free while other test workers run servers of their own beside it.
+DOCS_PORTS = frozenset({5432, 8333, 9333, 8080, 8888, 18333, 19333, 18080, 18888})
+
+
 def free_ports(count: int) -> list[int]:
-    """:returns: `count` distinct TCP ports free on 127.0.0.1 right now (each bound at once, then let go)."""
+    """
+    :returns: `count` distinct TCP ports free on 127.0.0.1 right now (each bound at once, then let go), none of
+        `DOCS_PORTS`.
+    """
     sockets = []
     try:
-        for _ in range(count):
+        # Bounded: a socket on a docs port stays bound until the end, so each try gets another port.
+        for _ in range(count + len(DOCS_PORTS)):
             listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             listener.bind((LOOPBACK, 0))
             sockets.append(listener)
-        return [listener.getsockname()[1] for listener in sockets]
+            ports = [port for port in (held.getsockname()[1] for held in sockets) if port not in DOCS_PORTS]
+            if len(ports) == count:
+                return ports
+        raise ServerStartError(f"no {count} free ports on {LOOPBACK} outside the docs' {sorted(DOCS_PORTS)}")
     finally:
         for listener in sockets:
             listener.close()

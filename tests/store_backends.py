@@ -22,6 +22,7 @@ from obstore.store import from_url
 from casstore import ContentAddressedToolResultStore, ReferenceNotFoundError, SharedToolResultStore
 from casstore.blob_location import MARKER_NAME
 from casstore.object_blobs import object_name
+from casstore.postgres import read_times_as_text
 from casstore.store import DEFAULT_INLINE_MAX, RepositoryToolResultStore
 from tests.helpers import create_store
 from tests.servers import S3Location
@@ -149,7 +150,7 @@ class LocalBackend(Backend):
 
     def fail_writes_of_key(self, key: str) -> None:
         self.execute(
-            f"CREATE TRIGGER fail_key BEFORE INSERT ON write_log WHEN NEW.key = '{key}' "
+            f"CREATE TRIGGER fail_key BEFORE INSERT ON writes WHEN NEW.key = '{key}' "
             "BEGIN SELECT RAISE(ABORT, 'no space left on device'); END"
         )
 
@@ -180,7 +181,8 @@ class SharedBackend(Backend):
     @property
     def connection(self) -> "psycopg.Connection[Any]":
         if self._connection is None:
-            self._connection = psycopg.connect(self.index_url, autocommit=True)
+            self._connection = psycopg.connect(self.index_url, autocommit=True, options="-c TimeZone=UTC")
+            read_times_as_text(self._connection)  # times compared with the local store's, as casstore reads them
         return self._connection
 
     def rows(self, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -211,7 +213,7 @@ class SharedBackend(Backend):
             "CREATE FUNCTION fail_key() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
             f"IF NEW.key = '{key}' THEN RAISE EXCEPTION 'no space left on device'; END IF; RETURN NEW; END $$"
         )
-        self.execute("CREATE TRIGGER fail_key BEFORE INSERT ON write_log FOR EACH ROW EXECUTE FUNCTION fail_key()")
+        self.execute("CREATE TRIGGER fail_key BEFORE INSERT ON writes FOR EACH ROW EXECUTE FUNCTION fail_key()")
 
     def close(self) -> None:
         try:
@@ -242,19 +244,6 @@ def make_backend(kind: str, request: pytest.FixtureRequest, folder: Path) -> Bac
             request.getfixturevalue("monkeypatch"),
         )
     raise ValueError(kind)
-
-
-def as_before_blob_location(index_url: str, s3: S3Location) -> None:
-    """
-    Turn a shared store into what one made before its index recorded its blob location (migration 0022): no
-    `store_settings` table, 0022 not recorded as applied (opening the store applies it again), and no marker object
-    at the blob location. For the tests that turn an index back into an older migration's.
-    """
-    with psycopg.connect(index_url, autocommit=True) as connection:
-        connection.execute("DROP TABLE IF EXISTS store_settings")
-        connection.execute("DELETE FROM _casstore_migrations WHERE name = '0022_store_settings'")
-    bucket, prefix = open_bucket(s3)
-    obstore.delete(bucket, f"{prefix}/{MARKER_NAME}")
 
 
 def readable(store: RepositoryToolResultStore, references: list[str]) -> list[bool]:

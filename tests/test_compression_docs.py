@@ -39,7 +39,7 @@ def test_the_python_example_runs(tmp_path: Path) -> None:
     finally:
         os.chdir(previous)
     with contextlib.closing(sqlite3.connect(tmp_path / "tool_results" / "index.db")) as connection:
-        assert connection.execute("SELECT encoding FROM blob_encodings").fetchall() == [("plain",)]
+        assert connection.execute("SELECT encoding FROM blobs").fetchall() == [("plain",)]
 
 
 @pytest.mark.parametrize("query", _blocks("sql"), ids=lambda query: query.splitlines()[0][:60])

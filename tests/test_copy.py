@@ -9,6 +9,7 @@ import sys
 from collections import Counter
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -16,6 +17,7 @@ import pytest
 from casstore import CompactionRecord, ContentAddressedToolResultStore, OffloadRecord, SharedToolResultStore
 from casstore.copying import copy_store
 from casstore.maintenance import verify
+from casstore.postgres import read_times_as_text
 from tests.servers import S3Location
 
 WRITES: list[tuple[str, str, str | bytes]] = [
@@ -51,14 +53,21 @@ def _local_writes(root: Path) -> Counter[KEY]:
         return Counter(tuple(row) for row in rows)
 
 
+def _connect(url: str) -> "psycopg.Connection[Any]":
+    """A connection that reads `timestamptz` as casstore does, so times compare with the local store's text."""
+    connection = psycopg.connect(url, options="-c TimeZone=UTC")
+    read_times_as_text(connection)
+    return connection
+
+
 def _shared_writes(url: str) -> Counter[KEY]:
-    with psycopg.connect(url) as connection:
+    with _connect(url) as connection:
         rows = connection.execute("SELECT namespace, key, digest, kind, size, reference, written_at FROM writes")
         return Counter(tuple(row) for row in rows)
 
 
 def _shared_offloads(url: str) -> list[tuple[object, ...]]:
-    with psycopg.connect(url) as connection:
+    with _connect(url) as connection:
         return sorted(
             connection.execute(
                 "SELECT compaction_id, namespace, tool_name, tool_call_id, refs, original_tokens, saved_tokens, "
@@ -75,7 +84,7 @@ _COMPACTIONS = (
 
 def _assert_same_content(root: Path, url: str, location: S3Location, references: dict[tuple[str, str], str]) -> None:
     assert _shared_writes(url) == _local_writes(root)  # as many writes per namespace, key, content, kind and time
-    with closing(sqlite3.connect(root / "index.db")) as connection, psycopg.connect(url) as shared_connection:
+    with closing(sqlite3.connect(root / "index.db")) as connection, _connect(url) as shared_connection:
         local_compactions = connection.execute(_COMPACTIONS).fetchall()
         assert [tuple(row) for row in shared_connection.execute(_COMPACTIONS).fetchall()] == local_compactions
     assert len(local_compactions) == 2 and {row[5] for row in local_compactions} == {1000, None}
@@ -118,7 +127,7 @@ def test_a_copy_moves_everything_once(tmp_path: Path, postgres_url: str, s3_buck
     assert again.compactions_copied == 0
     _assert_same_content(root, postgres_url, s3_bucket_url, references)
     times = "SELECT digest, first_seen, last_seen FROM blobs ORDER BY digest"
-    with psycopg.connect(postgres_url) as connection:
+    with _connect(postgres_url) as connection:
         shared_times = connection.execute(times).fetchall()
     with closing(sqlite3.connect(root / "index.db")) as local:  # each blob keeps its times
         assert shared_times == local.execute(times).fetchall()

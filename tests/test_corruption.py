@@ -97,13 +97,20 @@ def test_a_deleted_blob_row_raises_corrupt_blob_error(store: ContentAddressedToo
 def test_verify_checks_what_read_reads_when_a_file_blob_has_a_leftover_frame(
     file_store: ContentAddressedToolResultStore,
 ) -> None:
-    """A damaged index where a blob kept in a file also has a frame row: `read` reads the frame, so `verify` must."""
+    """
+    A damaged index where a blob kept in a file also has a frame row: its row says where it is (`stored_in`), so
+    `read` and `verify` both read the file, and a damaged file is damage to both.
+    """
     reference = file_store.write(key="a.txt", content=CONTENT)
     with contextlib.closing(sqlite3.connect(file_store.root / "index.db")) as connection, connection:
         connection.execute(
-            "INSERT INTO blob_frames (blob_id, frame, size) SELECT id, X'00112233', size FROM blobs WHERE digest = ?",
+            "INSERT INTO blob_frames (blob_id, frame) SELECT id, X'00112233' FROM blobs WHERE digest = ?",
             (blake3_hex(CONTENT.encode()),),
         )
+    assert file_store.read(reference) == CONTENT
+    assert verify(file_store).ok
+    (path,) = blob_files(file_store.root)
+    path.write_bytes(b"\x00\x11\x22\x33")
     with pytest.raises(CorruptBlobError, match="not a zstd frame"):
         file_store.read(reference)
     report = verify(file_store)

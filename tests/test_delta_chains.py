@@ -147,8 +147,8 @@ def test_a_base_that_starts_with_zstds_dictionary_magic_is_stored_as_one_and_rea
     with ContentAddressedToolResultStore(root) as store:
         references = [store.write(key=f"{n}_read_file_call_{n}.bin", content=data) for n, data in enumerate(versions)]
     with contextlib.closing(sqlite3.connect(root / "index.db")) as connection:
-        encodings = dict(connection.execute("SELECT digest, encoding FROM blob_locations").fetchall())
-    assert [encodings[content_digest(data)] for data in versions] == [None, "delta", "delta"]  # NULL: plain
+        encodings = dict(connection.execute("SELECT digest, encoding FROM blobs").fetchall())
+    assert [encodings[content_digest(data)] for data in versions] == ["plain", "delta", "delta"]
     with ContentAddressedToolResultStore(root) as store:
         assert [store.read(reference) for reference in reversed(references)] == list(reversed(versions))
         assert verify(store.repository).ok

@@ -13,6 +13,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from casstore.demo import COMMAND_VARIABLE, command_name
 
@@ -149,7 +151,60 @@ def _dev_script() -> ModuleType:
 
 def test_the_quick_tier_leaves_out_only_the_tests_marked_slow() -> None:
     arguments = _dev_script().pytest_arguments
-    assert arguments(["--quick"]) == ["-m", "not slow"]
-    assert arguments(["--quick", "-k", "gc", "-x"]) == ["-m", "not slow", "-k", "gc", "-x"]
-    assert arguments(["-k", "gc"]) == ["-k", "gc"]  # the full run passes everything on as it came
-    assert arguments([]) == []
+    assert arguments(["--quick"], cores=1) == ["-m", "not slow"]
+    assert arguments(["--quick", "-k", "gc", "-x"], cores=1) == ["-m", "not slow", "-k", "gc", "-x"]
+    assert arguments(["-k", "gc"], cores=1) == ["-k", "gc"]  # the full run passes everything on as it came
+    assert arguments([], cores=1) == []
+
+
+def test_both_tiers_run_a_worker_more_than_cores_up_to_a_limit() -> None:
+    dev = _dev_script()
+    assert dev.pytest_arguments([], cores=2) == ["-n", "3"]
+    assert dev.pytest_arguments(["--quick", "-x"], cores=2) == ["-n", "3", "-m", "not slow", "-x"]
+    assert dev.pytest_arguments(["-k", "gc"], cores=4) == ["-n", "5", "-k", "gc"]
+    assert dev.pytest_arguments([], cores=64) == ["-n", str(dev.MAX_WORKERS)]
+
+
+def test_one_test_file_runs_in_one_process_and_more_run_in_parallel() -> None:
+    arguments = _dev_script().pytest_arguments
+    one = str(ROOT / "tests" / "test_store.py")
+    other = str(ROOT / "tests" / "test_cli.py")
+    assert arguments([one, "-q"], cores=2) == [one, "-q"]
+    assert arguments([f"{one}::test_a", f"{one}::test_b"], cores=2) == [f"{one}::test_a", f"{one}::test_b"]
+    assert arguments(["--quick", one], cores=2) == ["-m", "not slow", one]
+    assert arguments([one, other], cores=2) == ["-n", "3", one, other]
+    assert arguments([str(ROOT / "tests")], cores=2) == ["-n", "3", str(ROOT / "tests")]
+
+
+@pytest.mark.parametrize("choice", [["-n", "4"], ["-n4"], ["--numprocesses=3"], ["-p", "no:xdist"], ["--pdb"]])
+def test_the_callers_own_choice_of_workers_is_kept(choice: list[str]) -> None:
+    assert _dev_script().pytest_arguments([*choice, "-x"], cores=2) == [*choice, "-x"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    given_arguments=st.lists(
+        st.sampled_from(["--quick", "-x", "-q", "-k", "gc", "-n", "2", "tests", "tests/test_cli.py", "nowhere.py"]),
+        max_size=6,
+    ),
+    cores=st.integers(min_value=1, max_value=100),
+)
+def test_every_argument_is_passed_on_in_order_and_workers_are_added_at_most_once(
+    given_arguments: list[str], cores: int
+) -> None:
+    passed = _dev_script().pytest_arguments(given_arguments, cores=cores)
+    kept = [argument for argument in given_arguments if argument != "--quick"]
+    quick = ["-m", "not slow"] if "--quick" in given_arguments else []
+    added = passed[: len(passed) - len(quick) - len(kept)]
+    assert passed[len(added) :] == quick + kept
+    assert added in ([], ["-n", str(min(cores + 1, 8))])
+    if "-n" in given_arguments or cores == 1:
+        assert added == []
+
+
+def test_the_tests_may_cache_bytecode_whatever_the_callers_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.setenv("CASSTORE_SOMETHING", "kept")
+    environment = _dev_script()._test_environment()
+    assert "PYTHONDONTWRITEBYTECODE" not in environment
+    assert environment["CASSTORE_SOMETHING"] == "kept"

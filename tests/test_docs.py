@@ -89,3 +89,47 @@ def test_the_store_pages_error_table_is_every_error_with_its_bases() -> None:
         for error in errors
         if error is not casstore.CasStoreError  # the page says every error derives from it
     }
+
+
+# Each page of docs/ is short enough to read, and says what the system is, not how it came to be: no migration's
+# number or name (the baseline's aside), no "since"/"before"/"until" a migration, no fix, no measurement of a named
+# commit. History belongs in CHANGELOG.md.
+MAX_PAGE_BYTES = 15_000
+_HISTORY = re.compile(
+    r"\bmigrations? 0\d{3}\b"
+    r"|\b(?:since|before|until|after) (?:migration )?0\d{3}\b"
+    r"|\b0(?!001_baseline)\d{3}_[a-z]"
+    r"|\bthis fix\b"
+    r"|\bcommit `[0-9a-f]{7,40}`"
+    r"|\((?:main at )?`[0-9a-f]{7,40}`[,)]",
+    flags=re.IGNORECASE,
+)
+
+
+def test_the_history_wording_rule_catches_history_and_spares_the_present() -> None:
+    for history in [
+        "a view since migration 0013",
+        "since 0019 the times are milliseconds",
+        "migrations 0016 and 0017",
+        "`0011_leaner_history`",
+        "(commit `b4d137b`)",
+        "measured at commit `861c761`",
+        "before the layers (`1165241`)",
+        "This fix took 0.2 MB off",
+    ]:
+        assert _HISTORY.search(history), history
+    for present in [
+        "`migrations/0001_baseline.sql`",
+        "the first migration is `0001_baseline`",
+        "up to 1,536 samples, 0.0890x of the baseline",
+        "digest `9b1c4e...`",
+    ]:
+        assert not _HISTORY.search(present), present
+
+
+@pytest.mark.parametrize("page", PAGES[1:], ids=lambda page: page.name)
+def test_each_page_is_under_15_kb_and_tells_no_history(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
+    assert len(text.encode("utf-8")) < MAX_PAGE_BYTES, f"{page.name}: {len(text.encode('utf-8'))} bytes"
+    history = [line for line in text.splitlines() if _HISTORY.search(line)]
+    assert not history, f"{page.name}: history belongs in CHANGELOG.md: {history}"

@@ -10,7 +10,6 @@ from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner, Result
 
 from casstore import ContentAddressedToolResultStore, SharedToolResultStore
@@ -208,26 +207,3 @@ def test_the_shared_stores_report_says_what_happens_to_the_space(postgres_url: s
         # VACUUM gives the empty pages at the tables' ends back: the frames' pages, all deleted, go.
         assert vacuumed.index_bytes_after < report.index_bytes_after
         store.write(key="after.txt", content="still writable")
-
-
-@pytest.mark.slow
-def test_the_gc_disk_benchmark_runs_small(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from benchmarks.gc_disk import main
-
-    result_path = tmp_path / "gc_disk.json"
-    arguments = ["--size-mb", "4", "--workdir", str(tmp_path / "work"), "--json", str(result_path), "--quiet"]
-    assert main(arguments) == 0
-    result = json.loads(result_path.read_text())
-    assert result["built"]["stored_bytes"] >= 4 * 10**6 and result["built"]["old"] > 0
-    for run in ("gc", "max_size", "conversion"):
-        writer = result[run]["writer"]
-        assert writer["before gc"]["writes"] > 0 and writer["before gc"]["failed"] == 0
-        assert all(waits["failed"] == 0 for waits in writer.values())
-        assert result[run]["gc_seconds"] > 0
-    index_before, index_after = result["gc"]["index_bytes"]
-    assert index_after < index_before * 0.75  # half the results were forgotten, and their space went back
-    assert result["gc"]["report"]["index_space"] == "returned"
-    limited = result["max_size"]["report"]
-    assert limited["needed_bytes_after"] <= limited["max_size"] < limited["needed_bytes_before"]
-    assert result["conversion"]["auto_vacuum_after"] == 2 and result["conversion"]["report"]["index_space"] == "rebuilt"
-    assert "| gc | return_free_space |" in capsys.readouterr().out

@@ -206,6 +206,31 @@ def test_processes_creating_the_same_store_at_once_create_it_once(tmp_path: Path
         assert report.clean and report.blobs_checked == 1 + 2 * processes
 
 
+def test_the_first_write_waits_while_another_process_holds_the_new_index_files_write_lock(tmp_path: Path) -> None:
+    # A process creating the same index at once has written the new file's first page and holds its write lock, as
+    # while it switches the file to its write-ahead log: SQLite refuses another connection's switch at once then,
+    # without waiting its busy timeout, so the store must wait for the lock itself.
+    root = tmp_path / "store"
+    root.mkdir()
+    other = sqlite3.connect(root / "index.db", isolation_level=None, check_same_thread=False)
+    other.execute("PRAGMA auto_vacuum = INCREMENTAL")
+    other.execute("PRAGMA user_version = 0")  # the first page written, still in the rollback journal's mode
+    other.execute("BEGIN IMMEDIATE")
+    release = threading.Timer(1.0, other.execute, args=("COMMIT",))
+    release.start()
+    try:
+        with ContentAddressedToolResultStore(root) as store:
+            reference = store.write(key="a.txt", content="written once the other let go\n")
+            assert store.read(reference) == "written once the other let go\n"
+    finally:
+        release.join(timeout=30)
+        other.close()
+    with contextlib.closing(sqlite3.connect(root / "index.db")) as connection:
+        assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        names = [name for (name,) in connection.execute("SELECT name FROM _sqlite_migrations ORDER BY id")]
+    assert names == list(MIGRATION_NAMES)
+
+
 def test_threads_doing_the_first_write_of_one_store_object_at_once(tmp_path: Path) -> None:
     store = ContentAddressedToolResultStore(tmp_path / "store")
     start = threading.Barrier(8)

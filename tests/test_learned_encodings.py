@@ -7,7 +7,6 @@ never wrong bytes, and `learn=False` turns them off while everything stays reada
 import contextlib
 import os
 import random
-import shutil
 import signal
 import sqlite3
 import subprocess
@@ -80,8 +79,14 @@ def digest_of(reference: str) -> str:
 
 
 def encodings(backend: Backend) -> dict[str, tuple[str, str | None]]:
-    """:returns: Each blob's `(encoding, needs)` from the documented view `blob_encodings`."""
-    return {row[0]: (row[1], row[2]) for row in backend.rows("SELECT digest, encoding, needs FROM blob_encodings")}
+    """:returns: Each blob's `(encoding, needs)`: its `blobs.encoding`, and its dictionary's or base's digest."""
+    return {
+        row[0]: (row[1], row[2])
+        for row in backend.rows(
+            "SELECT b.digest, b.encoding, coalesce(k.digest, n.digest) FROM blobs b "
+            "LEFT JOIN dictionaries k ON k.id = b.dictionary_id LEFT JOIN blobs n ON n.id = b.base_id"
+        )
+    }
 
 
 def train_a_dictionary(
@@ -118,9 +123,7 @@ def test_a_near_copy_is_stored_as_a_delta_of_its_earlier_version(backend: Backen
 def test_small_results_of_a_tool_get_a_trained_dictionary(backend: Backend) -> None:
     store = backend.open()
     written = train_a_dictionary(store)
-    dictionaries = backend.rows(
-        "SELECT b.digest, d.tool, d.samples, d.active FROM dictionaries d JOIN blobs b ON b.id = d.blob_id"
-    )
+    dictionaries = backend.rows("SELECT digest, tool, samples, active FROM dictionaries")
     assert [(tool, active) for _, tool, _, active in dictionaries] == [("stat.txt", 1)]
     assert dictionaries[0][2] == TRAIN_AFTER
     dictionary = dictionaries[0][0]
@@ -131,9 +134,12 @@ def test_small_results_of_a_tool_get_a_trained_dictionary(backend: Backend) -> N
     other = backend.open()
     for reference, content in written.items():
         assert other.read(reference) == content
-    assert other.repository.blob_dependencies([digest_of(with_dictionary[0])]) == {dictionary}
+    # The dictionary is no blob: its bytes are in its row, with the results it was trained on.
+    assert other.repository.blob_dependencies([digest_of(with_dictionary[0])]) == set()
+    trained_on = {row[0] for row in backend.rows("SELECT digest FROM dictionary_samples")}
+    assert trained_on and trained_on <= {digest_of(reference) for reference in written}
     report = verify(other)
-    assert report.clean and report.blobs_checked == len(written) + 1
+    assert report.clean and report.blobs_checked == len(written)
 
 
 def incompressible(number: int) -> bytes:
@@ -155,7 +161,7 @@ def test_a_dictionary_that_does_not_beat_plain_frames_on_held_out_results_is_not
         assert store.repository.learning_figures()["trainings"] >= 1
     with contextlib.closing(sqlite3.connect(root / "index.db")) as connection:
         dictionaries = connection.execute("SELECT count(*) FROM dictionaries").fetchone()[0]
-        kinds = {row[0] for row in connection.execute("SELECT encoding FROM blob_encodings")}
+        kinds = {row[0] for row in connection.execute("SELECT encoding FROM blobs")}
     assert (dictionaries == 1, "dictionary" in kinds) == (adopted, adopted)
 
 
@@ -248,7 +254,7 @@ def test_forgetting_the_namespace_that_wrote_a_base_keeps_it_while_a_delta_needs
     assert verify(fresh).clean
     # Once bob forgets too, the delta goes and then its base, in the same collection.
     report = collect_garbage(fresh, namespace="bob", grace=timedelta(0))
-    assert report.blobs_deleted == 2 and backend.count("blobs") == 0 and backend.count("blob_dependencies") == 0
+    assert report.blobs_deleted == 2 and backend.count("blobs") == 0
 
 
 def test_a_base_that_a_delta_comes_to_need_after_gc_listed_it_is_kept(backend: Backend) -> None:
@@ -301,26 +307,21 @@ def test_retention_by_size_counts_the_base_a_kept_delta_needs(backend: Backend) 
 def test_gc_keeps_the_dictionary_in_use_and_the_retired_one_while_blobs_need_it(backend: Backend) -> None:
     store = backend.open(namespace="alice")
     train_a_dictionary(store)
-    (dictionary,) = [row[0] for row in backend.rows("SELECT blob_id FROM dictionaries")]
     backend.execute("UPDATE dictionaries SET active = 0")  # as when a better one replaced it
     other = backend.open(namespace="bob")
     kept = other.write(key="1_notes_call_x.txt", content="kept by bob")
     _age_everything(backend)
     # Alice's results go; her dictionary's dependents go with them, and then the dictionary, retired and unneeded.
-    collect_garbage(store, namespace="alice", grace=timedelta(0))
-    assert backend.rows("SELECT count(*) FROM blobs WHERE id = ?", (dictionary,)) == [(0,)]
-    assert backend.count("dictionaries") == 0
+    report = collect_garbage(store, namespace="alice", grace=timedelta(0))
+    assert report.dictionaries_deleted == 1 and backend.count("dictionaries") == 0
+    assert backend.count("dictionary_samples") == 0
     assert other.read(kept) == "kept by bob"
-    # A dictionary in use stays through the grace period even when nothing needs it yet, and goes after it: a store
+    # A dictionary in use goes once the results it was trained on are all deleted and no kept blob uses it: a store
     # whose writes are all forgotten keeps nothing they taught it.
     third = backend.open(namespace="carol")
     train_a_dictionary(third, tool="find")
-    backend.execute(
-        "UPDATE blobs SET last_seen = ? WHERE id NOT IN (SELECT blob_id FROM dictionaries)", (LONG_AGO,)
-    )  # carol's results are old; the dictionary was trained just now
     collect_garbage(third, namespace="carol", grace=timedelta(hours=1))
-    assert backend.count("dictionaries") == 1
-    assert backend.rows("SELECT count(*) FROM blob_encodings WHERE encoding != 'plain'") == [(0,)]
+    assert backend.count("dictionaries") == 1  # its samples wait out the grace period
     _age_everything(backend)
     collect_garbage(third, grace=timedelta(0))
     assert backend.count("dictionaries") == 0 and backend.rows("SELECT count(*) FROM blobs") == [(1,)]  # bob's
@@ -334,16 +335,16 @@ def test_a_retired_dictionary_stays_while_a_kept_blob_needs_it(backend: Backend)
     """gc keeps a dictionary nothing references and no write uses any more while a kept frame needs it."""
     alice, bob = backend.open(namespace="alice"), backend.open(namespace="bob")
     train_a_dictionary(alice)
-    (dictionary,) = [
-        row[0] for row in backend.rows("SELECT b.digest FROM dictionaries d JOIN blobs b ON b.id = d.blob_id")
-    ]
+    (dictionary,) = [row[0] for row in backend.rows("SELECT digest FROM dictionaries")]
     kept = {bob.write(key=f"{n}_stat_call_{n:016x}.txt", content=record(50_000 + n)): n for n in range(5)}
     assert {encodings(backend)[digest_of(reference)] for reference in kept} == {("dictionary", dictionary)}
     backend.execute("UPDATE dictionaries SET active = 0")  # as when a better one replaced it
     _age_everything(backend)
     report = collect_garbage(alice, namespace="alice", grace=timedelta(0))
     assert report.blobs_deleted > 0  # alice's results went
-    assert backend.rows("SELECT count(*) FROM blobs WHERE digest = ?", (dictionary,)) == [(1,)]
+    assert backend.rows("SELECT count(*) FROM dictionaries WHERE digest = ?", (dictionary,)) == [(1,)]
+    # It holds fragments of alice's deleted results, and stays while bob's blobs need it: gc says so.
+    assert report.dictionaries_deleted == 0 and report.dictionaries_kept == 1
     fresh = backend.open(namespace="bob")
     assert all(fresh.read(reference) == record(50_000 + n) for reference, n in kept.items())
     assert verify(fresh).clean
@@ -361,14 +362,11 @@ def _damage_frame(backend: Backend, digest: str) -> None:
 def test_a_damaged_dictionary_is_damage_of_every_blob_that_needs_it(backend: Backend) -> None:
     store = backend.open()
     written = train_a_dictionary(store)
-    (dictionary,) = [
-        row[0]
-        for row in backend.rows(
-            "SELECT digest FROM blob_encodings WHERE needs IS NULL AND digest IN (SELECT needs FROM blob_encodings)"
-        )
-    ]
+    (dictionary,) = [row[0] for row in backend.rows("SELECT digest FROM dictionaries")]
     dependents = {digest for digest, (_, needs) in encodings(backend).items() if needs == dictionary}
-    _damage_frame(backend, dictionary)
+    # Its bytes in the table changed: a valid dictionary of the same size, trained on nothing of ours.
+    (size,) = backend.rows("SELECT length(data) FROM dictionaries")[0]
+    backend.execute("UPDATE dictionaries SET data = ?", (bytes(size),))
     fresh = backend.open()  # nothing cached: what is read comes from the index
     for reference in written:
         if digest_of(reference) in dependents:
@@ -388,33 +386,29 @@ def test_a_damaged_or_forged_base_never_gives_wrong_bytes(backend: Backend) -> N
     other = store.write(key="1_pytest_call_z.txt", content=listing(0, seed=9))
     delta = store.write(key="2_pytest_call_b.txt", content=listing(4))
     assert encodings(backend)[digest_of(delta)] == ("delta", digest_of(base))
+    delta_row = "digest = '" + digest_of(delta) + "'"
     # The delta's row made to name another base: decoding against it cannot give the content's digest.
     backend.execute(
-        "UPDATE blob_dependencies SET needs_id = (SELECT id FROM blobs WHERE digest = ?)", (digest_of(other),)
+        f"UPDATE blobs SET base_id = (SELECT id FROM blobs WHERE digest = ?) WHERE {delta_row}", (digest_of(other),)
     )
     with pytest.raises(CorruptBlobError):
         backend.open().read(delta)
     # A cycle (the base made a delta of its own delta) is refused, not followed for ever.
     backend.execute(
-        "UPDATE blob_dependencies SET needs_id = (SELECT id FROM blobs WHERE digest = ?)", (digest_of(base),)
+        f"UPDATE blobs SET base_id = (SELECT id FROM blobs WHERE digest = ?) WHERE {delta_row}", (digest_of(base),)
     )
-    base_id, delta_id = (
-        backend.rows("SELECT id FROM blobs WHERE digest = ?", (digest,))[0][0]
-        for digest in (digest_of(base), digest_of(delta))
-    )
-    backend.execute(
-        "INSERT INTO blob_dependencies (blob_id, needs_id, encoding) VALUES (?, ?, 'delta')", (base_id, delta_id)
-    )
+    (delta_id,) = backend.rows(f"SELECT id FROM blobs WHERE {delta_row}")[0]
+    backend.execute("UPDATE blobs SET encoding = 'delta', base_id = ? WHERE digest = ?", (delta_id, digest_of(base)))
     with pytest.raises(CorruptBlobError):
         backend.open().read(delta)
-    backend.execute("DELETE FROM blob_dependencies WHERE blob_id = ?", (base_id,))
-    # A row naming a blob that has no row at all: the delta cannot be decoded, and verify says so.
-    backend.execute("UPDATE blob_dependencies SET needs_id = ?", (10**9,))
+    backend.execute("UPDATE blobs SET encoding = 'plain', base_id = NULL WHERE digest = ?", (digest_of(base),))
+    # A row naming a base that has no row at all: the delta cannot be decoded, and verify says so.
+    backend.execute(f"UPDATE blobs SET base_id = ? WHERE {delta_row}", (10**9,))
     with pytest.raises(CorruptBlobError, match="no row"):
         backend.open().read(delta)
     assert [digest for digest, _ in verify(backend.open()).corrupt] == [digest_of(delta)]
     backend.execute(
-        "UPDATE blob_dependencies SET needs_id = (SELECT id FROM blobs WHERE digest = ?)", (digest_of(base),)
+        f"UPDATE blobs SET base_id = (SELECT id FROM blobs WHERE digest = ?) WHERE {delta_row}", (digest_of(base),)
     )
     assert backend.open().read(delta) == listing(4)
     # The base itself damaged: its delta is damaged too, for reads and for verify.
@@ -578,46 +572,6 @@ def test_a_kill_during_gc_leaves_every_needed_base_and_dictionary(at: int, store
         for reference, content in written.items():
             assert bob.read(reference) == content
         assert verify(bob).clean
-
-
-# --- Upgrading in place -----------------------------------------------------------------------------------------------
-
-
-def test_an_old_index_upgrades_in_place_and_learns_from_then_on(store_root: Path) -> None:
-    """The checked-in index of the first schema (tests/data/index-v1): its blobs stay plain and readable."""
-    source = REPOSITORY / "tests" / "data" / "index-v1"
-    shutil.copytree(source, store_root, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
-    with contextlib.closing(sqlite3.connect(store_root / "index.db")) as connection:
-        old = connection.execute("SELECT namespace, reference FROM writes ORDER BY id").fetchall()
-        old_digests = {row[0] for row in connection.execute("SELECT digest FROM blobs")}
-    stores = {
-        namespace: ContentAddressedToolResultStore(store_root, namespace=namespace) for namespace in ("alice", "bob")
-    }
-    try:
-        before = {reference: stores[namespace].read(reference) for namespace, reference in old}
-        assert "0008_learned_encodings" in _applied(store_root)
-        base = stores["alice"].write(key="9_pytest_call_a.txt", content=listing(0))
-        delta = stores["alice"].write(key="9_pytest_call_b.txt", content=listing(2))
-        written = train_a_dictionary(stores["bob"])
-        for namespace, reference in old:
-            assert stores[namespace].read(reference) == before[reference]
-        assert stores["alice"].read(delta) == listing(2)
-        for reference, content in written.items():
-            assert stores["bob"].read(reference) == content
-        assert verify(stores["alice"]).clean
-    finally:
-        for store in stores.values():
-            store.close()
-    with contextlib.closing(sqlite3.connect(store_root / "index.db")) as connection:
-        rows = dict(connection.execute("SELECT digest, encoding FROM blob_encodings").fetchall())
-    assert {rows[digest] for digest in old_digests} == {"plain"}
-    assert rows[digest_of(delta)] == "delta" and rows[digest_of(base)] == "plain"
-    assert "dictionary" in set(rows.values())
-
-
-def _applied(root: Path) -> list[str]:
-    with contextlib.closing(sqlite3.connect(root / "index.db")) as connection:
-        return [row[0] for row in connection.execute("SELECT name FROM _sqlite_migrations ORDER BY applied_at")]
 
 
 # --- The frames, on their own -----------------------------------------------------------------------------------------

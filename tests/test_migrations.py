@@ -1,16 +1,18 @@
-"""The schema: applied with sqlite-utils' migrations, upgraded in place, and never downgraded by an old release."""
+"""
+The schema: one baseline migration per engine, plain tables, the same on both; later migrations apply on top, an
+index of a development version or of a newer release is refused and left as it was.
+"""
 
 import contextlib
-import importlib.util
-import json
 import shutil
 import sqlite3
 import subprocess
 import sys
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
+import psycopg
 import pytest
 import sqlite_utils
 
@@ -18,16 +20,22 @@ from casstore import (
     ContentAddressedToolResultStore,
     CorruptBlobError,
     IndexDamagedError,
-    ReferenceNotFoundError,
     SchemaError,
+    SharedToolResultStore,
+    postgres_schema,
+    schema,
 )
+from casstore import database as database_module
 from casstore.database import Database
 from casstore.maintenance import verify
 from casstore.postgres_schema import MIGRATION_NAMES as POSTGRES_MIGRATION_NAMES
 from casstore.schema import MIGRATION_NAMES, MIGRATION_SET, MIGRATIONS
+from casstore.store import RepositoryToolResultStore
 from tests.helpers import create_store, tree_fingerprint
+from tests.servers import S3Location
 
 REPOSITORY = Path(__file__).resolve().parent.parent
+MIGRATIONS_FOLDER = REPOSITORY / "migrations"
 INDEX_V1 = REPOSITORY / "tests" / "data" / "index-v1"
 
 
@@ -39,133 +47,169 @@ def _applied(root: Path) -> list[str]:
         db.close()
 
 
-def test_a_new_store_applies_every_migration(store: ContentAddressedToolResultStore) -> None:
-    assert _applied(store.root) == list(MIGRATION_NAMES)
-    with sqlite3.connect(store.root / "index.db") as connection:
+def test_a_new_store_applies_the_baseline(store: ContentAddressedToolResultStore) -> None:
+    assert _applied(store.root) == list(MIGRATION_NAMES) == ["0001_baseline"]
+    with contextlib.closing(sqlite3.connect(store.root / "index.db")) as connection:
         assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert connection.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATION_NAMES)
 
 
-def test_visibility_has_one_owner_and_no_trigger(store: ContentAddressedToolResultStore) -> None:
-    """
-    `visible_references` is kept by casstore's index layer alone (0006 dropped the trigger that kept half of it). The
-    triggers left only let a person move a write in time through the view `writes` (0011), write a frame through
-    the view `blob_frames` (0013), a dependency through the view `blob_dependencies` (0017) and a blob's row through
-    the view `blobs` (0019), and keep a reference's `blob_id` the id of its digest's blob row (0016, on `blob_rows`
-    since 0019), which changes no reference's visibility.
-    """
-    with sqlite3.connect(store.root / "index.db") as connection:
-        triggers = connection.execute(
-            "SELECT name, tbl_name FROM sqlite_master WHERE type = 'trigger' ORDER BY name"
+# The tables and views a person queries (docs/schema.md), besides the search index's own (`search_*`).
+TABLES = {
+    "blobs",
+    "blob_frames",
+    "writes",
+    "dictionaries",
+    "dictionary_samples",
+    "offloads",
+    "compactions",
+    "store_settings",
+}
+VIEWS = {"dedup_summary", "namespace_summary", "repeated_results", "offload_summary", "offloaded_parts"}
+
+
+def test_the_schema_is_plain_tables_no_trigger_and_read_only_views(store: ContentAddressedToolResultStore) -> None:
+    store.write(key="a.txt", content="seen")
+    with contextlib.closing(sqlite3.connect(store.root / "index.db")) as connection:
+        kinds = connection.execute(
+            "SELECT type, name FROM sqlite_master "
+            "WHERE type IN ('table', 'view', 'trigger') AND name NOT LIKE 'sqlite_%'"
         ).fetchall()
-    assert triggers == [
-        ("blob_dependencies_delete", "blob_dependencies"),
-        ("blob_dependencies_insert", "blob_dependencies"),
-        ("blob_dependencies_update", "blob_dependencies"),
-        ("blob_frames_delete", "blob_frames"),
-        ("blob_frames_insert", "blob_frames"),
-        ("blob_frames_update", "blob_frames"),
-        ("blobs_attach_references", "blob_rows"),
-        ("blobs_delete", "blobs"),
-        ("blobs_detach_references", "blob_rows"),
-        ("blobs_follow_references", "blob_rows"),
-        ("blobs_insert", "blobs"),
-        ("blobs_update", "blobs"),
-        ("key_stems_kept", "key_stems"),
-        ("writes_set_written_at", "writes"),
+        tables = {name for kind, name in kinds if kind == "table" and not name.startswith(("search_", "_sqlite"))}
+        assert tables == TABLES
+        assert {name for kind, name in kinds if kind == "view"} == VIEWS
+        assert [name for kind, name in kinds if kind == "trigger"] == []
+        # A view takes no write: nothing is written through one.
+        for view in VIEWS:
+            with pytest.raises(sqlite3.OperationalError, match="cannot modify"):
+                connection.execute(f"DELETE FROM {view}")
+
+
+def test_both_engines_have_the_same_tables_and_columns(
+    store: ContentAddressedToolResultStore, postgres_url: str, s3_bucket_url: S3Location
+) -> None:
+    store.write(key="a.txt", content="seen")
+    with contextlib.closing(sqlite3.connect(store.root / "index.db")) as connection:
+        sqlite_columns = {
+            name: [row[1] for row in connection.execute(f"SELECT * FROM pragma_table_xinfo('{name}')")]
+            for name in TABLES | VIEWS
+        }
+    SharedToolResultStore(
+        index_url=postgres_url, blob_url=s3_bucket_url.url, blob_options=s3_bucket_url.options
+    ).close()
+    with contextlib.closing(psycopg.connect(postgres_url, autocommit=True)) as connection:
+        postgres_columns = {
+            name: [
+                row[0]
+                for row in connection.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() "
+                    "AND table_name = %s ORDER BY ordinal_position",
+                    (name,),
+                )
+            ]
+            for name in TABLES | VIEWS
+        }
+    assert postgres_columns == sqlite_columns
+    assert sqlite_columns["writes"][:8] == [
+        "id",
+        "namespace",
+        "key",
+        "digest",
+        "kind",
+        "extension",
+        "size",
+        "written_at",
     ]
-    reference = store.write(key="a.txt", content="seen")
-    store.write(key="b.txt", content="seen")
-    with sqlite3.connect(store.root / "index.db") as connection:
-        rows = connection.execute("SELECT namespace, reference FROM visible_references").fetchall()
-    assert rows == [("default", reference)]
+    assert "reference" in sqlite_columns["writes"]
 
 
-def _index_v1_recipe() -> Any:
-    """The script that made `tests/data/index-v1`, loaded without running it: its `WRITES` and `OFFLOAD`."""
-    spec = importlib.util.spec_from_file_location("make_index_v1", INDEX_V1 / "make_index_v1.py")
-    assert spec is not None and spec.loader is not None
-    recipe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(recipe)
-    return recipe
-
-
-def test_an_index_of_the_first_schema_version_upgrades_in_place(store_root: Path) -> None:
-    """
-    An index and blob files written by old code, opened with today's: every reference reads back, writes go on.
-
-    `tests/data/index-v1` was written by commit 1826268 (migrations 0001 to 0003: the earliest code whose schema
-    today's migrations upgrade; the first commit's 0001 was rewritten before it). Its docstring has the commands:
-    `PYTHONPATH=<that commit's casstore, migrations inside> python tests/data/index-v1/make_index_v1.py <root>`.
-    """
-    recipe = _index_v1_recipe()
+def test_an_index_of_a_development_version_is_refused_and_left_byte_for_byte(store_root: Path) -> None:
+    """`tests/data/index-v1` was written by a development version of casstore, before the baseline schema."""
     shutil.copytree(INDEX_V1, store_root, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
-    assert _applied(store_root) == list(MIGRATION_NAMES[:3])
-    with contextlib.closing(sqlite3.connect(store_root / "index.db")) as old:
-        old_writes = old.execute("SELECT namespace, key, kind, reference FROM writes ORDER BY id").fetchall()
-    assert [(namespace, key) for namespace, key, _, _ in old_writes] == [(ns, key) for ns, key, _ in recipe.WRITES]
-    assert {kind for _, _, kind, _ in old_writes} == {"text", "binary"}
+    before = tree_fingerprint(store_root)
+    with pytest.raises(SchemaError, match="development version of casstore") as refused:
+        ContentAddressedToolResultStore(store_root)
+    assert "Start a new store" in str(refused.value)
+    assert not isinstance(refused.value, IndexDamagedError)
+    assert tree_fingerprint(store_root) == before
 
-    stores = {
-        namespace: ContentAddressedToolResultStore(store_root, namespace=namespace, inline_max=recipe.INLINE_MAX)
-        for namespace in ("alice", "bob")
-    }
-    try:
-        assert _applied(store_root) == list(MIGRATION_NAMES)
-        for (namespace, key, content), (_, _, kind, reference) in zip(recipe.WRITES, old_writes, strict=True):
-            assert kind == ("text" if isinstance(content, str) else "binary")
-            # The reference the old code returned is still the one today's code computes for the same write ...
-            assert stores[namespace].prepare_write(key=key, content=content).reference == reference
-            # ... and reads back exactly, as the type it was written with.
-            read_back = stores[namespace].read(reference)
-            assert read_back == content and type(read_back) is type(content), (namespace, key)
-        bob_only = old_writes[-2][3]  # bob's large binary: alice never wrote it
-        with pytest.raises(ReferenceNotFoundError):
-            stores["alice"].read(bob_only)
-        report = verify(stores["alice"])
-        assert report.clean and report.blobs_checked == 5, report
 
-        # Writes go on: new content, a repeat of old content in the other namespace, and a new blob file.
-        new_text = stores["alice"].write(key="5_new.txt", content="written after the upgrade")
-        repeat = stores["alice"].write(key="5_dump.bin", content=recipe.WRITES[-2][2])
-        new_large = stores["bob"].write(key="5_large.bin", content=bytes(range(256)) * 4 + recipe.WRITES[-2][2])
-        assert repeat == bob_only
-        assert stores["alice"].read(new_text) == "written after the upgrade"
-        assert stores["alice"].read(repeat) == recipe.WRITES[-2][2]
-        assert stores["bob"].read(new_large) == bytes(range(256)) * 4 + recipe.WRITES[-2][2]
-        assert verify(stores["bob"]).clean
-        large_digest = new_large.rsplit("/", 2)[1] + new_large.rsplit("/", 1)[1].removesuffix(".bin")
-        assert (store_root / "blobs" / large_digest[:2] / f"{large_digest[2:]}.zst").is_file()
-    finally:
-        for store in stores.values():
-            store.close()
+def test_a_shared_index_of_a_development_version_is_refused_unchanged(
+    postgres_url: str, s3_bucket_url: S3Location
+) -> None:
+    with contextlib.closing(psycopg.connect(postgres_url, autocommit=True)) as connection:
+        connection.execute("CREATE TABLE _casstore_migrations (id SERIAL PRIMARY KEY, name TEXT, applied_at TEXT)")
+        connection.execute("INSERT INTO _casstore_migrations (name, applied_at) VALUES ('0001_blobs_and_writes', 'x')")
+        connection.execute("CREATE TABLE write_log (id SERIAL PRIMARY KEY, key TEXT)")
+    with pytest.raises(SchemaError, match="development version of casstore"):
+        SharedToolResultStore(index_url=postgres_url, blob_url=s3_bucket_url.url, blob_options=s3_bucket_url.options)
+    with contextlib.closing(psycopg.connect(postgres_url, autocommit=True)) as connection:
+        tables = {row[0] for row in connection.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
+    assert tables == {"_casstore_migrations", "write_log"}
 
-    with contextlib.closing(sqlite3.connect(store_root / "index.db")) as check:
-        assert check.execute("SELECT writes, blobs FROM dedup_summary").fetchone() == (len(recipe.WRITES) + 3, 7)
-        offload = recipe.OFFLOAD
-        assert check.execute(
-            "SELECT compaction_id, namespace, tool_name, tool_call_id, refs, original_tokens, saved_tokens "
-            "FROM offloads"
-        ).fetchall() == [
-            (
-                offload["compaction_id"],
-                "alice",
-                offload["tool_name"],
-                offload["tool_call_id"],
-                json.dumps([old_writes[0][3]]),
-                offload["original_tokens"],
-                offload["saved_tokens"],
-            )
-        ]
-        # 0005 gave each frame kept in the index its content size, from its blob's row.
-        sizes_match = check.execute(
-            "SELECT blob_frames.size IS blobs.size FROM blob_frames JOIN blobs ON blobs.id = blob_frames.blob_id"
-        ).fetchall()
-        assert len(sizes_match) == 4 and all(match == (1,) for match in sizes_match)  # 3 old, 1 new
-        assert (
-            check.execute("SELECT count(*) FROM visible_references").fetchone()[0]
-            == (check.execute("SELECT count(*) FROM (SELECT DISTINCT namespace, reference FROM writes)").fetchone()[0])
+
+def _with_a_second_migration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make casstore's migrations the baseline plus `0002_notes` (on both engines), from a temporary folder."""
+    added = (
+        "ALTER TABLE writes ADD COLUMN note TEXT;\nCREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL);\n"
+    )
+    sqlite_folder, postgres_folder = tmp_path / "migrations", tmp_path / "migrations-postgresql"
+    for folder, source in ((sqlite_folder, MIGRATIONS_FOLDER), (postgres_folder, MIGRATIONS_FOLDER / "postgresql")):
+        folder.mkdir(parents=True)
+        shutil.copy(source / "0001_baseline.sql", folder)
+        (folder / "0002_notes.sql").write_text(
+            added.replace("INTEGER PRIMARY KEY", "BIGSERIAL PRIMARY KEY") if folder == postgres_folder else added
         )
+    migrations, names = schema.load_migrations(sqlite_folder)
+    monkeypatch.setattr(database_module, "MIGRATIONS", migrations)
+    monkeypatch.setattr(database_module, "MIGRATION_NAMES", names)
+    scripts = [(path.stem, path.read_text()) for path in sorted(postgres_folder.glob("*.sql"))]
+    monkeypatch.setattr(postgres_schema, "migration_scripts", lambda: scripts)
+    monkeypatch.setattr(postgres_schema, "MIGRATION_NAMES", tuple(name for name, _ in scripts))
+
+
+def test_a_later_migration_applies_to_a_store_with_data_and_an_older_release_refuses_it(
+    store_root: Path, tmp_path: Path, postgres_url: str, s3_bucket_url: S3Location
+) -> None:
+    def local() -> RepositoryToolResultStore:
+        return ContentAddressedToolResultStore(store_root)
+
+    def shared() -> RepositoryToolResultStore:
+        return SharedToolResultStore(
+            index_url=postgres_url, blob_url=s3_bucket_url.url, blob_options=s3_bucket_url.options
+        )
+
+    def local_applied() -> list[str]:
+        return _applied(store_root)
+
+    def shared_applied() -> list[str]:
+        return _postgres_applied(postgres_url)
+
+    engines: list[tuple[Callable[[], RepositoryToolResultStore], Callable[[], list[str]]]] = [
+        (local, local_applied),
+        (shared, shared_applied),
+    ]
+    for open_store, applied in engines:
+        with open_store() as store:
+            reference = store.write(key="a.txt", content="written under the baseline")
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            _with_a_second_migration(tmp_path / open_store.__name__, monkeypatch)
+            with open_store() as store:
+                assert store.read(reference) == "written under the baseline"
+                later = store.write(key="b.txt", content="written after 0002")
+                assert verify(store).clean
+            assert applied() == ["0001_baseline", "0002_notes"]
+        # This release knows the baseline only: it refuses the index a newer casstore migrated, and changes nothing.
+        with pytest.raises(SchemaError, match="newer casstore") as refused:
+            open_store()
+        assert "0002_notes" in str(refused.value) and "nothing was changed" in str(refused.value)
+        assert applied() == ["0001_baseline", "0002_notes"]
+        assert later
+
+
+def _postgres_applied(url: str) -> list[str]:
+    with contextlib.closing(psycopg.connect(url, autocommit=True)) as connection:
+        return [row[0] for row in connection.execute("SELECT name FROM _casstore_migrations ORDER BY id")]
 
 
 def test_an_index_from_a_newer_release_is_refused_and_left_unchanged(store_root: Path) -> None:

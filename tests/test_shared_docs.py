@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers import S3Location, postgres_binaries, weed_binary
+from tests.servers import DOCS_PORTS, S3Location, postgres_binaries, weed_binary
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "shared-store.md"
 
@@ -54,8 +54,8 @@ def test_the_readme_shared_store_example_connects(postgres_url: str, s3_bucket_u
     assert postgres_url not in completed.stdout  # the URL, with its password, is never written out
 
 
-# The fixed ports of the page's servers: PostgreSQL, and SeaweedFS's S3 gateway, master, volume and filer (HTTP, gRPC).
-TRY_PORTS = (5432, 8333, 9333, 8080, 8888, 18333, 19333, 18080, 18888)
+# The fixed ports of the page's servers, which the test servers of other workers never take (tests/servers.py).
+TRY_PORTS = sorted(DOCS_PORTS)
 
 
 def _page_block(marker: str) -> str:

@@ -1,6 +1,7 @@
 """
-The index's answer to "was this reference visible already?", on both engines: what lets a duplicate write skip the
-look-up of its blob, so it must never say yes wrongly, whatever else the schema holds (a trigger of the user's own).
+The index's answer to "is this write's blob stored?", given by the statement that records the write, on both engines:
+what lets a duplicate write skip the look-up of its blob, so it must never say yes wrongly, whatever else the schema
+holds (a trigger of the user's own).
 """
 
 from collections.abc import Iterator
@@ -17,10 +18,9 @@ _DIGEST = "c" * 64
 _WRITES = [("alice", "a.txt"), ("alice", "b.txt"), ("bob", "a.txt"), ("bob", "b.txt")]
 _REFERENCE = f"blake3/cc/{'c' * 62}.txt"
 
-# An audit table with triggers on every table a write inserts into (migration 0011's: `writes` and
-# `visible_references` are views over them): each trigger's row is a change of the connection's, not of the statement
-# that fired it.
-_TABLES = ("write_log", "namespace_references", "namespaces")
+# An audit table with a trigger on the table a write inserts into: each trigger's row is a change of the connection's,
+# not of the statement that fired it.
+_TABLES = ("writes", "offloads")
 _SQLITE_TRIGGERS = [
     "CREATE TABLE audit (what TEXT)",
     *(
@@ -73,28 +73,39 @@ def _add_blob(database: IndexDatabase) -> None:
 
 
 @pytest.mark.parametrize("triggers", [False, True], ids=["plain", "with-triggers"])
-def test_a_write_says_whether_its_reference_was_visible_already(index_database: IndexDatabase, triggers: bool) -> None:
+def test_a_write_says_whether_its_blob_is_stored(index_database: IndexDatabase, triggers: bool) -> None:
     if triggers:
         _add_triggers(index_database)
+    # No blob row: each write is recorded all the same, and says so, so that its blob is stored or looked up.
+    with index_database.transaction() as work:
+        assert [record_write(work, namespace, _write(key)) for namespace, key in _WRITES] == [False] * 4
     _add_blob(index_database)
     with index_database.transaction() as work:
-        answers = [record_write(work, namespace, _write(key)) for namespace, key in _WRITES]
-    assert answers == [False, True, False, True]
+        assert [record_write(work, namespace, _write(key)) for namespace, key in _WRITES] == [True] * 4
+        assert work.connection.execute("SELECT count(*) FROM writes").fetchone()[0] == 8
     with index_database.transaction() as work:
         forgotten = forget(work, namespace="alice", older_than=None)
-        assert (forgotten.writes, forgotten.offloads) == (2, 0)
-    # Forgotten, the reference is not visible to alice any more: her next write must not skip the blob's look-up.
+        assert (forgotten.writes, forgotten.offloads) == (4, 0)
+        work.connection.execute("DELETE FROM blobs")  # as gc does once nothing names it
     with index_database.transaction() as work:
-        assert [record_write(work, "alice", _write("again.txt")) for _ in range(2)] == [False, True]
-        assert record_write(work, "bob", _write("again.txt"))
+        assert record_write(work, "bob", _write("again.txt")) is False
 
 
 def test_a_change_counts_only_the_rows_of_its_own_statement(index_database: IndexDatabase) -> None:
     _add_triggers(index_database)
     with index_database.transaction() as work:
-        insert = "INSERT INTO namespaces (namespace) VALUES (?) ON CONFLICT DO NOTHING"
+        insert = "INSERT INTO store_settings (name, value) VALUES (?, 'x') ON CONFLICT DO NOTHING"
         assert work.change(insert, ("alice",)) == 1
         assert work.change(insert, ("alice",)) == 0
         assert work.change(insert, ("bob",)) == 1
-        assert work.change("DELETE FROM namespaces WHERE namespace IN (?, ?)", ("alice", "bob")) == 2
-        assert work.change("DELETE FROM namespaces WHERE namespace IN (?, ?)", ("alice", "bob")) == 0
+        assert work.change("DELETE FROM store_settings WHERE name IN (?, ?)", ("alice", "bob")) == 2
+        assert work.change("DELETE FROM store_settings WHERE name IN (?, ?)", ("alice", "bob")) == 0
+        # A trigger's rows are not the statement's: a write whose blob row is missing is one row, not one and more.
+        assert (
+            work.change(
+                "INSERT INTO offloads (compaction_id, namespace, tool_name, refs, original_tokens, saved_tokens, "
+                "offloaded_at) VALUES ('c', 'n', 't', '[]', 1, 1, '2026-01-01 00:00:00.000')",
+                (),
+            )
+            == 1
+        )

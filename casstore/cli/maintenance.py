@@ -54,8 +54,6 @@ def _print_verify_report(report: maintenance.VerifyReport) -> None:
         click.echo(f"missing  {digest}")
     for namespace, reference in report.dangling_writes:
         click.echo(f"no blob  {reference}  (written in namespace {namespace!r})")
-    for write_id, key in report.writes_without_reference:
-        click.echo(f"no reference  write {write_id}, key {key!r}: its namespace_references row is gone")
     if report.stray_files:
         click.echo(
             f"orphan   {report.stray_files} blob or temporary files ({format_bytes(report.stray_bytes)}) "
@@ -185,7 +183,7 @@ _INDEX_SPACE = {
     "kept-until-rebuilt": "freed pages stay inside index.db for later writes: this store predates auto_vacuum; run "
     "casstore gc --vacuum once to convert it",
     "reused-after-autovacuum": "PostgreSQL: autovacuum makes the deleted rows' space reusable; it is not given back",
-    "vacuumed": "PostgreSQL: VACUUM made the deleted rows' space reusable",
+    "vacuumed": "PostgreSQL: VACUUM FULL rewrote the tables that hold content without the deleted rows",
 }
 
 
@@ -198,6 +196,13 @@ def _print_gc_report(report: maintenance.GarbageReport, *, grace: str) -> None:
         f"and {report.offloads_forgotten} offloads"
     )
     click.echo(f"  blobs deleted       {report.blobs_deleted} ({format_bytes(report.blob_bytes_freed)})")
+    if report.dictionaries_deleted:
+        click.echo(f"  dictionaries deleted {report.dictionaries_deleted}")
+    if report.bases_kept or report.dictionaries_kept:
+        click.echo(
+            f"  kept while needed   {report.bases_kept} deleted results kept as delta bases, "
+            f"{report.dictionaries_kept} dictionaries trained on deleted results, used by kept blobs"
+        )
     click.echo(f"  stray files removed {report.stray_files_removed} ({format_bytes(report.stray_bytes_freed)})")
     click.echo(
         f"  index               {format_bytes(report.index_bytes_before)} before, "

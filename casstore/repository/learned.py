@@ -41,19 +41,22 @@ class LearnedEncodings(RepositoryCore):
         content = learner.train(job, None if current is None else current.zstd)
         if content is None:
             return
-        digest = content_digest(content)
-        staged = self._blobs.stage(digest, content)
+        trained_on = [content_digest(sample) for sample in job.training]
         with self._database.transaction() as work:
-            self._blobs.put(work, staged)
-            self._blobs.record_dictionary(
-                work, digest, tool=job.tool, samples=job.samples, sample_bytes=job.sample_bytes
+            digest = self._blobs.record_dictionary(
+                work,
+                content,
+                tool=job.tool,
+                samples=job.samples,
+                sample_bytes=job.sample_bytes,
+                trained_on=trained_on,
             )
         learner.adopt(job.tool, digest, samples=job.samples)
 
     def blob_dependencies(self, digests: Iterable[str]) -> set[str]:
         """
         :param digests: Blobs by digest.
-        :returns: Every blob those need to be read (a trained dictionary, a delta's base, and what those need in turn),
+        :returns: Every blob those need to be read (a delta's base, and what that needs in turn),
             which gc must keep while any of `digests` is kept; `digests` themselves only where one needs another.
         """
         with self._index() as connection:

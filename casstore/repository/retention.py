@@ -5,7 +5,6 @@ A collection removes what it deletes from the search index too, so this part bui
 """
 
 import dataclasses
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,12 +21,9 @@ from casstore.repository.search import SearchIndexing
 
 # Stored bytes deleted per transaction at most (a blob kept in the index frees its pages inside that transaction).
 _BATCH_BYTES = 4 * 2**20
-# gc's passes over collectable blobs: a base or dictionary becomes collectable once the blobs that need it are gone,
-# so each pass may free the next link of a chain (whose length the learner bounds).
+# gc's passes over collectable blobs: a base becomes collectable once the blobs that need it are gone, so each pass
+# may free the next link of a chain (whose length the learner bounds).
 _COLLECTION_PASSES = 10
-# Transactions of moving frames to full chunks per gc at most (each moves `_BATCH_BYTES`): what is left then waits for
-# the next gc.
-_COMPACTION_TRANSACTIONS = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,8 +31,8 @@ class IntegritySnapshot:
     """What `verify` starts from, read in one consistent state of the index."""
 
     digests: list[str]
+    dictionaries: list[str]
     dangling_writes: list[tuple[str, str]]
-    writes_without_reference: list[tuple[int, str]]
     unreferenced: set[str]
 
 
@@ -53,12 +49,20 @@ class Collection:
     """
     What a collection removed, or with a dry run would remove. With a size limit (`max_size`), also the stored
     bytes of the blobs the writes in scope needed before it, and the digests the forgotten writes referenced.
+
+    `dictionaries_deleted` counts trained dictionaries deleted (retired, or trained only on deleted results, and
+    used by no kept blob). `bases_kept` and `dictionaries_kept` count what holds bytes of deleted results and stays
+    because a kept blob needs it: blobs no write names kept as a delta base, and dictionaries trained on deleted
+    results that a kept blob uses.
     """
 
     writes_forgotten: int = 0
     offloads_forgotten: int = 0
     blobs_deleted: int = 0
     blob_bytes_freed: int = 0
+    dictionaries_deleted: int = 0
+    bases_kept: int = 0
+    dictionaries_kept: int = 0
     needed_bytes_before: int | None = None
     released: frozenset[str] = frozenset()
 
@@ -88,14 +92,13 @@ class Retention(SearchIndexing):
 
     def integrity_snapshot(self) -> IntegritySnapshot:
         """
-        :returns: Every blob, the writes without a blob, those without a reference row, and the unreferenced blobs,
-            in one consistent read.
+        :returns: Every blob, the writes without a blob, and the unreferenced blobs, in one consistent read.
         """
         with self._guard.held(), self._database.snapshot() as connection:
             return IntegritySnapshot(
                 digests=self._blobs.digests(connection),
+                dictionaries=self._blobs.dictionary_digests(connection),
                 dangling_writes=index.dangling_writes(connection),
-                writes_without_reference=index.writes_without_reference(connection),
                 unreferenced=set(index.unreferenced_digests(connection)),
             )
 
@@ -113,6 +116,15 @@ class Retention(SearchIndexing):
                     if not self._blobs.exists(connection, digest):
                         return BlobCheck("collected")  # a concurrent gc deleted it after the list was taken
                 return BlobCheck("missing", str(error))
+        return BlobCheck("ok")
+
+    def check_dictionary(self, digest: str) -> BlobCheck:
+        """Re-read and re-hash one trained dictionary. :returns: What was found (`ok`, `corrupt`, `collected`)."""
+        with self._guard.held():
+            try:
+                self._blobs.check_dictionary(digest)
+            except CorruptBlobError as error:
+                return BlobCheck("collected" if error.missing else "corrupt", str(error))
         return BlobCheck("ok")
 
     def stray_files(self, *, modified_before: float) -> tuple[int, int]:
@@ -155,12 +167,17 @@ class Retention(SearchIndexing):
             if max_size is not None:
                 needed_after = _total(index_queries.needed_blobs(work.connection, namespace=namespace))
             outside = self._blobs.delete_rows(work, [digest for digest, _ in collectable])
-            # What `delete_collectable_blobs` then gives back of the frames' chunks, all of it at once here.
-            self._blobs.compact_frames(work, max_bytes=sys.maxsize)
+            dictionaries = self._blobs.unneeded_dictionaries(work)
+            bases_kept, dictionaries_kept = self._blobs.kept_for_others(work.connection)
             index_after = self._database.estimated_bytes(work, rebuilt=rebuild)
         return CollectionPreview(
             collection=dataclasses.replace(
-                forgotten, blobs_deleted=len(collectable), blob_bytes_freed=sum(size for _, size in collectable)
+                forgotten,
+                blobs_deleted=len(collectable),
+                blob_bytes_freed=sum(size for _, size in collectable),
+                dictionaries_deleted=dictionaries,
+                bases_kept=bases_kept,
+                dictionaries_kept=dictionaries_kept,
             ),
             index_bytes_after=index_after,
             outside_bytes_freed=outside,
@@ -279,6 +296,7 @@ class Retention(SearchIndexing):
         writer waits for about one batch of deletions, however large the store.
         """
         deleted = freed = 0
+        unindexed = False
         with self._guard.held():
             for _ in range(_COLLECTION_PASSES):
                 with self._index() as connection:
@@ -292,25 +310,27 @@ class Retention(SearchIndexing):
                             indexed, text = self._indexed_text(work, digest)
                             if self._blobs.delete_if_collectable(work, digest, grace=grace):
                                 if indexed or self._search_index_writes:  # its document, or a pending row
-                                    search_index.remove(work, self._search_text, digest=digest, text=text)
+                                    unindexed |= search_index.remove(work, self._search_text, digest=digest, text=text)
                                 deleted += 1
                                 freed += stored_size
                     self._database.yield_to_writers(time.perf_counter() - started)
                 if deleted == before:
                     break
-            self._compact_frames()
-        return Collection(blobs_deleted=deleted, blob_bytes_freed=freed)
-
-    def _compact_frames(self) -> None:
-        # The bytes of the frames just deleted (and of any deleted before), given back in transactions that move at
-        # most a batch of frames each, with a pause for writers after each, as the deletions above.
-        for _ in range(_COMPACTION_TRANSACTIONS):
-            started = time.perf_counter()
             with self._database.transaction(exclusive=True) as work:
-                more = self._blobs.compact_frames(work, max_bytes=_BATCH_BYTES)
-            self._database.yield_to_writers(time.perf_counter() - started)
-            if not more:
-                break
+                dictionaries = self._blobs.unneeded_dictionaries(work)
+                if unindexed:
+                    # Deleted means deleted: the search index's structures that still held the deleted results'
+                    # trigrams are rewritten without them.
+                    self._search_text.purge(work)
+            with self._index() as connection:
+                bases_kept, dictionaries_kept = self._blobs.kept_for_others(connection)
+        return Collection(
+            blobs_deleted=deleted,
+            blob_bytes_freed=freed,
+            dictionaries_deleted=dictionaries,
+            bases_kept=bases_kept,
+            dictionaries_kept=dictionaries_kept,
+        )
 
     def remove_stray_files(self, *, modified_before: float, dry_run: bool) -> tuple[int, int]:
         """

@@ -1,3 +1,0 @@
--- Nothing to do in the SQLite index. The PostgreSQL index's migration of this name adds a function that records a
--- duplicate write in one statement (one round trip); SQLite has no round trips, and its writes stay as they are.
--- The file exists so that both indexes have migrations of the same names, in the same order.

@@ -1,0 +1,129 @@
+"""
+Deleted means deleted: when gc deletes a result, its bytes leave the store's files in the same run (the index, its
+write-ahead log, the blob files), and the search index no longer holds its text.
+"""
+
+import contextlib
+import os
+import sqlite3
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import obstore
+import psycopg
+import pytest
+
+from casstore import ContentAddressedToolResultStore, ReferenceNotFoundError, SharedToolResultStore
+from casstore.maintenance import collect_garbage
+from casstore.search_index import term_query
+from tests.servers import PostgresServer, S3Location
+from tests.store_backends import open_bucket
+
+# Results this small live inside index.db; larger ones in blob files (the store's default inline_max, 64 KiB).
+_INLINE_SIZES = (300, 3_000, 30_000)
+_FILE_SIZES = (100_000, 400_000)
+
+
+def _secret(size: int) -> bytes:
+    # Random bytes: zstd keeps them as they are, so the stored frame holds them verbatim, and a search of the raw files
+    # for them finds them while they are stored (checked below), and never once they are deleted.
+    return os.urandom(size)
+
+
+def _files_holding(root: Path, needles: list[bytes]) -> dict[str, list[int]]:
+    """:returns: For each file under `root` holding any needle (a 64-byte piece of a secret), which needles."""
+    found: dict[str, list[int]] = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            data = path.read_bytes()
+            hits = [number for number, needle in enumerate(needles) if needle in data]
+            if hits:
+                found[str(path.relative_to(root))] = hits
+    return found
+
+
+def _needles(secrets: list[bytes]) -> list[bytes]:
+    # Pieces from the start, middle and end of each secret: a part kept anywhere is found.
+    return [secret[start : start + 64] for secret in secrets for start in (0, len(secret) // 2, len(secret) - 64)]
+
+
+@pytest.mark.parametrize("search_index", [False, True], ids=["plain", "search-index"])
+def test_a_deleted_namespaces_results_leave_every_file_of_the_store(store_root: Path, search_index: bool) -> None:
+    secrets = [_secret(size) for size in (*_INLINE_SIZES, *_FILE_SIZES)]
+    text_secret = "alice's salary is " + os.urandom(24).hex()
+    with ContentAddressedToolResultStore(store_root, namespace="bob", search_index=search_index) as bob:
+        kept = [bob.write(key=f"kept_{n}.bin", content=os.urandom(size)) for n, size in enumerate(_INLINE_SIZES)]
+        kept_text = bob.write(key="kept.txt", content="bob's own notes, kept")
+    with ContentAddressedToolResultStore(store_root, namespace="alice", search_index=search_index) as alice:
+        for number, secret in enumerate(secrets):
+            alice.write(key=f"{number}_read_call_{number}.bin", content=secret)
+        alice.write(key="salary.txt", content=text_secret)
+        if search_index:
+            assert alice.search(terms=[text_secret[-20:]]).hits
+    needles = _needles(secrets)
+    # While stored, the search of the raw files finds every secret: the check below can fail.
+    held = _files_holding(store_root, needles)
+    assert sorted({number for hits in held.values() for number in hits}) == list(range(len(needles)))
+    with ContentAddressedToolResultStore(store_root, namespace="bob") as bob:
+        report = collect_garbage(bob, namespace="alice")
+        assert report.writes_forgotten == len(secrets) + 1
+        assert report.blobs_deleted == 0  # written a moment ago: the grace period keeps them
+        report = collect_garbage(bob, grace=timedelta(0))
+        assert report.blobs_deleted == len(secrets) + 1
+        assert _files_holding(store_root, needles) == {}
+        # What bob keeps reads back, and nothing of alice's is found.
+        assert [len(bob.read(reference)) for reference in kept] == list(_INLINE_SIZES)
+        assert bob.read(kept_text) == "bob's own notes, kept"
+    if search_index:
+        # The trigram index itself no longer finds the text: the document's rows went, and its segments were merged.
+        with contextlib.closing(sqlite3.connect(store_root / "index.db")) as connection:
+            query = term_query(text_secret[-20:])
+            assert connection.execute("SELECT count(*) FROM search_text(?)", (query,)).fetchone() == (0,)
+            assert connection.execute("SELECT count(*) FROM search_documents").fetchone() == (1,)  # bob's
+
+
+def _database_files(connection: "psycopg.Connection[Any]", server: PostgresServer) -> Path:
+    (oid,) = connection.execute("SELECT oid FROM pg_database WHERE datname = current_database()").fetchone() or (0,)
+    return server.data / "base" / str(oid)
+
+
+def test_a_shared_stores_deleted_results_leave_its_objects_and_after_vacuum_its_tables(
+    postgres_server: PostgresServer, postgres_url: str, s3_bucket_url: S3Location
+) -> None:
+    secrets = [_secret(size) for size in (*_INLINE_SIZES, *_FILE_SIZES)]
+    needles = _needles(secrets)
+    options: dict[str, Any] = {
+        "index_url": postgres_url,
+        "blob_url": s3_bucket_url.url,
+        "blob_options": s3_bucket_url.options,
+    }
+    with SharedToolResultStore(**options, namespace="alice") as alice:
+        references = [alice.write(key=f"{n}.bin", content=secret) for n, secret in enumerate(secrets)]
+    bucket, prefix = open_bucket(s3_bucket_url)
+    objects = [meta["path"] for batch in obstore.list(bucket, prefix=prefix) for meta in batch]
+    assert sum(1 for name in objects if "/blake3/" in name) == len(_FILE_SIZES)
+    with contextlib.closing(psycopg.connect(postgres_url, autocommit=True)) as connection:
+        connection.execute("CHECKPOINT")  # what the tables hold, written to their files
+        files = _database_files(connection, postgres_server)
+        # While stored, the raw table files hold the frames kept in the index: the check below can fail.
+        held = _files_holding(files, needles[: 3 * len(_INLINE_SIZES)])
+        assert {number // 3 for hits in held.values() for number in hits} == set(range(len(_INLINE_SIZES)))
+        with SharedToolResultStore(**options) as store:
+            collect_garbage(store, namespace="alice", grace=timedelta(0))
+            assert [row[0] for row in connection.execute("SELECT count(*) FROM blobs")] == [0]
+            # The objects go in the same run; the rows' bytes stay in the tables' files until they are rewritten.
+            assert [
+                name
+                for batch in obstore.list(bucket, prefix=prefix)
+                for meta in batch
+                if "/blake3/" in (name := meta["path"])
+            ] == []
+            report = collect_garbage(store, grace=timedelta(0), vacuum=True)
+            assert report.index_space == "vacuumed"
+        connection.execute("CHECKPOINT")
+        assert _files_holding(_database_files(connection, postgres_server), needles) == {}
+    with SharedToolResultStore(**options, namespace="alice") as alice:
+        for reference in references:
+            with pytest.raises(ReferenceNotFoundError):
+                alice.read(reference)
