@@ -7,6 +7,7 @@ import pytest
 
 from casstore import ContentAddressedToolResultStore
 from tests.helpers import create_store
+from tests.store_backends import Backend, make_backend
 
 # Real PostgreSQL and SeaweedFS (S3) servers for the shared-store tests; headless Chromium for the report's.
 pytest_plugins = ["tests.servers", "tests.browser"]
@@ -24,6 +25,19 @@ def store(store_root: Path) -> Iterator[ContentAddressedToolResultStore]:
     create_store(store_root)
     with ContentAddressedToolResultStore(store_root) as opened:
         yield opened
+
+
+@pytest.fixture(params=["local", "shared"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """
+    A fresh store of each kind, for the tests both stores must pass: `local` (a folder) and `shared` (a fresh
+    PostgreSQL database and object prefix on the suite's servers), with raw access to what each keeps.
+    """
+    made = make_backend(request.param, request, tmp_path)
+    try:
+        yield made
+    finally:
+        made.close()
 
 
 @pytest.fixture

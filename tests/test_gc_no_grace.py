@@ -6,7 +6,6 @@ after stores its content again.
 
 import json
 import os
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -20,18 +19,9 @@ from casstore.cli import cli
 from casstore.history import stats
 from casstore.maintenance import collect_garbage, verify
 from casstore.store import RepositoryToolResultStore
-from tests.store_backends import Backend, make_backend, readable
+from tests.store_backends import Backend, readable
 
 NO_GRACE = timedelta(0)
-
-
-@pytest.fixture(params=["local", "shared"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    made = make_backend(request.param, request, tmp_path)
-    try:
-        yield made
-    finally:
-        made.close()
 
 
 def _write(store: RepositoryToolResultStore, count: int, *, seed: int = 0) -> tuple[list[str], list[bytes]]:

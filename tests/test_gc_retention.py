@@ -10,7 +10,6 @@ import shlex
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
 from contextlib import closing
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -27,18 +26,9 @@ from casstore.compactor import make_read_tool
 from casstore.maintenance import collect_garbage
 from casstore.store import RepositoryToolResultStore
 from tests.helpers import blake3_hex
-from tests.store_backends import Backend, make_backend, readable
+from tests.store_backends import Backend, readable
 
 LONG_AGO = "2020-01-01 00:00:00.000"
-
-
-@pytest.fixture(params=["local", "shared"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    made = make_backend(request.param, request, tmp_path)
-    try:
-        yield made
-    finally:
-        made.close()
 
 
 def _write_in_order(store: RepositoryToolResultStore, count: int) -> tuple[list[str], list[bytes]]:

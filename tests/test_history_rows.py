@@ -6,7 +6,6 @@ both engines, and a history that survives damage to the blob rows and copies bet
 import contextlib
 import sqlite3
 from collections import Counter
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -23,16 +22,7 @@ from casstore.copying import copy_store
 from casstore.maintenance import collect_garbage, verify
 from tests.helpers import blake3_hex
 from tests.servers import S3Location
-from tests.store_backends import Backend, make_backend
-
-
-@pytest.fixture(params=["local", "shared"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    made = make_backend(request.param, request, tmp_path)
-    try:
-        yield made
-    finally:
-        made.close()
+from tests.store_backends import Backend
 
 
 def test_a_reference_stays_visible_until_its_last_write_is_forgotten(backend: Backend) -> None:

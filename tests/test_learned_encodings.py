@@ -13,7 +13,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ from casstore.maintenance import collect_garbage, verify
 from casstore.references import split_reference
 from casstore.store import RepositoryToolResultStore
 from tests.learned_crash_child import content_for
-from tests.store_backends import Backend, make_backend
+from tests.store_backends import Backend
 
 TRAIN_AFTER = 24
 LONG_AGO = "2020-01-01 00:00:00.000"
@@ -42,15 +41,6 @@ LONG_AGO = "2020-01-01 00:00:00.000"
 def _train_early(monkeypatch: pytest.MonkeyPatch) -> None:
     # A tool's first dictionary after a few dozen results, so that a test need not write a hundred.
     monkeypatch.setattr(learning_module, "TRAIN_AFTER", TRAIN_AFTER)
-
-
-@pytest.fixture(params=["local", "shared"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    made = make_backend(request.param, request, tmp_path)
-    try:
-        yield made
-    finally:
-        made.close()
 
 
 def listing(version: int, *, seed: int = 0) -> str:

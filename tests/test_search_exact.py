@@ -8,7 +8,6 @@ import itertools
 import random
 import re
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -17,22 +16,13 @@ from hypothesis import strategies as st
 from casstore import ContentAddressedToolResultStore, SharedToolResultStore
 from casstore.compactor import make_search_tool
 from casstore.store import RepositoryToolResultStore
-from tests.store_backends import Backend, LocalBackend, SharedBackend, make_backend
+from tests.store_backends import Backend, LocalBackend, SharedBackend
 
 pytestmark = pytest.mark.filterwarnings("ignore::haystack.utils.experimental.ExperimentalWarning")
 
 Opener = Callable[[str], RepositoryToolResultStore]
 _NAMESPACES = itertools.count()
 _PROSE = ["the", "agent", "read", "file", "again", "found", "handler", "while", "build", "ran", "tests", "deploy"]
-
-
-@pytest.fixture(params=["local", "shared"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    made = make_backend(request.param, request, tmp_path)
-    try:
-        yield made
-    finally:
-        made.close()
 
 
 @pytest.fixture
