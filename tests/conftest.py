@@ -2,12 +2,15 @@
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from casstore import ContentAddressedToolResultStore
+
+if TYPE_CHECKING:
+    from tests.store_backends import Backend
 from tests.helpers import create_store
-from tests.store_backends import Backend, make_backend
 
 # Real PostgreSQL and SeaweedFS (S3) servers for the shared-store tests; headless Chromium for the report's.
 pytest_plugins = ["tests.servers", "tests.browser"]
@@ -28,11 +31,15 @@ def store(store_root: Path) -> Iterator[ContentAddressedToolResultStore]:
 
 
 @pytest.fixture(params=["local", "shared"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator["Backend"]:
     """
     A fresh store of each kind, for the tests both stores must pass: `local` (a folder) and `shared` (a fresh
     PostgreSQL database and object prefix on the suite's servers), with raw access to what each keeps.
     """
+    # Imported here: at the top, it would import `tests.servers` before pytest loads it as a plugin (and so could
+    # not rewrite its asserts).
+    from tests.store_backends import make_backend
+
     made = make_backend(request.param, request, tmp_path)
     try:
         yield made
