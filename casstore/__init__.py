@@ -22,10 +22,10 @@ from casstore.errors import (
     StoreClosedError,
     UnsafeBlobError,
 )
-from casstore.index import CompactionRecord, OffloadRecord
-from casstore.prepared import PreparedWrite
-from casstore.shared_store import SharedToolResultStore
-from casstore.store import ContentAddressedToolResultStore
+from casstore.index.prepared import PreparedWrite
+from casstore.index.writes import CompactionRecord, OffloadRecord
+from casstore.stores.local import ContentAddressedToolResultStore
+from casstore.stores.shared import SharedToolResultStore
 
 __all__ = [
     "BlobLocationError",

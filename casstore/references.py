@@ -12,7 +12,12 @@ A reference is only a name: the store never turns it into a file path.
 import re
 from dataclasses import dataclass
 
+import blake3
+
 from casstore.errors import InvalidKeyError, InvalidReferenceError
+
+# Hashing a large content on several threads pays off only above a few MiB.
+_PARALLEL_HASH_BYTES = 4 * 1024 * 1024
 
 ALGORITHM = "blake3"
 _BINARY_SEGMENT = "bin"
@@ -152,3 +157,13 @@ def _is_utf8_encodable(text: str) -> bool:
 
 def _shorten(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else f"{text[:limit]}..."
+
+
+def content_digest(data: bytes) -> str:
+    """
+    :param data: The content bytes.
+    :returns: The 64-hex BLAKE3 digest of `data`.
+    """
+    if len(data) >= _PARALLEL_HASH_BYTES:
+        return blake3.blake3(data, max_threads=blake3.blake3.AUTO).hexdigest()
+    return blake3.blake3(data).hexdigest()

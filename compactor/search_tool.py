@@ -22,7 +22,7 @@ from casstore.compactor.binary_content import quoted
 from casstore.compactor.read_tool import DEFAULT_NAME as READ_TOOL_NAME
 from casstore.compactor.read_tool import MIN_MAX_CHARS
 from casstore.repository import MIN_TERM_CHARS, SearchHit, SearchOutcome
-from casstore.store import RepositoryToolResultStore
+from casstore.stores.local import RepositoryToolResultStore
 
 logger = logging.getLogger(__name__)
 

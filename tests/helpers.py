@@ -9,7 +9,7 @@ from pathlib import Path
 import blake3
 
 from casstore.repository import Repository
-from casstore.store import DEFAULT_INLINE_MAX
+from casstore.stores.local import DEFAULT_INLINE_MAX
 
 
 def blake3_hex(data: bytes) -> str:

@@ -17,7 +17,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from casstore import learning
+from casstore.blobs import learning
 
 TRAIN_AFTER = 24
 
@@ -72,8 +72,8 @@ def main() -> None:
     root, mode, marker, at = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), int(sys.argv[4])
     learning.TRAIN_AFTER = TRAIN_AFTER
     from casstore import ContentAddressedToolResultStore
-    from casstore.blobs import BlobStore
-    from casstore.maintenance import collect_garbage
+    from casstore.blobs.catalog import BlobStore
+    from casstore.maintenance.checks import collect_garbage
 
     if mode == "training":
         _stall_on(learning.Learner, "train", marker=marker, at=at)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from casstore import ContentAddressedToolResultStore
-from casstore.maintenance import collect_garbage
+from casstore.maintenance.checks import collect_garbage
 
 WORDS = Path(__file__).read_text().split()
 

@@ -29,8 +29,8 @@ from typing import Any
 import psycopg
 
 from casstore import SharedToolResultStore
-from casstore.maintenance import collect_garbage
-from casstore.object_blobs import BlobObject, ObjectBlobs
+from casstore.blobs.objects import BlobObject, ObjectBlobs
+from casstore.maintenance.checks import collect_garbage
 
 ROOT = Path(__file__).resolve().parent.parent
 INLINE_MAX = 8192
@@ -72,7 +72,7 @@ def open_store(config: Config, *, namespace: str, inline_max: int = INLINE_MAX) 
 
 def digest_of(number: int) -> str:
     """:returns: The BLAKE3 digest of `item(number)`, as the store names its blob."""
-    from casstore.prepared import prepare
+    from casstore.index.prepared import prepare
 
     return prepare(key="x.txt", content=item(number)).digest
 

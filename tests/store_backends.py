@@ -20,10 +20,10 @@ from haystack.utils import Secret
 from obstore.store import from_url
 
 from casstore import ContentAddressedToolResultStore, ReferenceNotFoundError, SharedToolResultStore
-from casstore.blob_location import MARKER_NAME
-from casstore.object_blobs import object_name
-from casstore.postgres import read_times_as_text
-from casstore.store import DEFAULT_INLINE_MAX, RepositoryToolResultStore
+from casstore.blobs.location import MARKER_NAME
+from casstore.blobs.objects import object_name
+from casstore.index.postgres import read_times_as_text
+from casstore.stores.local import DEFAULT_INLINE_MAX, RepositoryToolResultStore
 from tests.helpers import create_store
 from tests.servers import S3Location
 

@@ -1,5 +1,5 @@
 """
-The `BlobBackend` contract (`casstore.blobs`), one suite for every backend: the blob folder (`BlobDirectory`) and
+The `BlobBackend` contract , one suite for every backend: the blob folder (`BlobDirectory`) and
 object storage (`ObjectBlobs` on a real S3 server and on a `file://` folder).
 
 Each fixture is typed as `BlobBackend`, so mypy checks that both classes satisfy the protocol; the tests check what
@@ -14,10 +14,10 @@ from pathlib import Path
 import obstore
 import pytest
 
-from casstore.blob_files import BlobDirectory
-from casstore.blobs import BlobBackend
+from casstore.blobs.catalog import BlobBackend
+from casstore.blobs.files import BlobDirectory
+from casstore.blobs.objects import ObjectBlobs, object_name
 from casstore.errors import StorageError, StoreClosedError
-from casstore.object_blobs import ObjectBlobs, object_name
 from tests.helpers import blake3_hex
 from tests.servers import S3Location
 

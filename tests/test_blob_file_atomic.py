@@ -17,7 +17,7 @@ from typing import IO, Any, NoReturn
 import pytest
 
 from casstore import ContentAddressedToolResultStore, ReferenceNotFoundError
-from casstore.maintenance import verify
+from casstore.maintenance.checks import verify
 from tests.helpers import blake3_hex, create_store
 
 CONTENT = random.Random(20261201).randbytes(256 * 1024)  # incompressible: the frame is about as large
@@ -66,7 +66,7 @@ def _paused_writer(root: Path, *, ready_fd: int, hold_fd: int) -> NoReturn:
             file = real_fdopen(fd, mode, *args, **kwargs)
             return _HalfThenBlock(file, ready_fd=ready_fd, hold_fd=hold_fd) if mode == "wb" else file
 
-        # `casstore.blob_files` writes a blob file through `os.fdopen(fd, "wb")`; hooked in this process only, the
+        # `casstore.blobs.files` writes a blob file through `os.fdopen(fd, "wb")`; hooked in this process only, the
         # forked child.
         os.fdopen = fdopen
         with ContentAddressedToolResultStore(root, inline_max=0) as store:

@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from casstore import BlobLocationError, SharedToolResultStore
-from casstore.blob_location import MARKER_NAME
+from casstore.blobs.location import MARKER_NAME
 from tests.servers import PostgresServer, S3Location
 from tests.store_backends import open_bucket
 

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from casstore import ContentAddressedToolResultStore, OffloadRecord, maintenance
+from casstore import ContentAddressedToolResultStore, OffloadRecord
 from casstore.cli import cli, parse_duration
+from casstore.maintenance import checks as maintenance
 from tests.helpers import (
     blake3_hex,
     blob_files,

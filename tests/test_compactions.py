@@ -16,8 +16,8 @@ import pytest
 from casstore import CompactionRecord, ContentAddressedToolResultStore, OffloadRecord
 from casstore.compactor import DedupOffloadCompactor
 from casstore.compactor.pointers import CASSTORE_META_KEY
-from casstore.demo import CONTEXT_WINDOW, run_demo
-from casstore.maintenance import collect_garbage
+from casstore.demo.session import CONTEXT_WINDOW, run_demo
+from casstore.maintenance.checks import collect_garbage
 from tests.compactor_helpers import PayloadCounter, zoo_conversation
 from tests.store_backends import Backend, make_backend
 

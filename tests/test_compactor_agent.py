@@ -169,7 +169,7 @@ class TestSerialization:
         compactor = DedupOffloadCompactor(store, min_keep_steps=2, min_tokens=12, preview_chars=42)
         data = compactor.to_dict()
         assert data["type"] == "casstore.compactor.dedup_compactor.DedupOffloadCompactor"
-        assert data["init_parameters"]["store"]["type"] == "casstore.store.ContentAddressedToolResultStore"
+        assert data["init_parameters"]["store"]["type"] == "casstore.stores.local.ContentAddressedToolResultStore"
 
         restored = DedupOffloadCompactor.from_dict(data)
         assert data == compactor.to_dict()  # from_dict leaves its input alone

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from casstore import ContentAddressedToolResultStore
-from casstore import learning as learning_module
+from casstore.blobs import learning as learning_module
 from tests.learned_crash_child import content_for
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "compression.md"

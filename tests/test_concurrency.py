@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from casstore import ContentAddressedToolResultStore
-from casstore.maintenance import verify
+from casstore.maintenance.checks import verify
 from tests.helpers import count_rows
 
 WRITER = """

@@ -15,9 +15,9 @@ import psycopg
 import pytest
 
 from casstore import CompactionRecord, ContentAddressedToolResultStore, OffloadRecord, SharedToolResultStore
-from casstore.copying import copy_store
-from casstore.maintenance import verify
-from casstore.postgres import read_times_as_text
+from casstore.index.postgres import read_times_as_text
+from casstore.maintenance.checks import verify
+from casstore.maintenance.copying import copy_store
 from tests.servers import S3Location
 
 WRITES: list[tuple[str, str, str | bytes]] = [
@@ -146,7 +146,7 @@ def test_a_copy_killed_midway_finishes_when_run_again(
     script = f"""
 import os, signal, sys
 from casstore import ContentAddressedToolResultStore, SharedToolResultStore
-from casstore.copying import copy_store
+from casstore.maintenance.copying import copy_store
 
 def progress(at, done, total):
     if at == {stage!r} and done >= {after}:

@@ -16,7 +16,7 @@ from casstore import (
     ReferenceNotFoundError,
     SchemaError,
 )
-from casstore.maintenance import verify
+from casstore.maintenance.checks import verify
 from tests.helpers import blake3_hex, blob_files, inline_frame, replace_inline_frame
 
 CONTENT = "def handler(event):\n    return event['body']\n" * 500

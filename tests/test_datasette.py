@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from casstore.datasette import DATABASE_NAME, metadata
-from casstore.demo import run_demo
-from casstore.schema_docs import QUESTIONS, RELATIONS
+from casstore.demo.session import run_demo
+from casstore.history.datasette import DATABASE_NAME, metadata
+from casstore.history.schema_docs import QUESTIONS, RELATIONS
 from tests.helpers import create_store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,7 +73,7 @@ def test_every_table_view_and_column_of_an_index_is_described(tmp_path: Path) ->
     described = {name: set(relation.columns) for name, relation in RELATIONS.items()}
     missing = {name: columns - described.get(name, set()) for name, columns in schema.items()}
     assert {name: columns for name, columns in missing.items() if columns} == {}, (
-        "describe these in casstore/schema_docs.py (and docs/index.md)"
+        "describe these in casstore/history/schema_docs.py (and docs/index.md)"
     )
     assert described == schema  # and nothing is described that the index does not have
 

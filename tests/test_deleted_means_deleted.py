@@ -15,8 +15,8 @@ import psycopg
 import pytest
 
 from casstore import ContentAddressedToolResultStore, ReferenceNotFoundError, SharedToolResultStore
-from casstore.maintenance import collect_garbage
-from casstore.search_index import term_query
+from casstore.maintenance.checks import collect_garbage
+from casstore.search.index import term_query
 from tests.servers import PostgresServer, S3Location
 from tests.store_backends import open_bucket
 

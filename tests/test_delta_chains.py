@@ -1,5 +1,5 @@
 """
-How a delta frame is decoded (casstore/frames.py): as the second frame of a zstd content-dictionary chain whose first
+How a delta frame is decoded: as the second frame of a zstd content-dictionary chain whose first
 frame holds the base's content in raw blocks, on a context the thread keeps (a backend whose chains do not load
 content binds a context to the base instead). Either way the frame decodes to its content or raises
 `CorruptBlobError`, never other bytes, whatever the base holds: also a base that starts with zstd's dictionary magic,
@@ -18,9 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from casstore import ContentAddressedToolResultStore, CorruptBlobError
-from casstore import frames as frames_module
-from casstore.frames import FrameCodec, FrameDictionary, content_digest
-from casstore.maintenance import verify
+from casstore.blobs import frames as frames_module
+from casstore.blobs.frames import FrameCodec, FrameDictionary
+from casstore.maintenance.checks import verify
+from casstore.references import content_digest
 
 DICTIONARY_MAGIC = b"\x37\xa4\x30\xec"
 RAW_BLOCK = 128 * 1024

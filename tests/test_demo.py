@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from casstore import ContentAddressedToolResultStore
-from casstore.demo import CONTEXT_WINDOW, DemoArgumentError, run_demo
-from casstore.figures import ratio
-from casstore.history import disk_usage
-from casstore.maintenance import verify
+from casstore.demo.session import CONTEXT_WINDOW, DemoArgumentError, run_demo
+from casstore.history.figures import ratio
+from casstore.history.stats import disk_usage
+from casstore.maintenance.checks import verify
 from tests.helpers import create_store
 
 

@@ -181,7 +181,10 @@ def test_the_docs_own_opt_in_example_is_what_the_process_way_runs(folder: Path) 
     ("allowed", "refused_module"),
     [
         (["myapp_tools"], "casstore."),  # nothing of casstore's
-        (["casstore.compactor", "myapp_tools"], "casstore.store"),  # the compactor package alone: its store is not
+        (
+            ["casstore.compactor", "myapp_tools"],
+            "casstore.stores.local",
+        ),  # the compactor package alone: its store is not
         (["compactor", "myapp_tools"], "casstore."),  # the package's old top-level name
         (["casstore"], "myapp_tools"),  # the user's own tool still needs its module allowed
     ],

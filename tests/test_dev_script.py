@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from casstore.demo import COMMAND_VARIABLE, command_name
+from casstore.demo.session import COMMAND_VARIABLE, command_name
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = Path(sys.executable).parent / "casstore"

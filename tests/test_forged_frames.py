@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from casstore import ContentAddressedToolResultStore, CorruptBlobError
-from casstore.maintenance import verify
+from casstore.maintenance.checks import verify
 from tests.helpers import blake3_hex, replace_inline_frame
 
 FORGERY_SETTINGS = settings(max_examples=40, deadline=None)

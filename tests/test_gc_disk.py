@@ -14,7 +14,7 @@ from click.testing import CliRunner, Result
 
 from casstore import ContentAddressedToolResultStore, SharedToolResultStore
 from casstore.disk import local_footprint
-from casstore.maintenance import collect_garbage
+from casstore.maintenance.checks import collect_garbage
 from tests.servers import S3Location
 from tests.shared_helpers import AGED, query
 

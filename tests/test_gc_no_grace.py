@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from casstore import ContentAddressedToolResultStore
 from casstore.cli import cli
-from casstore.history import stats
-from casstore.maintenance import collect_garbage, verify
-from casstore.store import RepositoryToolResultStore
+from casstore.history.stats import stats
+from casstore.maintenance.checks import collect_garbage, verify
+from casstore.stores.local import RepositoryToolResultStore
 from tests.store_backends import Backend, readable
 
 NO_GRACE = timedelta(0)

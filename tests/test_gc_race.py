@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from casstore import ContentAddressedToolResultStore, ReferenceNotFoundError, StorageError
-from casstore.maintenance import collect_garbage, verify
+from casstore.maintenance.checks import collect_garbage, verify
 from tests.helpers import create_store
 from tests.reliability import forget_hints
 

@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from casstore import ContentAddressedToolResultStore
 from casstore.cli import SIZE_UNITS, cli, parse_size
 from casstore.compactor import make_read_tool
-from casstore.maintenance import collect_garbage
-from casstore.store import RepositoryToolResultStore
+from casstore.maintenance.checks import collect_garbage
+from casstore.stores.local import RepositoryToolResultStore
 from tests.helpers import blake3_hex
 from tests.store_backends import Backend, readable
 

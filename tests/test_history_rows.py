@@ -18,8 +18,8 @@ from casstore import (
     ReferenceNotFoundError,
     SharedToolResultStore,
 )
-from casstore.copying import copy_store
-from casstore.maintenance import collect_garbage, verify
+from casstore.maintenance.checks import collect_garbage, verify
+from casstore.maintenance.copying import copy_store
 from tests.helpers import blake3_hex
 from tests.servers import S3Location
 from tests.store_backends import Backend

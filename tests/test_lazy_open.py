@@ -35,12 +35,12 @@ from casstore import (
     OffloadRecord,
     ReferenceNotFoundError,
     SchemaError,
-    history,
-    maintenance,
 )
 from casstore.cli import cli
 from casstore.compactor import keep_in_context, make_read_tool
-from casstore.schema import MIGRATION_NAMES, MIGRATION_SET, MIGRATIONS
+from casstore.history import stats as history
+from casstore.index.schema import MIGRATION_NAMES, MIGRATION_SET, MIGRATIONS
+from casstore.maintenance import checks as maintenance
 from tests.helpers import create_store, tree_fingerprint
 from tests.reliability import collect, fork_job
 

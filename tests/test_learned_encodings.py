@@ -23,13 +23,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from casstore import ContentAddressedToolResultStore, CorruptBlobError
-from casstore import learning as learning_module
-from casstore.blobs import BlobStore
-from casstore.frames import FrameCodec, FrameDictionary, content_digest
-from casstore.learning import learner_for, tool_of
-from casstore.maintenance import collect_garbage, verify
-from casstore.references import split_reference
-from casstore.store import RepositoryToolResultStore
+from casstore.blobs import learning as learning_module
+from casstore.blobs.catalog import BlobStore
+from casstore.blobs.frames import FrameCodec, FrameDictionary
+from casstore.blobs.learning import learner_for, tool_of
+from casstore.maintenance.checks import collect_garbage, verify
+from casstore.references import content_digest, split_reference
+from casstore.stores.local import RepositoryToolResultStore
 from tests.learned_crash_child import content_for
 from tests.store_backends import Backend
 

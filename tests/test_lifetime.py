@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from casstore import ContentAddressedToolResultStore, StoreClosedError
-from casstore.maintenance import verify
+from casstore.maintenance.checks import verify
 from tests.reliability import collect, fork_job
 
 

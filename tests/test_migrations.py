@@ -22,15 +22,14 @@ from casstore import (
     IndexDamagedError,
     SchemaError,
     SharedToolResultStore,
-    postgres_schema,
-    schema,
 )
-from casstore import database as database_module
-from casstore.database import Database
-from casstore.maintenance import verify
-from casstore.postgres_schema import MIGRATION_NAMES as POSTGRES_MIGRATION_NAMES
-from casstore.schema import MIGRATION_NAMES, MIGRATION_SET, MIGRATIONS
-from casstore.store import RepositoryToolResultStore
+from casstore.index import database as database_module
+from casstore.index import postgres_schema, schema
+from casstore.index.database import Database
+from casstore.index.postgres_schema import MIGRATION_NAMES as POSTGRES_MIGRATION_NAMES
+from casstore.index.schema import MIGRATION_NAMES, MIGRATION_SET, MIGRATIONS
+from casstore.maintenance.checks import verify
+from casstore.stores.local import RepositoryToolResultStore
 from tests.helpers import create_store, tree_fingerprint
 from tests.servers import S3Location
 

@@ -10,8 +10,8 @@ import obstore
 import pytest
 from obstore.exceptions import AlreadyExistsError
 
+from casstore.blobs.objects import ObjectBlobs, ObjectSizeMismatchError, object_name
 from casstore.errors import StorageError, StoreClosedError
-from casstore.object_blobs import ObjectBlobs, ObjectSizeMismatchError, object_name
 from tests.helpers import blake3_hex
 from tests.servers import S3Location
 
@@ -127,7 +127,7 @@ def test_concurrent_writers_of_one_digest_leave_one_object(location: tuple[str, 
     digest = blake3_hex(frame)
     # Not fork: this process runs obstore's threads. A fork server imports casstore once, not once per writer.
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["casstore.object_blobs", __name__])
+    context.set_forkserver_preload(["casstore.blobs.objects", __name__])
     barrier = context.Barrier(WRITERS)
     results = context.Queue()
     writers = [

@@ -19,9 +19,10 @@ from click.testing import CliRunner, Result
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from casstore import ContentAddressedToolResultStore, OffloadRecord, ReadOnlyStoreError, maintenance
+from casstore import ContentAddressedToolResultStore, OffloadRecord, ReadOnlyStoreError
 from casstore.cli import cli
 from casstore.compactor import make_read_tool
+from casstore.maintenance import checks as maintenance
 from tests.helpers import tree_fingerprint
 
 SOURCE = Path(__file__).read_text()

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from casstore.demo import EXPLORE_QUERIES, run_demo
+from casstore.demo.session import EXPLORE_QUERIES, run_demo
 from tests.helpers import blake3_hex
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from casstore import ContentAddressedToolResultStore
-from casstore.maintenance import collect_garbage, verify
+from casstore.maintenance.checks import collect_garbage, verify
 from tests.helpers import create_store
 from tests.reliability import collect, content_for, fork_job
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from casstore import ContentAddressedToolResultStore
-from casstore.maintenance import collect_garbage, verify
+from casstore.maintenance.checks import collect_garbage, verify
 from tests.helpers import create_store
 from tests.reliability import content_for, fork_writer, kill_after, read_reports
 

@@ -17,7 +17,7 @@ from haystack.token_counters import ApproximateTokenCounter
 
 from casstore import ContentAddressedToolResultStore, StorageError
 from casstore.compactor import DedupOffloadCompactor
-from casstore.maintenance import verify
+from casstore.maintenance.checks import verify
 from tests.helpers import blob_files, create_store, snapshot
 from tests.reliability import run_forked
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from casstore import CompactionRecord, ContentAddressedToolResultStore
-from casstore.demo import CONTEXT_WINDOW, run_demo
-from casstore.report import write_report
+from casstore.demo.session import CONTEXT_WINDOW, run_demo
+from casstore.history.report import write_report
 from tests.browser import LoadedPage, keep_screenshot, open_page
 from tests.report_helpers import HOSTILE, HOSTILE_NAMESPACE, PAGE_TAGS, plant_hostile_store
 

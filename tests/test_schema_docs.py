@@ -15,7 +15,7 @@ import pytest
 from haystack.utils import Secret
 
 from casstore import ContentAddressedToolResultStore, SharedToolResultStore
-from casstore import learning as learning_module
+from casstore.blobs import learning as learning_module
 from tests.learned_crash_child import content_for
 from tests.servers import S3Location
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from casstore import ContentAddressedToolResultStore, SharedToolResultStore
 from casstore.compactor import make_search_tool
-from casstore.store import RepositoryToolResultStore
+from casstore.stores.local import RepositoryToolResultStore
 from tests.store_backends import Backend, LocalBackend, SharedBackend
 
 pytestmark = pytest.mark.filterwarnings("ignore::haystack.utils.experimental.ExperimentalWarning")

@@ -23,10 +23,11 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from casstore import ContentAddressedToolResultStore, search_index
+from casstore import ContentAddressedToolResultStore
 from casstore.cli import cli
 from casstore.compactor import make_search_tool
-from casstore.maintenance import collect_garbage, verify
+from casstore.maintenance.checks import collect_garbage, verify
+from casstore.search import index as search_index
 
 
 def _rows(root: Path, sql: str) -> list[tuple[Any, ...]]:
@@ -260,7 +261,7 @@ _WRITER = textwrap.dedent(
     import sys
     from datetime import timedelta
     from casstore import ContentAddressedToolResultStore
-    from casstore.maintenance import collect_garbage
+    from casstore.maintenance.checks import collect_garbage
 
     root, seed = sys.argv[1], int(sys.argv[2])
     with ContentAddressedToolResultStore(root, namespace="writer", search_index=True, inline_max=2048) as store:

@@ -1,5 +1,5 @@
 """
-The shared store's search index (PostgreSQL `pg_trgm`, casstore/postgres_search.py), against real PostgreSQL and
+The shared store's search index (PostgreSQL `pg_trgm`, casstore/search/postgres.py), against real PostgreSQL and
 SeaweedFS servers: searching, namespaces that never see or sway each other, bounded queries, gc, verify,
 `casstore search-index --index/--blobs`, and a writer SIGKILLed in a real subprocess.
 """
@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from casstore import SearchUnavailableError, SharedToolResultStore
 from casstore.compactor import make_search_tool
-from casstore.maintenance import collect_garbage, verify
+from casstore.maintenance.checks import collect_garbage, verify
 from tests.servers import S3Location
 
 pytestmark = pytest.mark.filterwarnings("ignore::haystack.utils.experimental.ExperimentalWarning")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from casstore.blob_location import MARKER_NAME
-from casstore.maintenance import verify
+from casstore.blobs.location import MARKER_NAME
+from casstore.maintenance.checks import verify
 from tests.servers import S3Location
 from tests.shared_helpers import (
     Config,

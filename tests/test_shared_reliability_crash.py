@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from casstore import ReferenceNotFoundError
-from casstore.maintenance import collect_garbage, verify
+from casstore.maintenance.checks import collect_garbage, verify
 from tests.servers import S3Location
 from tests.shared_helpers import (
     Config,

@@ -7,7 +7,7 @@ import threading
 import time
 from typing import Any
 
-from casstore.prepared import PreparedWrite
+from casstore.index.prepared import PreparedWrite
 from tests.servers import S3Location
 from tests.shared_helpers import Config, age_every_blob, item, open_store, query
 

@@ -15,7 +15,7 @@ import pytest
 from psycopg_pool.base import AttemptWithBackoff
 
 from casstore import StorageError
-from casstore.maintenance import verify
+from casstore.maintenance.checks import verify
 from tests.servers import PostgresServer, S3Location
 from tests.shared_helpers import Config, digest_of, item, open_store, query, write_counts
 

@@ -15,7 +15,7 @@ import pytest
 
 from casstore import SharedToolResultStore
 from casstore.errors import ReferenceNotFoundError
-from casstore.maintenance import collect_garbage, verify
+from casstore.maintenance.checks import collect_garbage, verify
 from tests.servers import S3Location
 
 

@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from casstore import SharedToolResultStore
+from casstore.blobs.objects import ObjectBlobs
 from casstore.errors import StorageError
-from casstore.object_blobs import ObjectBlobs
-from casstore.postgres_connect import is_passing, reason_of  # new module
+from casstore.index.postgres_connect import is_passing, reason_of  # new module
 from tests.servers import PostgresServer, S3Location
 
 AUTH_FAILED = "password authentication failed"

@@ -37,13 +37,13 @@ from casstore import (
     SharedToolResultStore,
     StorageError,
 )
+from casstore.blobs.objects import object_name
 from casstore.compactor import DedupOffloadCompactor, keep_in_context, make_read_tool
 from casstore.compactor.read_tool import ReadOffloadedResultTool
-from casstore.maintenance import collect_garbage, verify
-from casstore.object_blobs import object_name
-from casstore.postgres import read_times_as_text
-from casstore.postgres_schema import MIGRATION_NAMES
-from casstore.store import RepositoryToolResultStore
+from casstore.index.postgres import read_times_as_text
+from casstore.index.postgres_schema import MIGRATION_NAMES
+from casstore.maintenance.checks import collect_garbage, verify
+from casstore.stores.local import RepositoryToolResultStore
 from tests.helpers import blake3_hex
 from tests.servers import PostgresServer, S3Location, postgres_binaries
 from tests.store_backends import open_bucket
@@ -130,7 +130,7 @@ def test_to_dict_writes_no_secret_and_from_dict_rebuilds_a_working_store(
     for secret in (postgres_server.password, s3_bucket_url.env["AWS_SECRET_ACCESS_KEY"], "postgresql://"):
         assert secret not in text
     assert s3_bucket_url.env["AWS_ACCESS_KEY_ID"] not in text
-    assert data["type"] == "casstore.shared_store.SharedToolResultStore"
+    assert data["type"] == "casstore.stores.shared.SharedToolResultStore"
     assert data["init_parameters"]["index_url"] == {"type": "env_var", "env_vars": [INDEX_URL_VARIABLE], "strict": True}
     restored = SharedToolResultStore.from_dict(json.loads(text))
     try:
@@ -235,7 +235,9 @@ def test_processes_connecting_to_a_fresh_database_at_once_apply_each_migration_o
 ) -> None:
     # Not fork: this process runs obstore's and psycopg's threads. A fork server imports casstore once.
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["casstore.shared_store", "casstore.postgres", "casstore.object_blobs", __name__])
+    context.set_forkserver_preload(
+        ["casstore.stores.shared", "casstore.index.postgres", "casstore.blobs.objects", __name__]
+    )
     barrier = context.Barrier(PROCESSES)
     results = context.Queue()
     s3 = (s3_bucket_url.url, s3_bucket_url.options, s3_bucket_url.env)

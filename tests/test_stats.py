@@ -1,6 +1,6 @@
 """
 `casstore stats`, of the whole store or of one namespace: every figure is that scope's, in text and JSON alike, and a
-ratio is the same quotient wherever it is printed (`casstore.figures`).
+ratio is the same quotient wherever it is printed (`casstore.history.figures`).
 """
 
 import json
@@ -13,10 +13,11 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from casstore import ContentAddressedToolResultStore, history
+from casstore import ContentAddressedToolResultStore
 from casstore.cli import cli
 from casstore.disk import disk_usage, disk_usage_of_file
-from casstore.figures import format_bytes, format_ratio, ratio
+from casstore.history import stats as history
+from casstore.history.figures import format_bytes, format_ratio, ratio
 from tests.helpers import blake3_hex
 
 CONTENTS = ["a result shared by everyone\n" * 200, "alice's own\n" * 100, "bob's own\n" * 300, "x"]

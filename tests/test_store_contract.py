@@ -30,13 +30,13 @@ from casstore import (
     StorageError,
     StoreClosedError,
 )
-from casstore.blob_location import MARKER_NAME
-from casstore.figures import ratio
-from casstore.frames import FrameCodec
-from casstore.history import namespaces, namespaces_holding, offload_log, stats
-from casstore.index import OffloadRecord
-from casstore.maintenance import GarbageReport, collect_garbage, verify
-from casstore.store import RepositoryToolResultStore
+from casstore.blobs.frames import FrameCodec
+from casstore.blobs.location import MARKER_NAME
+from casstore.history.figures import ratio
+from casstore.history.stats import namespaces, namespaces_holding, offload_log, stats
+from casstore.index.writes import OffloadRecord
+from casstore.maintenance.checks import GarbageReport, collect_garbage, verify
+from casstore.stores.local import RepositoryToolResultStore
 from tests.helpers import blake3_hex
 from tests.store_backends import Backend, SharedBackend, StoreFactory, make_backend
 from tests.test_store import MALFORMED_REFERENCES

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from casstore.database import Database
-from casstore.index import forget, record_write
-from casstore.prepared import PreparedWrite
+from casstore.index.database import Database
+from casstore.index.prepared import PreparedWrite
+from casstore.index.writes import forget, record_write
 from casstore.repository import IndexDatabase
 
 _DIGEST = "c" * 64
@@ -45,7 +45,7 @@ def index_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[I
     if request.param == "sqlite":
         database = Database(tmp_path / "index.db", durable=False)
     else:
-        from casstore.postgres import PostgresDatabase
+        from casstore.index.postgres import PostgresDatabase
 
         database = PostgresDatabase(request.getfixturevalue("postgres_url"))
     yield database

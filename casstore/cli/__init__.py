@@ -1,5 +1,5 @@
 """
-The `casstore` command: a thin layer over `casstore.history`, `casstore.maintenance` and `casstore.demo`.
+The `casstore` command: a thin layer over the library (`casstore.history`, `casstore.maintenance`, `casstore.demo`).
 
 Every subcommand takes `--root DIR` (default `$CASSTORE_ROOT`, else `./.casstore`). Every error is one line on stderr,
 never a traceback, and the exit status says which kind it is, the same for every command (docs/cli.md):

@@ -9,10 +9,10 @@ import click
 
 from casstore.cli.options import StoreLocation, _json_option, _open
 from casstore.cli.output import EXIT_FAILURE, _print_json
-from casstore.copying import copy_store
-from casstore.figures import format_bytes
-from casstore.shared_store import INDEX_URL_VARIABLE
-from casstore.shared_store import relocate_blobs as relocate_shared_blobs
+from casstore.history.figures import format_bytes
+from casstore.maintenance.copying import copy_store
+from casstore.repository.shared import relocate_blobs as relocate_shared_blobs
+from casstore.stores.shared import INDEX_URL_VARIABLE
 
 
 @click.command()

@@ -7,9 +7,9 @@ import click
 
 from casstore.cli.options import NAMESPACE, StoreLocation, _check_report_path, _json_option, _location_options, _open
 from casstore.cli.output import _print_json
-from casstore.report import DEFAULT_REPORT_NAME, write_report
-from casstore.shared_store import BLOB_URL_VARIABLE, INDEX_URL_VARIABLE
-from casstore.store import INDEX_FILE_NAME
+from casstore.history.report import DEFAULT_REPORT_NAME, write_report
+from casstore.stores.local import INDEX_FILE_NAME
+from casstore.stores.shared import BLOB_URL_VARIABLE, INDEX_URL_VARIABLE
 
 
 @click.command()
@@ -43,7 +43,7 @@ def demo(
     as_json: bool,
 ) -> None:
     """Run a scripted coding agent over a real folder with the store and compactor, summarize, and write a report."""
-    from casstore.demo import (  # the agent stack, only now
+    from casstore.demo.session import (  # the agent stack, only now
         DemoArgumentError,
         print_progress,
         print_summary,

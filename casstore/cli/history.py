@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 
-from casstore import history
 from casstore.cli.options import (
     DURATION,
     LINE_RANGE,
@@ -22,9 +21,10 @@ from casstore.cli.options import (
     _require_namespace,
 )
 from casstore.cli.output import _print_json, _table
-from casstore.datasette import metadata
-from casstore.figures import format_bytes, format_ratio
-from casstore.report import DEFAULT_REPORT_NAME, write_report
+from casstore.history import stats as history
+from casstore.history.datasette import metadata
+from casstore.history.figures import format_bytes, format_ratio
+from casstore.history.report import DEFAULT_REPORT_NAME, write_report
 
 
 @click.command()

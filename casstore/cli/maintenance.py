@@ -6,7 +6,6 @@ from datetime import timedelta
 
 import click
 
-from casstore import maintenance
 from casstore.cli.options import (
     DURATION,
     NAMESPACE,
@@ -19,7 +18,8 @@ from casstore.cli.options import (
 )
 from casstore.cli.output import EXIT_FAILURE, EXIT_ORPHANS_ONLY, _duration_text, _print_json, _ProgressBar, _when
 from casstore.errors import CasStoreError
-from casstore.figures import format_bytes
+from casstore.history.figures import format_bytes
+from casstore.maintenance import checks as maintenance
 
 
 @click.command()

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, TypeVar
 
 import click
 
-from casstore import history
 from casstore.errors import InvalidReferenceError
+from casstore.history import stats as history
 from casstore.namespaces import check_namespace
 from casstore.references import parse_reference
-from casstore.shared_store import BLOB_URL_VARIABLE, INDEX_URL_VARIABLE, SharedToolResultStore
-from casstore.store import INDEX_FILE_NAME, ContentAddressedToolResultStore, RepositoryToolResultStore
+from casstore.stores.local import INDEX_FILE_NAME, ContentAddressedToolResultStore, RepositoryToolResultStore
+from casstore.stores.shared import BLOB_URL_VARIABLE, INDEX_URL_VARIABLE, SharedToolResultStore
 
 DEFAULT_ROOT = ".casstore"
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d|w)", re.ASCII)

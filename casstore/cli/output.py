@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from casstore.figures import format_bytes
+from casstore.history.figures import format_bytes
 
 # Exit statuses (see the module docstring): bad input and failures, usage errors (click's), `verify`'s orphans.
 EXIT_FAILURE = 1

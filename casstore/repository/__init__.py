@@ -31,9 +31,11 @@ connection every question uses):
 
 from typing import Protocol
 
-from casstore.blobs import WaitingBlobs
-from casstore.index_queries import CompactionRow, OffloadEntry, OffloadRow, WriteRow
-from casstore.report_queries import ReportFigures, ResultRow
+from casstore.blobs.catalog import WaitingBlobs
+from casstore.index.prepared import PreparedWrite, prepare
+from casstore.index.queries import CompactionRow, OffloadEntry, OffloadRow, WriteRow
+from casstore.index.report_queries import ReportFigures, ResultRow
+from casstore.index.writes import CompactionRecord, OffloadRecord
 from casstore.repository.copies import Copies
 from casstore.repository.core import BLOB_DIRECTORY_NAME, INDEX_FILE_NAME, IndexDatabase, StoredWriteRecorder
 from casstore.repository.questions import HistoryQuestions
@@ -41,8 +43,8 @@ from casstore.repository.reads import Reads
 from casstore.repository.retention import BlobCheck, Collection, CollectionPreview, IntegritySnapshot, Retention
 from casstore.repository.search import SearchCheck
 from casstore.repository.writes import Writes
-from casstore.search_index import MIN_TERM_CHARS
-from casstore.searching import SearchHit, SearchOutcome
+from casstore.search.index import MIN_TERM_CHARS
+from casstore.search.results import SearchHit, SearchOutcome
 
 __all__ = [
     "BLOB_DIRECTORY_NAME",
@@ -51,12 +53,15 @@ __all__ = [
     "BlobCheck",
     "Collection",
     "CollectionPreview",
+    "CompactionRecord",
     "CompactionRow",
     "HasRepository",
     "IndexDatabase",
     "IntegritySnapshot",
     "OffloadEntry",
+    "OffloadRecord",
     "OffloadRow",
+    "PreparedWrite",
     "ReportFigures",
     "Repository",
     "ResultRow",
@@ -66,6 +71,7 @@ __all__ = [
     "StoredWriteRecorder",
     "WaitingBlobs",
     "WriteRow",
+    "prepare",
     "repository_of",
 ]
 

@@ -1,11 +1,12 @@
-"""The copying part of the `Repository` (`casstore.copying`): every row and blob read out, and imported here."""
+"""The copying part of the `Repository`, for `casstore copy`: each row and blob read out, and imported here."""
 
 from collections import Counter
 from collections.abc import Sequence
 
-from casstore import index, index_queries
 from casstore.errors import CorruptBlobError
-from casstore.index_queries import CompactionRow, OffloadRow, WriteRow
+from casstore.index import queries as index_queries
+from casstore.index import writes as index
+from casstore.index.queries import CompactionRow, OffloadRow, WriteRow
 from casstore.repository.core import RepositoryCore
 
 

@@ -12,15 +12,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, Self
 
-from casstore import read_only, search_index
-from casstore.blob_files import BlobDirectory
-from casstore.blobs import BlobBackend, BlobStore
-from casstore.database import Database, UnitOfWork
+from casstore.blobs.catalog import BlobBackend, BlobStore
+from casstore.blobs.files import BlobDirectory
+from casstore.blobs.frames import FrameCodec
+from casstore.blobs.learning import learner_for
 from casstore.disk import local_footprint
 from casstore.errors import CorruptBlobError, ReadOnlyStoreError, ReferenceNotFoundError, StorageError
-from casstore.frames import FrameCodec
-from casstore.guard import OpenGuard
-from casstore.learning import learner_for
+from casstore.index import read_only
+from casstore.index.database import Database, UnitOfWork
+from casstore.repository.guard import OpenGuard
+from casstore.search import index as search_index
 
 INDEX_FILE_NAME = "index.db"
 BLOB_DIRECTORY_NAME = "blobs"
@@ -29,7 +30,7 @@ ROWS_PER_TRANSACTION = 500
 
 
 class IndexDatabase(Protocol):
-    """The engine under the index: SQLite (`casstore.database.Database`) or PostgreSQL (`casstore.postgres`)."""
+    """The engine under the index: SQLite (`casstore.index.database`) or PostgreSQL (`casstore.index.postgres`)."""
 
     failures: tuple[type[Exception], ...]
     damage: tuple[type[Exception], ...]
@@ -78,6 +79,7 @@ class RepositoryCore:
         learn: bool = True,
         searchable: bool = False,
         search_index_writes: bool = False,
+        search_text: "search_index.SearchText | None" = None,
     ) -> None:
         """
         Join an opened index and blob backend; the repository owns them from now on and closes them.
@@ -90,17 +92,18 @@ class RepositoryCore:
         :param description: Where the repository is, for messages (no password).
         :param learn: Store new content with the learned encodings (trained dictionaries, deltas against earlier
             versions); False stores plain zstd frames. Blobs stored either way are read either way.
-        :param searchable: The index has the search index's tables (`casstore.search_index`).
+        :param searchable: The index has the search index's tables (`casstore.search.index`).
         :param search_index_writes: Index the text of every write as it is stored (after its commit), and turn the
             search index on.
+        :param search_text: The engine's search text (`casstore.search.postgres.TRIGRAM_TEXT` for PostgreSQL);
+            SQLite's FTS5 by default.
         :raises SearchUnavailableError: With `search_index_writes`, if the index's engine cannot hold a search index
             (a PostgreSQL server without `pg_trgm`).
         """
         self._database = database
         self._searchable = searchable
         self._search_index_writes = searchable and search_index_writes
-        # The engine's trigrams: PostgreSQL names its own (`casstore.postgres_search`); SQLite's are FTS5's.
-        self._search_text: search_index.SearchText = getattr(database, "search_text", search_index.FTS5_TEXT)
+        self._search_text: search_index.SearchText = search_text or search_index.FTS5_TEXT
         # Texts this process wrote with the index on, waiting (each with its `search_pending` row) to be indexed after
         # their commit, in batches.
         self._written_texts = search_index.WrittenTexts()
@@ -152,7 +155,7 @@ class RepositoryCore:
         :param lazy: Create nothing on disk until the first write (the default): a repository never written to
             leaves no folder, no `index.db` and no `blobs/` behind, and reads it as an empty store. False creates
             `root`, `index.db` and `blobs/` now.
-        :param search_index: Index the text of every write as it is stored (`casstore.search_index`).
+        :param search_index: Index the text of every write as it is stored (`casstore.search.index`).
         :raises SchemaError: If `index.db` exists and was written by a newer casstore or is not a casstore index
             (`IndexDamagedError` if SQLite finds it damaged).
         :raises CasStoreError: If the blob folder is a symlink or not a folder.

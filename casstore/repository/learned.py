@@ -3,9 +3,9 @@
 import logging
 from collections.abc import Iterable
 
+from casstore.blobs.learning import Learner, TrainingJob
 from casstore.errors import CasStoreError
-from casstore.frames import content_digest
-from casstore.learning import Learner, TrainingJob
+from casstore.references import content_digest
 from casstore.repository.core import RepositoryCore
 
 _logger = logging.getLogger(__name__)

@@ -3,10 +3,12 @@
 from datetime import timedelta
 from typing import Any
 
-from casstore import hook_offloads, index_queries, report_queries
-from casstore.index_queries import HistoryMark, OffloadEntry
+from casstore.index import offloads as hook_offloads
+from casstore.index import queries as index_queries
+from casstore.index import report_queries
+from casstore.index.queries import HistoryMark, OffloadEntry
+from casstore.index.report_queries import ReportFigures, Scope
 from casstore.references import parse_reference
-from casstore.report_queries import ReportFigures, Scope
 from casstore.repository.core import RepositoryCore
 
 

@@ -1,7 +1,7 @@
 """The read protocol of the `Repository`: a visible reference's verified content, final even beside gc."""
 
-from casstore import index
 from casstore.errors import CorruptBlobError, StorageError
+from casstore.index import writes as index
 from casstore.repository.core import RepositoryCore, damaged_index_error, not_found_error
 
 

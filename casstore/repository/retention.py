@@ -11,13 +11,15 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from casstore import index, index_queries, search_index
-from casstore.blobs import WaitingBlobs
-from casstore.database import UnitOfWork
+from casstore.blobs.catalog import WaitingBlobs
 from casstore.errors import CorruptBlobError
-from casstore.index_queries import NeededBlob
+from casstore.index import queries as index_queries
+from casstore.index import writes as index
+from casstore.index.database import UnitOfWork
+from casstore.index.queries import NeededBlob
 from casstore.repository.core import ROWS_PER_TRANSACTION
 from casstore.repository.search import SearchIndexing
+from casstore.search import index as search_index
 
 # Stored bytes deleted per transaction at most (a blob kept in the index frees its pages inside that transaction).
 _BATCH_BYTES = 4 * 2**20

@@ -6,14 +6,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from casstore import search_index
-from casstore.database import UnitOfWork
 from casstore.errors import CasStoreError, CorruptBlobError, StoreClosedError
-from casstore.exact_match import EXACT, INSIDE, Grading
+from casstore.index.database import UnitOfWork
 from casstore.references import parse_reference
 from casstore.repository.core import ROWS_PER_TRANSACTION, RepositoryCore
-from casstore.search_index import IndexedEntry, searchable_text
-from casstore.searching import (
+from casstore.search import index as search_index
+from casstore.search.exact_match import EXACT, INSIDE, Grading
+from casstore.search.index import IndexedEntry, searchable_text
+from casstore.search.results import (
     SearchHit,
     SearchOutcome,
     hit_order,
@@ -30,8 +30,9 @@ _READ_PER_HIT = 3
 _READ_AT_LEAST = 30
 # The bytes of candidates one search reads at most (past the first): a few huge results would cost more than the rest.
 _READ_BYTES = 16 * 1024 * 1024
-# While none of the candidates read holds the query whole (`casstore.exact_match`), reading goes on past the budget
-# above, up to this many candidates: an identifier's exact result may be longer than many that hold longer tokens.
+# While none of the candidates read holds the query whole (`casstore.search.exact_match`), reading goes on past
+# the budget above, up to this many candidates: an identifier's exact result may be longer than many that hold
+# longer tokens.
 _LOOK_FOR_WHOLE = 300
 
 _logger = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ class SearchCheck:
 
 
 class SearchIndexing(RepositoryCore):
-    """The search index (`casstore.search_index`): searches, its build, its check."""
+    """The search index (`casstore.search.index`): searches, its build, its check."""
 
     def search(
         self, *, namespace: str, terms: Sequence[str], tool_name: str | None, limit: int, seconds: float

@@ -5,16 +5,17 @@ import time
 from collections.abc import Sequence
 from functools import partial
 
-from casstore import index, search_index
-from casstore.blob_hints import LAST_SEEN_RESOLUTION
-from casstore.blobs import LearnedFrameRefused, StagedBlob
-from casstore.database import UnitOfWork, ago
+from casstore.blobs.catalog import LearnedFrameRefused, StagedBlob
+from casstore.blobs.hints import LAST_SEEN_RESOLUTION
 from casstore.errors import CasStoreError, StorageError
-from casstore.index import CompactionRecord, OffloadRecord
-from casstore.prepared import PreparedWrite
+from casstore.index import writes as index
+from casstore.index.database import UnitOfWork, ago
+from casstore.index.prepared import PreparedWrite
+from casstore.index.writes import CompactionRecord, OffloadRecord
 from casstore.repository.learned import LearnedEncodings
 from casstore.repository.search import SearchIndexing
-from casstore.search_index import WrittenText, searchable_text
+from casstore.search import index as search_index
+from casstore.search.index import WrittenText, searchable_text
 
 _SEEN_AGO = ago(LAST_SEEN_RESOLUTION)
 # How often a write transaction the engine rolled back to break a deadlock is tried, in all.

@@ -46,8 +46,8 @@ OFFLOAD = {
 
 def main(root: str) -> None:
     from casstore import ContentAddressedToolResultStore
-    from casstore.index import OffloadRecord
-    from casstore.schema import MIGRATION_NAMES
+    from casstore.index.schema import MIGRATION_NAMES
+    from casstore.index.writes import OffloadRecord
 
     assert MIGRATION_NAMES == ("0001_blobs_and_writes", "0002_offloads", "0003_summary_views"), MIGRATION_NAMES
     stores = {

@@ -2,13 +2,13 @@
 `casstore datasette-metadata`: the index's documentation as Datasette metadata, so the history explains itself in
 Datasette too (`casstore datasette-metadata > metadata.json`, then `datasette index.db -m metadata.json`).
 
-Built from `casstore.schema_docs`: a description for every table, view and column, and the docs' questions as
+Built from `casstore.history.schema_docs`: a description for every table, view and column, and the docs' questions as
 canned queries. Datasette is not a dependency; this is only the JSON it reads (its 0.65 metadata format).
 """
 
 from typing import Any
 
-from casstore.schema_docs import QUESTIONS, RELATIONS
+from casstore.history.schema_docs import QUESTIONS, RELATIONS
 
 # Datasette names a database after its file: `datasette index.db` serves `index`.
 DATABASE_NAME = "index"

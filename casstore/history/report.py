@@ -5,7 +5,7 @@ same numbers.
 A client of the repository (`Repository.report_figures`, `Repository.blob_content` for previews), so it reports a
 local store and a shared one alike. The page fetches nothing and runs nothing: no scripts, styles, fonts or images
 from anywhere (its Content-Security-Policy forbids them too), and every text that came from a tool, a key, a
-namespace or a content preview is escaped (`casstore.charts.escape`) before it is part of the markup.
+namespace or a content preview is escaped (`casstore.history.charts.escape`) before it is part of the markup.
 """
 
 import contextlib
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from casstore import charts
-from casstore.charts import Bar, Range, Series, escape, format_bytes
 from casstore.errors import CasStoreError
+from casstore.history import charts
+from casstore.history.charts import Bar, Range, Series, escape, format_bytes
 from casstore.repository import HasRepository, ReportFigures, Repository, ResultRow, repository_of
 
 __all__ = ["DEFAULT_REPORT_NAME", "SERIES_LIMIT", "ReportFile", "build_report", "write_report"]

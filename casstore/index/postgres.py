@@ -34,11 +34,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from casstore import forks
-from casstore.database import NOW_SQL, SHIFTED_NOW_SQL, UnitOfWork
 from casstore.errors import StorageError, StoreClosedError
-from casstore.postgres_connect import check_url, wait_until_connectable
-from casstore.postgres_schema import migrate
-from casstore.postgres_search import TRIGRAM_TEXT, TrigramText
+from casstore.index.database import NOW_SQL, SHIFTED_NOW_SQL, UnitOfWork
+from casstore.index.postgres_connect import check_url, wait_until_connectable
+from casstore.index.postgres_schema import migrate
 from casstore.references import reference_kind
 
 try:
@@ -143,8 +142,7 @@ class PostgresDatabase:
     # A transaction PostgreSQL rolled back to break a deadlock between writers, or a serialization conflict: run again.
     conflicts: tuple[type[Exception], ...] = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
     kind = "PostgreSQL index"
-    # The search index's trigrams (`casstore.postgres_search`), which the repository's search layer asks for.
-    search_text: TrigramText = TRIGRAM_TEXT
+    # The search index's trigrams (`casstore.search.postgres`), which the repository's search layer asks for.
 
     def __init__(self, url: str, *, max_connections: int = 16) -> None:
         """

@@ -1,7 +1,7 @@
 """
 Reading the offload history: the figures behind `casstore stats` and the rows behind `casstore log`.
 
-A thin client of the repository's history questions (`casstore.index_queries`), which are read-only queries over the
+A thin client of the repository's history questions (`casstore.index.queries`), which are read-only queries over the
 index's tables and views, so what the command prints is exactly what `sqlite3 index.db` shows.
 """
 
@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from casstore.disk import disk_usage
-from casstore.figures import ratio
+from casstore.history.figures import ratio
 from casstore.repository import HasRepository, OffloadEntry, Repository, repository_of
 
 __all__ = [
@@ -32,7 +32,7 @@ class StoreStats:
 
     `scope` says what the figures count: `store` (every write and every stored blob, those no write references any
     more until gc deletes them included) or `namespace` (the writes of `namespace` and the distinct blobs they
-    reference, shared ones included). Ratios are defined in `casstore.figures`. Bytes on disk (`disk_bytes`,
+    reference, shared ones included). Ratios are defined in `casstore.history.figures`. Bytes on disk (`disk_bytes`,
     `index_bytes`, `blob_bytes`) belong to the whole store, whose namespaces share its blobs: None for a namespace.
     """
 

@@ -32,13 +32,13 @@ from functools import partial
 from typing import Protocol
 
 from casstore import forks
-from casstore.blob_files import BlobFile, UnsafeBlobPathError
-from casstore.blob_hints import LAST_SEEN_RESOLUTION, BlobHints
-from casstore.database import NOW_SQL, SHIFTED_NOW_SQL, UnitOfWork, ago
+from casstore.blobs.files import BlobFile, UnsafeBlobPathError
+from casstore.blobs.frames import DELTA, DICTIONARY, PLAIN, FrameCodec, FrameDictionary
+from casstore.blobs.hints import LAST_SEEN_RESOLUTION, BlobHints
+from casstore.blobs.learning import DELTA_KEEP_BELOW, DICTIONARY_MAX_SIZE, Learner, tool_of
 from casstore.errors import CorruptBlobError, ObjectSizeMismatchError, StorageError, UnsafeBlobError
-from casstore.frames import DELTA, DICTIONARY, PLAIN, FrameCodec, FrameDictionary, content_digest
-from casstore.learning import DELTA_KEEP_BELOW, DICTIONARY_MAX_SIZE, Learner, tool_of
-from casstore.references import reference_kind
+from casstore.index.database import NOW_SQL, SHIFTED_NOW_SQL, UnitOfWork, ago
+from casstore.references import content_digest, reference_kind
 
 _STORED_IN_INDEX = "index"
 # `blobs.encoding` is PLAIN, DICTIONARY or DELTA; above this layer a plain frame's encoding is None.

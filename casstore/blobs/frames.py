@@ -24,20 +24,18 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-import blake3
 import zstandard
 
 from casstore.errors import CorruptBlobError
+from casstore.references import content_digest
 
-# Above this size, BLAKE3 hashes with several threads.
-_PARALLEL_HASH_BYTES = 4 * 1024 * 1024
 # Compressors bound to a base, kept per thread: one holds tables sized for its base, and the next version of its
 # result is compressed against it again (loading a base into a new one costs several times as much as compressing a
 # version with it): on the medium trace, 16 of them find it for 53% of the deltas tried, 4 38%.
 _BOUND_DELTA_COMPRESSORS = 16
 _BOUND_DELTA_BYTES = 4 * 1024 * 1024
 # What a trained dictionary's tables are sized for by default: the largest result compressed with one
-# (`casstore.learning.DICTIONARY_MAX_SIZE`).
+# (`casstore.blobs.learning.DICTIONARY_MAX_SIZE`).
 TRAINED_SOURCE_SIZE = 16 * 1024
 # Deltas are compressed at level 1 unless a level above the default (3) was asked for: a delta's matches are long, which
 # level 1 finds as well (on the medium trace its deltas took 0.5% fewer bytes than at 3), and loading a base into its
@@ -123,16 +121,6 @@ class FrameDictionary:
             return cls(digest, DELTA, content)
         framed = _raw_frame(content)
         return cls(digest, DELTA, memoryview(framed)[len(framed) - len(content) :], framed=framed)
-
-
-def content_digest(data: bytes) -> str:
-    """
-    :param data: The content bytes.
-    :returns: The 64-hex BLAKE3 digest of `data`.
-    """
-    if len(data) >= _PARALLEL_HASH_BYTES:
-        return blake3.blake3(data, max_threads=blake3.blake3.AUTO).hexdigest()
-    return blake3.blake3(data).hexdigest()
 
 
 class FrameCodec:

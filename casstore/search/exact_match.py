@@ -163,7 +163,7 @@ class Grading:
 
     def postgres_patterns(self, fold: Callable[[str], str]) -> tuple[str, str | None]:
         """
-        :param fold: How the engine folds a text and a term (`casstore.postgres_search.folded`).
+        :param fold: How the engine folds a text and a term (`casstore.search.postgres.folded`).
         :returns: PostgreSQL regular expressions over a folded text: the terms whole (`EXACT`), and the terms one
             after the other anywhere (`INSIDE`; None for a single term, which every hit holds).
         """

@@ -1,6 +1,6 @@
 """
 The history questions behind `casstore report`: read-only queries over the index's tables, for one namespace or all,
-over all history or a recent period, in the SQL both engines share (SQLite's spelling; `casstore.postgres`
+over all history or a recent period, in the SQL both engines share (SQLite's spelling; `casstore.index.postgres`
 translates it).
 
 Large histories are summed in the index, not in Python: a series longer than its limit comes back in time buckets,
@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from casstore.database import NOW_SQL, SHIFTED_NOW_SQL, ago
-from casstore.hook_offloads import HookToolOffloads, hook_tool_offloads
+from casstore.index.database import NOW_SQL, SHIFTED_NOW_SQL, ago
+from casstore.index.offloads import HookToolOffloads, hook_tool_offloads
 
 # How many characters of a timestamp name a bucket, finest first, and the seconds such a bucket spans at least (so
 # that a span of S seconds meets at most ceil(S / seconds) + 1 buckets).

@@ -1,7 +1,7 @@
 """
 Ranking a search's candidates: the order in which they are read, and the score of those that hold a term.
 
-Pure functions over what `casstore.search_index` found and what reading a candidate showed; the repository runs
+Pure functions over what `casstore.search.index` found and what reading a candidate showed; the repository runs
 them. Every figure they use is either the document's own (its size, how often a term occurs in it) or counted over
 the searching namespace's documents alone (`NamespaceStatistics`), so another namespace's results change no score.
 """
@@ -10,8 +10,8 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from casstore.exact_match import EXACT, EXACT_CASE, INSIDE, Grading
-from casstore.search_index import Candidate, NamespaceStatistics
+from casstore.search.exact_match import EXACT, EXACT_CASE, INSIDE, Grading
+from casstore.search.index import Candidate, NamespaceStatistics
 
 # At most this many hits holding the query whole in another case are read to tell it apart (below).
 _TELL_CASE_AT_MOST = 30
@@ -25,7 +25,7 @@ class SearchHit:
     """
     One result that holds at least one term: its reference in the namespace (of its first write there), the tool when
     known, when it was first written there, its size in bytes, its text, which of the query's terms it holds (as
-    given), its BM25 score, and how exactly it holds the query (`casstore.exact_match`: `EXACT_CASE` is best).
+    given), its BM25 score, and how exactly it holds the query (`casstore.search.exact_match`: `EXACT_CASE` is best).
     """
 
     reference: str

@@ -3,7 +3,7 @@ The offloads of Haystack's `ToolResultOffloadHook` in the history, beside those 
 
 The hook keeps no record of its own: it writes each part of a result through the store under a key of its shape
 (`casstore.hook_keys`), so its offloads are the writes of such keys in the view `writes`. The compactor's are the
-rows of `offloads`. These questions read both, in SQL both engines share (SQLite's spelling; `casstore.postgres`
+rows of `offloads`. These questions read both, in SQL both engines share (SQLite's spelling; `casstore.index.postgres`
 translates it), and tell the tool and call id from the key in Python, since neither engine can split it for certain.
 """
 
@@ -14,10 +14,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 
-from casstore import index_queries
-from casstore.database import SHIFTED_NOW_SQL, ago
 from casstore.hook_keys import HookKey, parse_hook_key
-from casstore.index_queries import OffloadEntry
+from casstore.index import queries as index_queries
+from casstore.index.database import SHIFTED_NOW_SQL, ago
+from casstore.index.queries import OffloadEntry
 
 HOOK = "hook"
 # A hook's key starts with its step, a number: only writes whose key starts with a digit are read and parsed.

@@ -3,8 +3,8 @@
 number of hosts, with the index in PostgreSQL and the blobs in S3-compatible (or other) object storage.
 
 It is the same class of store on another repository: references, namespaces, validation, errors and the history's
-meaning are `RepositoryToolResultStore`'s; what differs is the index engine (`casstore.postgres`) and the blob
-backend (`casstore.object_blobs`). Needs the `shared` extra: `pip install 'casstore[shared]'`.
+meaning are `RepositoryToolResultStore`'s; what differs is the index engine (`casstore.index.postgres`) and the blob
+backend (`casstore.blobs.objects`). Needs the `shared` extra: `pip install 'casstore[shared]'`.
 """
 
 from typing import Any
@@ -12,10 +12,9 @@ from typing import Any
 from haystack.core.serialization import default_from_dict, default_to_dict
 from haystack.utils import Secret, deserialize_secrets_inplace
 
-from casstore import blob_location
 from casstore.namespaces import DEFAULT_NAMESPACE
-from casstore.repository import Repository
-from casstore.store import DEFAULT_INLINE_MAX, RepositoryToolResultStore, check_settings
+from casstore.repository.shared import open_shared_repository
+from casstore.stores.local import DEFAULT_INLINE_MAX, RepositoryToolResultStore, check_settings
 
 INDEX_URL_VARIABLE = "CASSTORE_INDEX_URL"
 BLOB_URL_VARIABLE = "CASSTORE_BLOB_URL"
@@ -159,87 +158,3 @@ class SharedToolResultStore(RepositoryToolResultStore):
         data = {**data, "init_parameters": dict(data["init_parameters"])}  # the caller's dict stays as it was
         deserialize_secrets_inplace(data["init_parameters"], keys=["index_url"])
         return default_from_dict(cls, data)
-
-
-def open_shared_repository(
-    *,
-    index_url: str,
-    blob_url: str,
-    blob_options: dict[str, str] | None,
-    compression_level: int,
-    inline_max: int,
-    learn: bool = True,
-    search_index: bool = False,
-) -> Repository:
-    """
-    Open the repository of a shared store: the PostgreSQL index and the object store.
-
-    :param search_index: Index the text of every write (docs/search.md).
-    :raises StorageError: If either cannot be reached.
-    :raises BlobLocationError: If the index records another blob location, or `blob_url` holds another store's blobs.
-    :raises SearchUnavailableError: With `search_index`, if the server cannot hold the search index.
-    """
-    try:
-        from casstore.object_blobs import ObjectBlobs
-        from casstore.postgres import PostgresDatabase
-    except ImportError as error:
-        raise ImportError(
-            f"The shared store needs the `shared` extra: pip install 'casstore[shared]' (psycopg, psycopg-pool and "
-            f"obstore); {error}."
-        ) from error
-
-    objects = ObjectBlobs(blob_url, options=blob_options)
-    try:
-        database = PostgresDatabase(index_url)
-    except BaseException:
-        objects.close()
-        raise
-    try:
-        with database.reading() as connection:
-            blob_location.settle(connection, objects, index=database.description)
-    except BaseException:
-        database.close()
-        objects.close()
-        raise
-
-    def footprint() -> tuple[int, int]:
-        return database.table_bytes(), objects.total_bytes()
-
-    return Repository(
-        database=database,
-        blob_backend=objects,
-        compression_level=compression_level,
-        inline_max=inline_max,
-        footprint=footprint,
-        description=f"{database.description} and {blob_url}",
-        learn=learn,
-        searchable=True,
-        search_index_writes=search_index,
-    )
-
-
-def relocate_blobs(*, index_url: str, blob_url: str, blob_options: dict[str, str] | None = None) -> str:
-    """
-    Record that a shared store's blob objects now live at `blob_url`, once they were copied there (every object under
-    the old prefix, its marker `casstore-store.json` too).
-
-    :param index_url: The store's PostgreSQL URL.
-    :param blob_url: The new location.
-    :param blob_options: The object-store client's settings, as for `SharedToolResultStore`.
-    :returns: The location recorded before.
-    :raises BlobLocationError: If `blob_url` has no marker naming this store, or lacks its blobs; nothing is changed.
-    :raises StorageError: If either service cannot be reached.
-    """
-    from casstore.object_blobs import ObjectBlobs
-    from casstore.postgres import PostgresDatabase
-
-    objects = ObjectBlobs(blob_url, options=blob_options)
-    try:
-        database = PostgresDatabase(index_url)
-        try:
-            with database.reading() as connection:
-                return blob_location.relocate(connection, objects, index=database.description)
-        finally:
-            database.close()
-    finally:
-        objects.close()

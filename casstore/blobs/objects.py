@@ -1,7 +1,7 @@
 """
 Blob objects in object storage, through obstore: `<prefix>/blake3/<2 hex>/<62 hex>`.
 
-The object-store counterpart of `casstore.blob_files.BlobDirectory`, for a store shared between machines: S3 and
+The object-store counterpart of `casstore.blobs.files.BlobDirectory`, for a store shared between machines: S3 and
 S3-compatible servers (`s3://bucket/prefix`), Google Cloud Storage (`gs://`), Azure Blob Storage (`az://`), a local
 folder (`file:///path`) or memory (`memory://`, for tests; one `ObjectBlobs` sees only its own objects).
 
@@ -23,9 +23,9 @@ import obstore
 from obstore.exceptions import AlreadyExistsError, BaseError
 from obstore.store import from_url
 
-from casstore.blob_files import BlobFile
+from casstore.blobs.files import BlobFile
+from casstore.blobs.object_checks import advice, check_blob_url, check_s3_settings
 from casstore.errors import ObjectSizeMismatchError, StorageError, StoreClosedError
-from casstore.object_store_checks import advice, check_blob_url, check_s3_settings
 
 __all__ = ["BlobObject", "ObjectBlobs", "ObjectSizeMismatchError", "digest_of", "object_name"]
 

@@ -14,11 +14,19 @@ from typing import Any, Self
 from haystack.core.serialization import default_from_dict, default_to_dict
 from haystack.hooks.tool_result_offloading.types import ToolResultStore
 
-from casstore.index import CompactionRecord, OffloadRecord
 from casstore.namespaces import DEFAULT_NAMESPACE, check_namespace
-from casstore.prepared import PreparedWrite, prepare
 from casstore.references import split_reference
-from casstore.repository import BLOB_DIRECTORY_NAME, INDEX_FILE_NAME, MIN_TERM_CHARS, Repository, SearchOutcome
+from casstore.repository import (
+    BLOB_DIRECTORY_NAME,
+    INDEX_FILE_NAME,
+    MIN_TERM_CHARS,
+    CompactionRecord,
+    OffloadRecord,
+    PreparedWrite,
+    Repository,
+    SearchOutcome,
+    prepare,
+)
 
 __all__ = [
     "BLOB_DIRECTORY_NAME",
@@ -174,7 +182,7 @@ class RepositoryToolResultStore(ToolResultStore):
 
     @property
     def repository(self) -> Repository:
-        """The repository the store is built on, for maintenance and history (`casstore.maintenance`, `.history`)."""
+        """The repository the store is built on, for `casstore.maintenance` and `casstore.history`."""
         return self._repository
 
     def close(self) -> None:

@@ -10,7 +10,7 @@ from importlib import resources
 from typing import Any
 
 from casstore.errors import SchemaError
-from casstore.schema import unknown_migrations_message
+from casstore.index.schema import unknown_migrations_message
 
 _SCRIPTS_PACKAGE = "casstore.migrations.postgresql"
 # The advisory lock under which migrations apply: any constant 64-bit number, the same for every casstore process.

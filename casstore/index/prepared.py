@@ -5,8 +5,7 @@
 from dataclasses import dataclass
 
 from casstore.errors import InvalidContentError
-from casstore.frames import content_digest
-from casstore.references import extension_of, format_reference
+from casstore.references import content_digest, extension_of, format_reference
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,10 +24,11 @@ from typing import Any, Protocol
 
 from sqlite_utils import Database as SqliteUtilsDatabase
 
-from casstore import forks, read_only
+from casstore import forks
 from casstore.disk import disk_usage_of_file
 from casstore.errors import IndexDamagedError, ReadOnlyStoreError, SchemaError, StoreClosedError
-from casstore.schema import MIGRATION_NAMES, MIGRATION_SET, MIGRATIONS, unknown_migrations_message
+from casstore.index import read_only
+from casstore.index.schema import MIGRATION_NAMES, MIGRATION_SET, MIGRATIONS, unknown_migrations_message
 
 # How long a write waits for another process's write transaction before giving up.
 DEFAULT_BUSY_TIMEOUT_SECONDS = 60.0

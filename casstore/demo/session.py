@@ -33,12 +33,12 @@ from haystack.token_counters import ApproximateTokenCounter
 from haystack.tools.tool import Tool
 from haystack.utils.experimental import ExperimentalWarning
 
-from casstore.demo_tools import TEXT_SUFFIXES, make_file_tools
+from casstore.demo.tools import TEXT_SUFFIXES, make_file_tools
 from casstore.disk import disk_usage
-from casstore.figures import format_bytes, format_ratio, ratio
+from casstore.history.figures import format_bytes, format_ratio, ratio
 from casstore.namespaces import check_namespace
-from casstore.shared_store import SharedToolResultStore
-from casstore.store import ContentAddressedToolResultStore, RepositoryToolResultStore
+from casstore.stores.local import ContentAddressedToolResultStore, RepositoryToolResultStore
+from casstore.stores.shared import SharedToolResultStore
 
 DEFAULT_STEPS = 80
 CONTEXT_WINDOW = 16_000
@@ -85,7 +85,7 @@ class DemoSummary:
 
     @property
     def dedup_ratio(self) -> float | None:
-        """:returns: The run's logical bytes over its unique bytes (`casstore.figures`); None if it stored nothing."""
+        """:returns: The run's logical bytes over its unique bytes; None if it stored nothing."""
         return ratio(self.logical_bytes, self.unique_bytes)
 
     @property
@@ -212,7 +212,7 @@ def _result_text(message: ChatMessage) -> str:
 
 def default_corpus() -> Path:
     """:returns: The installed casstore package's own source folder, which every installation has."""
-    return Path(__file__).resolve().parent
+    return Path(__file__).resolve().parent.parent
 
 
 def run_demo(

@@ -16,7 +16,7 @@ first two), so no other namespace's results can change a hit, its rank or a coun
 
 The SQL here is written once for both engines (the PostgreSQL connection translates it); what differs, the trigram
 table and how a look-up is bounded in time, is an engine's `SearchText` (`Fts5Text` below for SQLite,
-`casstore.postgres_search.TrigramText` for PostgreSQL).
+`casstore.search.postgres.TrigramText` for PostgreSQL).
 
 Writes with the index on do not index their text in their own transaction: they record a row of `search_pending`
 (one insert), and the text is indexed after the commit, in batches of a transaction each (`index_pending`), by the
@@ -33,10 +33,10 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from casstore.database import NOW_SQL, UnitOfWork
 from casstore.errors import InvalidReferenceError
-from casstore.exact_match import Grading
+from casstore.index.database import NOW_SQL, UnitOfWork
 from casstore.references import parse_reference
+from casstore.search.exact_match import Grading
 
 # Characters in a trigram, FTS5's `trigram` tokenizer's unit: a term shorter than this cannot be looked up.
 MIN_TERM_CHARS = 3

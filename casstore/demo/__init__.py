@@ -1,0 +1,1 @@
+"""`casstore demo`: a scripted Haystack `Agent` run over a real folder (`session`), with its tools (`tools`)."""

@@ -1,0 +1,4 @@
+"""
+The Haystack `ToolResultStore`s: `ContentAddressedToolResultStore` (`local`) and `SharedToolResultStore`
+(`shared`), thin over the repository.
+"""
