@@ -57,14 +57,14 @@ def test_a_new_store_applies_the_baseline(store: ContentAddressedToolResultStore
 TABLES = {
     "blobs",
     "blob_frames",
-    "writes",
+    "write_rows",
     "dictionaries",
     "dictionary_samples",
     "offloads",
     "compactions",
     "store_settings",
 }
-VIEWS = {"dedup_summary", "namespace_summary", "repeated_results", "offload_summary", "offloaded_parts"}
+VIEWS = {"writes", "dedup_summary", "namespace_summary", "repeated_results", "offload_summary", "offloaded_parts"}
 
 
 def test_the_schema_is_plain_tables_no_trigger_and_read_only_views(store: ContentAddressedToolResultStore) -> None:
@@ -149,9 +149,7 @@ def test_a_shared_index_of_a_development_version_is_refused_unchanged(
 
 def _with_a_second_migration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Make casstore's migrations the baseline plus `0002_notes` (on both engines), from a temporary folder."""
-    added = (
-        "ALTER TABLE writes ADD COLUMN note TEXT;\nCREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL);\n"
-    )
+    added = "ALTER TABLE write_rows ADD COLUMN note TEXT;\nCREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL);\n"
     sqlite_folder, postgres_folder = tmp_path / "migrations", tmp_path / "migrations-postgresql"
     for folder, source in ((sqlite_folder, MIGRATIONS_FOLDER), (postgres_folder, MIGRATIONS_FOLDER / "postgresql")):
         folder.mkdir(parents=True)

@@ -53,7 +53,7 @@ _LOCATION = (
 # A read: whether the reference is visible in its namespace (a `writes` row names it) and where its blob is, in one
 # statement, so a read sees both in one state of the index.
 _READABLE_SQL = (
-    f"SELECT {_LOCATION} WHERE b.digest = ? AND EXISTS (SELECT 1 FROM writes w WHERE w.digest = b.digest "
+    f"SELECT {_LOCATION} WHERE b.digest = ? AND EXISTS (SELECT 1 FROM write_rows w WHERE w.blob_id = b.id "
     "AND w.namespace = ? AND w.kind = ? AND w.extension = ?)"
 )
 # Asked only when a read found nothing: whether the reference is visible all the same, its blob row missing (a damaged
@@ -64,7 +64,7 @@ _ACTIVE_DICTIONARY_SQL = "SELECT digest, samples FROM dictionaries WHERE tool = 
 _CONFIRM_AGO = ago(LAST_SEEN_RESOLUTION)
 _RESOLUTION_SECONDS = LAST_SEEN_RESOLUTION.total_seconds()
 # A blob is referenced while a write names it.
-_REFERENCED = "SELECT 1 FROM writes w WHERE w.digest = blobs.digest"
+_REFERENCED = "SELECT 1 FROM write_rows w WHERE w.blob_id = blobs.id"
 # A blob gc may delete: no write names it, no kept blob is a delta on it, and it was not seen within the grace period
 # (the parameter is the grace's `ago`).
 _COLLECTABLE = (
