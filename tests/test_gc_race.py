@@ -154,7 +154,7 @@ def test_a_write_that_failed_leaves_nothing_trusted(store_root: Path) -> None:
         # trigger lives on the connection that made it: the store's own.
         with store.repository._database.transaction() as work:
             work.connection.execute(
-                "CREATE TEMP TRIGGER fail_boom BEFORE INSERT ON writes WHEN NEW.key = 'boom.txt' "
+                "CREATE TEMP TRIGGER fail_boom BEFORE INSERT ON write_rows WHEN NEW.key = 'boom.txt' "
                 "BEGIN SELECT RAISE(ABORT, 'no space left'); END"
             )
         forget_hints(store)  # so the write looks a up again, and refreshes it in the transaction that fails
