@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from casstore.index.database import NOW_SQL, SHIFTED_NOW_SQL, ago
 from casstore.index.offloads import HookToolOffloads, hook_tool_offloads
+from casstore.index.work import NOW_SQL, SHIFTED_NOW_SQL, ago
 
 # How many characters of a timestamp name a bucket, finest first, and the seconds such a bucket spans at least (so
 # that a span of S seconds meets at most ceil(S / seconds) + 1 buckets).

@@ -31,7 +31,7 @@ connection every question uses):
 
 from typing import Protocol
 
-from casstore.blobs.catalog import WaitingBlobs
+from casstore.blobs.collection import WaitingBlobs
 from casstore.index.prepared import PreparedWrite, prepare
 from casstore.index.queries import CompactionRow, OffloadEntry, OffloadRow, WriteRow
 from casstore.index.report_queries import ReportFigures, ResultRow

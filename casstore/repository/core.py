@@ -12,14 +12,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, Self
 
-from casstore.blobs.catalog import BlobBackend, BlobStore
+from casstore.blobs.backend import BlobBackend
 from casstore.blobs.files import BlobDirectory
 from casstore.blobs.frames import FrameCodec
 from casstore.blobs.learning import learner_for
+from casstore.blobs.store import BlobStore
 from casstore.disk import local_footprint
 from casstore.errors import CorruptBlobError, ReadOnlyStoreError, ReferenceNotFoundError, StorageError
 from casstore.index import read_only
-from casstore.index.database import Database, UnitOfWork
+from casstore.index.database import Database
+from casstore.index.work import UnitOfWork
 from casstore.repository.guard import OpenGuard
 from casstore.search import index as search_index
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from casstore.errors import CasStoreError, CorruptBlobError, StoreClosedError
-from casstore.index.database import UnitOfWork
+from casstore.index.work import UnitOfWork
 from casstore.references import parse_reference
 from casstore.repository.core import ROWS_PER_TRANSACTION, RepositoryCore
 from casstore.search import index as search_index

@@ -5,12 +5,13 @@ import time
 from collections.abc import Sequence
 from functools import partial
 
-from casstore.blobs.catalog import LearnedFrameRefused, StagedBlob
+from casstore.blobs.catalog import LearnedFrameRefused
+from casstore.blobs.encoder import StagedBlob
 from casstore.blobs.hints import LAST_SEEN_RESOLUTION
 from casstore.errors import CasStoreError, StorageError
 from casstore.index import writes as index
-from casstore.index.database import UnitOfWork, ago
 from casstore.index.prepared import PreparedWrite
+from casstore.index.work import UnitOfWork, ago
 from casstore.index.writes import CompactionRecord, OffloadRecord
 from casstore.repository.learned import LearnedEncodings
 from casstore.repository.search import SearchIndexing

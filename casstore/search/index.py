@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from casstore.errors import InvalidReferenceError
-from casstore.index.database import NOW_SQL, UnitOfWork
+from casstore.index.work import NOW_SQL, UnitOfWork
 from casstore.references import parse_reference
 from casstore.search.exact_match import Grading
 
