@@ -17,13 +17,12 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from casstore import forks
 from casstore.errors import IndexDamagedError, ReadOnlyStoreError, SchemaError
-from casstore.index import read_only, sqlite_file, sqlite_space
+from casstore.index import read_only, sqlite_file, sqlite_space, sqlite_transaction
 from casstore.index.sqlite_transaction import Held, Transaction
 from casstore.index.work import UnitOfWork
 
@@ -219,10 +218,6 @@ class Database:
                 if self._pending and not self._closed and self.path.exists():
                     self._leave_pending(create=False)
 
-    def _held(self) -> "Held":
-        """:returns: A context manager holding the connection for this thread (reopened first in a forked child)."""
-        return Held(self)
-
     def transaction(self, *, exclusive: bool = False) -> "Transaction":
         """
         Run a write transaction: the thread lock, `BEGIN IMMEDIATE`, then `COMMIT`, or `ROLLBACK` on any error.
@@ -246,41 +241,26 @@ class Database:
         """:returns: The error that says the index is read-only and `what` follows from that."""
         return read_only.store_error(self.path.parent, what)
 
-    @contextmanager
-    def rolled_back(self) -> Iterator["UnitOfWork"]:
+    def rolled_back(self) -> AbstractContextManager[UnitOfWork]:
         """
         Run a write transaction that is always rolled back: a dry run sees its own changes and keeps none.
 
         :returns: A context manager yielding the transaction's `UnitOfWork` (its `on_commit` callbacks never run).
         """
-        with self._held() as connection:
-            # A read-only index takes no write lock (nothing can write it meanwhile); a statement that would change
-            # it fails, and is rolled back.
-            connection.execute("BEGIN" if self.read_only else "BEGIN IMMEDIATE")
-            try:
-                yield UnitOfWork(connection, self._statements)
-            finally:
-                if connection.in_transaction:
-                    connection.execute("ROLLBACK")
+        return sqlite_transaction.rolled_back(self)
 
-    @contextmanager
-    def snapshot(self) -> Iterator[sqlite3.Connection]:
+    def snapshot(self) -> AbstractContextManager[sqlite3.Connection]:
         """
         Run reads in one read transaction, so they all see the same committed state.
 
         :returns: A context manager yielding the connection.
         """
-        with self._held() as connection:
-            connection.execute("BEGIN")
-            try:
-                yield connection
-            finally:
-                if connection.in_transaction:
-                    connection.execute("COMMIT")
+        return sqlite_transaction.snapshot(self)
 
-    def reading(self) -> "Held":
+    def reading(self) -> Held:
         """
-        Use the connection for reads outside a transaction (each statement sees the latest committed state).
+        Use the connection for reads outside a transaction (each statement sees the latest committed state); the
+        connection is held for this thread (reopened first in a forked child).
 
         :returns: A context manager yielding the connection.
         """
@@ -291,7 +271,7 @@ class Database:
     @property
     def returns_free_space(self) -> bool:
         """Whether `index.db` can give freed pages back (`auto_vacuum=INCREMENTAL`), which `rebuild` makes so."""
-        with self._held() as connection:
+        with Held(self) as connection:
             return bool(connection.execute("PRAGMA auto_vacuum").fetchone()[0] == sqlite_space.INCREMENTAL)
 
     def space_policy(self, *, rebuilt: bool) -> str:
@@ -321,8 +301,8 @@ class Database:
         """
         if not self.returns_free_space:
             return False
-        sqlite_space.free_pages(self._held, step_pages=step_pages, pause=self.yield_to_writers)
-        sqlite_space.checkpoint(self._held, self._log)
+        sqlite_space.free_pages(self.reading, step_pages=step_pages, pause=self.yield_to_writers)
+        sqlite_space.checkpoint(self.reading, self._log)
         return True
 
     def yield_to_writers(self, held: float) -> None:
@@ -339,10 +319,10 @@ class Database:
         holds the write lock for the whole rebuild (writers wait; see docs/gc.md for how long on 1 GB) and needs
         free disk space of about twice the file while it runs.
         """
-        with self._held() as connection:
+        with Held(self) as connection:
             connection.execute("PRAGMA auto_vacuum = INCREMENTAL")
             connection.execute("VACUUM")
-        sqlite_space.checkpoint(self._held, self._log)
+        sqlite_space.checkpoint(self.reading, self._log)
 
     def close(self) -> None:
         """Close the connection. Later use raises `StoreClosedError`; closing twice is harmless."""

@@ -1,10 +1,13 @@
 """
 Holding a SQLite `database.Database`'s connection for one thread (`Held`), and the write transaction on it
-(`Transaction`: `BEGIN IMMEDIATE`, then `COMMIT` and the `UnitOfWork`'s `on_commit` callbacks, or `ROLLBACK`). Plain
-classes, not generator context managers: one is entered on every read and write.
+(`Transaction`: `BEGIN IMMEDIATE`, then `COMMIT` and the `UnitOfWork`'s `on_commit` callbacks, or `ROLLBACK`), plain
+classes, not generator context managers, as one is entered on every read and write; and the rarer transactions,
+`rolled_back` (a dry run's) and `snapshot` (reads that see one state).
 """
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from casstore import forks
@@ -70,3 +73,29 @@ class Transaction(Held):
             database._lock.release()
         if exc_type is None and self._work._committed:
             self._work._publish()
+
+
+@contextmanager
+def rolled_back(database: "Database") -> Iterator[UnitOfWork]:
+    """`Database.rolled_back`: a write transaction on the held connection, always rolled back."""
+    with Held(database) as connection:
+        # A read-only index takes no write lock (nothing can write it meanwhile); a statement that would change
+        # it fails, and is rolled back.
+        connection.execute("BEGIN" if database.read_only else "BEGIN IMMEDIATE")
+        try:
+            yield UnitOfWork(connection, database._statements)
+        finally:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+
+
+@contextmanager
+def snapshot(database: "Database") -> Iterator[sqlite3.Connection]:
+    """`Database.snapshot`: reads in one read transaction on the held connection."""
+    with Held(database) as connection:
+        connection.execute("BEGIN")
+        try:
+            yield connection
+        finally:
+            if connection.in_transaction:
+                connection.execute("COMMIT")
