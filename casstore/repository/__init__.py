@@ -43,7 +43,7 @@ from casstore.repository.reads import Reads
 from casstore.repository.retention import BlobCheck, Collection, CollectionPreview, IntegritySnapshot, Retention
 from casstore.repository.search import SearchCheck
 from casstore.repository.writes import Writes
-from casstore.search.index import MIN_TERM_CHARS
+from casstore.search.engine import MIN_TERM_CHARS
 from casstore.search.results import SearchHit, SearchOutcome
 
 __all__ = [
