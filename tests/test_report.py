@@ -154,7 +154,7 @@ def test_hostile_names_and_previews_are_text_in_the_page(tmp_path: Path) -> None
 @settings(max_examples=150, deadline=None)
 @given(labels=st.lists(st.text(min_size=1, max_size=60), min_size=1, max_size=5))
 def test_any_text_in_any_chart_or_table_stays_text(labels: list[str]) -> None:
-    from casstore.history.report import _table
+    from casstore.history.report_markup import tabulate as _table
 
     bars = [charts.Bar(label=label, value=index + 1, tooltip=label) for index, label in enumerate(labels)]
     series = [charts.Series(label, [(datetime(2026, 1, 1), 1.0), (datetime(2026, 1, 2), 2.0)]) for label in labels]
