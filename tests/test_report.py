@@ -27,7 +27,7 @@ from casstore.cli import cli
 from casstore.demo.session import run_demo
 from casstore.history import charts
 from casstore.history.report import DEFAULT_REPORT_NAME, SERIES_LIMIT, build_report, write_report
-from casstore.index.report_queries import bucket_prefix
+from casstore.index.report_scope import bucket_prefix
 from tests.helpers import create_store, inline_frame, replace_inline_frame
 from tests.report_helpers import (
     HOSTILE,
