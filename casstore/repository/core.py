@@ -12,6 +12,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, Self
 
+from casstore import search as search_index
 from casstore.blobs.catalog import BlobBackend, BlobStore
 from casstore.blobs.files import BlobDirectory
 from casstore.blobs.frames import FrameCodec
@@ -21,7 +22,6 @@ from casstore.errors import CorruptBlobError, ReadOnlyStoreError, ReferenceNotFo
 from casstore.index import read_only
 from casstore.index.database import Database, UnitOfWork
 from casstore.repository.guard import OpenGuard
-from casstore.search import index as search_index
 
 INDEX_FILE_NAME = "index.db"
 BLOB_DIRECTORY_NAME = "blobs"
@@ -92,7 +92,7 @@ class RepositoryCore:
         :param description: Where the repository is, for messages (no password).
         :param learn: Store new content with the learned encodings (trained dictionaries, deltas against earlier
             versions); False stores plain zstd frames. Blobs stored either way are read either way.
-        :param searchable: The index has the search index's tables (`casstore.search.index`).
+        :param searchable: The index has the search index's tables (`casstore.search`).
         :param search_index_writes: Index the text of every write as it is stored (after its commit), and turn the
             search index on.
         :param search_text: The engine's search text (`casstore.search.postgres.TRIGRAM_TEXT` for PostgreSQL);
@@ -155,7 +155,7 @@ class RepositoryCore:
         :param lazy: Create nothing on disk until the first write (the default): a repository never written to
             leaves no folder, no `index.db` and no `blobs/` behind, and reads it as an empty store. False creates
             `root`, `index.db` and `blobs/` now.
-        :param search_index: Index the text of every write as it is stored (`casstore.search.index`).
+        :param search_index: Index the text of every write as it is stored (`casstore.search`).
         :raises SchemaError: If `index.db` exists and was written by a newer casstore or is not a casstore index
             (`IndexDamagedError` if SQLite finds it damaged).
         :raises CasStoreError: If the blob folder is a symlink or not a folder.
