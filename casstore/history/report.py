@@ -2,10 +2,10 @@
 `casstore report`: the offload history as one self-contained HTML page of SVG charts, each beside a table of the
 same numbers.
 
-A client of the repository (`Repository.report_figures`, `Repository.blob_content` for previews), so it reports a
-local store and a shared one alike. The page fetches nothing and runs nothing: no scripts, styles, fonts or images
-from anywhere (its Content-Security-Policy forbids them too), and every text that came from a tool, a key, a
-namespace or a content preview is escaped (`casstore.history.charts.escape`) before it is part of the markup.
+A client of the repository (`repository.history.report_figures`, `repository.copies.blob_content` for previews), so
+it reports a local store and a shared one alike. The page fetches nothing and runs nothing: no scripts, styles, fonts
+or images from anywhere (its Content-Security-Policy forbids them too), and every text that came from a tool, a key,
+a namespace or a content preview is escaped (`casstore.history.charts.escape`) before it is part of the markup.
 """
 
 import contextlib
@@ -56,7 +56,7 @@ def build_report(
     :returns: The page, and the figures it shows.
     """
     repository = repository_of(source)
-    figures = repository.report_figures(
+    figures = repository.history.report_figures(
         namespace=namespace,
         since=since,
         series_limit=SERIES_LIMIT,
@@ -111,7 +111,7 @@ def _previews(repository: Repository, figures: ReportFigures) -> dict[str, str]:
             previews[row.digest] = f"(not read: larger than {format_bytes(PREVIEW_MAX_BYTES)})"
         else:
             try:
-                text = repository.blob_content(row.digest).decode("utf-8", errors="replace")
+                text = repository.copies.blob_content(row.digest).decode("utf-8", errors="replace")
             except CasStoreError as error:
                 previews[row.digest] = f"(could not be read: {error})"
             else:
