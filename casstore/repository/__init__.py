@@ -5,10 +5,11 @@ The Haystack stores, maintenance (`verify`, `gc`, `copy`) and history (`stats`, 
 they ask typed questions and get typed answers, and never hold a connection or a blob path. Every transaction is a
 `UnitOfWork` that publishes what it learned only once it commits.
 
-Its public surface is a few verbs and properties (`store`, `read`, `record_offloads`, `record_compaction`, `close`,
-`read_only`, `searchable`, `description`) and four collaborators handed out by name:
+Its public surface is a constructor for a local store (`local`), a few verbs (`store`, `read`, `record_offloads`,
+`record_compaction`, `close`), what it is (`description`, `read_only` and `read_only_error`, `searchable`), and four
+collaborators handed out by name:
 
-    repository.history     what happened: stats, log and report figures, encodings, bytes on disk   (questions.py)
+    repository.history     what happened: stats, log and report figures, encodings, bytes on disk   (history.py)
     repository.search      searching results; building, checking and measuring the search index     (search.py)
     repository.retention   what verify checks, and what gc forgets, deletes and gives back           (retention.py)
     repository.copies      what `casstore copy` reads out of one store and imports into another      (copies.py)
@@ -53,9 +54,9 @@ from casstore.repository.core import (
     StoredWriteRecorder,
 )
 from casstore.repository.findings import BlobCheck, Collection, CollectionPreview, IntegritySnapshot
+from casstore.repository.history import History
 from casstore.repository.indexing import SearchIndexing
 from casstore.repository.learned import Learning
-from casstore.repository.questions import History
 from casstore.repository.reads import Reader
 from casstore.repository.retention import Retention
 from casstore.repository.search import Search, SearchCheck
