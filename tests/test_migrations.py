@@ -23,8 +23,7 @@ from casstore import (
     SchemaError,
     SharedToolResultStore,
 )
-from casstore.index import database as database_module
-from casstore.index import postgres_schema, schema
+from casstore.index import postgres_schema, schema, sqlite_file
 from casstore.index.database import Database
 from casstore.index.postgres_schema import MIGRATION_NAMES as POSTGRES_MIGRATION_NAMES
 from casstore.index.schema import MIGRATION_NAMES, MIGRATION_SET, MIGRATIONS
@@ -149,7 +148,10 @@ def test_a_shared_index_of_a_development_version_is_refused_unchanged(
 
 def _with_a_second_migration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Make casstore's migrations the baseline plus `0002_notes` (on both engines), from a temporary folder."""
-    added = "ALTER TABLE write_rows ADD COLUMN note TEXT;\nCREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL);\n"
+    added = (
+        "ALTER TABLE write_rows ADD COLUMN note TEXT;\n"
+        "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL);\n"
+    )
     sqlite_folder, postgres_folder = tmp_path / "migrations", tmp_path / "migrations-postgresql"
     for folder, source in ((sqlite_folder, MIGRATIONS_FOLDER), (postgres_folder, MIGRATIONS_FOLDER / "postgresql")):
         folder.mkdir(parents=True)
@@ -158,8 +160,8 @@ def _with_a_second_migration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
             added.replace("INTEGER PRIMARY KEY", "BIGSERIAL PRIMARY KEY") if folder == postgres_folder else added
         )
     migrations, names = schema.load_migrations(sqlite_folder)
-    monkeypatch.setattr(database_module, "MIGRATIONS", migrations)
-    monkeypatch.setattr(database_module, "MIGRATION_NAMES", names)
+    monkeypatch.setattr(sqlite_file, "MIGRATIONS", migrations)
+    monkeypatch.setattr(sqlite_file, "MIGRATION_NAMES", names)
     scripts = [(path.stem, path.read_text()) for path in sorted(postgres_folder.glob("*.sql"))]
     monkeypatch.setattr(postgres_schema, "migration_scripts", lambda: scripts)
     monkeypatch.setattr(postgres_schema, "MIGRATION_NAMES", tuple(name for name, _ in scripts))
