@@ -115,7 +115,7 @@ CONTENT_CACHE_BYTES = 8 * 1024 * 1024
 class BlobBackend(Protocol):
     """
     Where blobs too large for the index are kept, by digest: a folder (`BlobDirectory`) or an object store
-    (`ObjectBlobs`). Each runs the same contract tests (`tests/test_blob_backends.py`).
+    (`ObjectBlobs`). Each runs the same contract tests (`tests/blobs/test_backend_contract.py`).
     """
 
     stored_in: str
