@@ -8,7 +8,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from datetime import timedelta
@@ -39,7 +39,6 @@ from casstore.maintenance.checks import GarbageReport, collect_garbage, verify
 from casstore.stores.local import RepositoryToolResultStore
 from tests.helpers import blake3_hex
 from tests.store_backends import Backend, SharedBackend, StoreFactory, make_backend
-from tests.stores.test_local_store import MALFORMED_REFERENCES
 
 PROPERTY_SETTINGS = settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -48,15 +47,34 @@ BACKENDS = ["local", "shared"]
 TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}$")
 LONG_AGO = "2020-01-01 00:00:00.000"
 
-
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    """A fresh index and blob area of either kind; every store opened on it sees the others' writes."""
-    made = make_backend(request.param, request, tmp_path)
-    try:
-        yield made
-    finally:
-        made.close()
+VALID = "blake3/" + "ab" + "/" + "c" * 62 + ".txt"
+MALFORMED_REFERENCES: list[object] = [
+    "",
+    "../x",
+    "/etc/passwd",
+    "blake3/../../index.db",
+    VALID.replace("blake3/", "/blake3/"),
+    VALID + "\x00",
+    VALID.replace("ab", "a\x00"),
+    VALID.replace("c" * 62, "c" * 61),
+    VALID.replace("c" * 62, "c" * 63),
+    VALID.replace("c" * 62, "g" * 62),
+    VALID.upper(),
+    VALID.replace("ab", "AB"),
+    VALID.replace("/", "\\"),
+    VALID.replace("/", "%2F"),
+    VALID.replace("ab/", "ab\u2215"),
+    "sha256/ab/" + "c" * 62 + ".txt",
+    VALID + "/",
+    VALID + ".",
+    " " + VALID,
+    VALID * 2,
+    "x" * 100_000,
+    None,
+    42,
+    b"blake3/ab/" + b"c" * 62,
+    ["blake3"],
+]
 
 
 @pytest.fixture
@@ -205,6 +223,14 @@ def test_small_blobs_live_in_the_index_and_large_ones_outside(backend: Backend, 
     assert stored_size - len(large_content) <= 64  # incompressible: a few bytes of frame
 
 
+def test_text_is_compressed(backend: Backend, open_store: StoreFactory) -> None:
+    content = Path(__file__).read_text() * 5
+    open_store(inline_max=0).write(key="source.txt", content=content)
+    ((stored_size, stored_in),) = backend.rows("SELECT stored_size, stored_in FROM blobs")
+    assert stored_in == backend.stored_elsewhere
+    assert stored_size < len(content.encode()) / 3
+
+
 def test_concurrent_writers_of_the_same_new_content_store_it_once(backend: Backend, open_store: StoreFactory) -> None:
     threads = 8
     stores = [open_store(namespace="A"), open_store(namespace="B")]  # two replicas, four threads each
@@ -250,6 +276,21 @@ def test_namespaces_isolate_reads_but_share_blobs(backend: Backend, open_store: 
 # --- Bad input ------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("namespace", ["", "tab\there", "x" * 257])
+def test_bad_namespaces_are_refused(open_store: StoreFactory, namespace: str) -> None:
+    with pytest.raises(ValueError, match="namespace"):
+        open_store(namespace=namespace)
+
+
+@pytest.mark.parametrize(
+    ("argument", "value"), [("compression_level", 0), ("compression_level", 23), ("inline_max", -1)]
+)
+def test_bad_settings_are_refused(open_store: StoreFactory, argument: str, value: int) -> None:
+    keywords: dict[str, Any] = {argument: value}
+    with pytest.raises(ValueError, match=argument):
+        open_store(**keywords)
+
+
 @pytest.mark.parametrize("content", [None, 42, 3.5, ["a"], {"a": 1}, bytearray(b"x"), memoryview(b"x")])
 def test_other_content_types_raise_type_error_and_store_nothing(
     backend: Backend, store: RepositoryToolResultStore, content: object
@@ -293,13 +334,26 @@ def test_a_non_string_key_raises_type_error(backend: Backend, store: RepositoryT
 
 
 @pytest.mark.parametrize(
-    "key", ["report.final version", "a.<script>", "a." + "x" * 17, "a.tx\u0442", "x.\u00fc", "../../../etc/passwd"]
+    "key",
+    [
+        "report.final version",
+        "a.<script>",
+        "a." + "x" * 17,
+        "a.tx\u0442",
+        "x.\u00fc",
+        "../../../etc/passwd",
+        "../../../../{outside}/escaped",
+    ],
 )
-def test_keys_are_recorded_never_used_as_paths(backend: Backend, store: RepositoryToolResultStore, key: str) -> None:
+def test_keys_are_recorded_never_used_as_paths(
+    backend: Backend, store: RepositoryToolResultStore, tmp_path: Path, key: str
+) -> None:
+    key = key.format(outside=tmp_path)
     reference = store.write(key=key, content="content")
     assert reference == f"blake3/{blake3_hex(b'content')[:2]}/{blake3_hex(b'content')[2:]}"
     assert store.read(reference) == "content"
     assert backend.rows("SELECT key FROM writes") == [(key,)]
+    assert not (tmp_path / "escaped").exists()
 
 
 @pytest.mark.parametrize("reference", MALFORMED_REFERENCES, ids=lambda value: repr(value)[:40])
