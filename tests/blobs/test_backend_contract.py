@@ -1,6 +1,6 @@
 """
 The `BlobBackend` contract , one suite for every backend: the blob folder (`BlobDirectory`) and
-object storage (`ObjectBlobs` on a real S3 server and on a `file://` folder).
+object storage (`ObjectBlobs` on a real S3 server, on a `file://` folder and in memory).
 
 Each fixture is typed as `BlobBackend`, so mypy checks that both classes satisfy the protocol; the tests check what
 the blob layer relies on at run time.
@@ -33,7 +33,7 @@ class Opened:
     rows_imply_presence: bool
 
 
-@pytest.fixture(params=["directory", "s3", "file"])
+@pytest.fixture(params=["directory", "s3", "file", "memory"])
 def opened(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opened]:
     if request.param == "directory":
         folder = tmp_path / "blobs"
@@ -49,8 +49,10 @@ def opened(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opened]:
     if request.param == "s3":
         s3: S3Location = request.getfixturevalue("s3_bucket_url")
         objects = ObjectBlobs(s3.url, options=s3.options)
-    else:
+    elif request.param == "file":
         objects = ObjectBlobs(f"file://{tmp_path}/objects")
+    else:
+        objects = ObjectBlobs("memory://")
 
     def put_object(name: str, data: bytes) -> None:
         obstore.put(objects._opened, name, data)
