@@ -111,18 +111,6 @@ def test_a_blob_staged_before_gc_and_recorded_after_it_still_reads(store_root: P
         assert verify(store).ok
 
 
-@pytest.mark.parametrize("inline_max", [0, 1 << 20], ids=["file", "inline"])
-def test_a_write_after_gc_deleted_its_blob_stores_it_again(store_root: Path, inline_max: int) -> None:
-    """Right after the store put the blob, so only the forgotten reference tells it to look the blob up."""
-    with ContentAddressedToolResultStore(store_root, inline_max=inline_max) as store:
-        store.write(key="a.txt", content=CONTENTS[2])
-        assert collect_garbage(store, namespace="default", grace=timedelta(0)).blobs_deleted == 1
-        assert not list((store_root / "blobs").rglob("*.zst"))
-        reference = store.write(key="b.txt", content=CONTENTS[2])
-        assert store.read(reference) == CONTENTS[2]
-        assert verify(store).ok
-
-
 def test_a_write_that_goes_again_after_gc_took_a_part_still_refreshes_the_others(store_root: Path) -> None:
     """A refresh rolled back with the first try must not count: the grace period protects what was just written."""
     with ContentAddressedToolResultStore(store_root) as store:

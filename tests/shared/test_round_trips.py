@@ -1,12 +1,12 @@
 """
-The shared store's quick paths on real PostgreSQL and SeaweedFS: a duplicate write in one statement, a read in one,
-and the protocol's rules kept by both (nothing recorded without its blob, the retry when gc took a blob, visibility
-per namespace, no object-store request for a duplicate).
+The shared store's quick paths on real PostgreSQL and SeaweedFS: a duplicate write, alone or of several parts, costs no
+object-store request and records every write. What both stores promise of the same paths (one blob per content, the
+retry when gc took a blob, visibility per namespace) is in tests/stores/test_store_contract.py and
+tests/maintenance/test_gc_without_grace_period.py.
 """
 
 import os
 from collections.abc import Callable, Iterator
-from datetime import timedelta
 from typing import Any
 
 import obstore
@@ -14,8 +14,6 @@ import psycopg
 import pytest
 
 from casstore import SharedToolResultStore
-from casstore.errors import ReferenceNotFoundError
-from casstore.maintenance.checks import collect_garbage, verify
 from tests.servers import S3Location
 
 
@@ -32,19 +30,6 @@ def _count(url: str, sql: str) -> int:
         row = connection.execute(sql).fetchone()
     assert row is not None
     return int(row[0])
-
-
-@pytest.mark.parametrize("size", [100, 200_000], ids=["inline", "object"])
-def test_duplicate_writes_record_each_write_and_one_blob(
-    shared: SharedToolResultStore, postgres_url: str, size: int
-) -> None:
-    content = os.urandom(size)
-    first = shared.write(key="a.bin", content=content)
-    assert shared.write(key="b.bin", content=content) == first
-    assert shared.read(first) == content
-    assert _count(postgres_url, "SELECT count(*) FROM writes") == 2
-    assert _count(postgres_url, "SELECT count(*) FROM blobs") == 1
-    assert _count(postgres_url, "SELECT count(DISTINCT (namespace, reference)) FROM writes") == 1
 
 
 def test_a_duplicate_write_sends_no_object_store_request(
@@ -68,38 +53,6 @@ def _counted(name: str, request: Callable[..., Any], requests: list[str]) -> Cal
         return request(*args, **kwargs)
 
     return counted
-
-
-def test_a_blob_collected_meanwhile_is_stored_again(
-    shared: SharedToolResultStore, postgres_url: str, s3_bucket_url: S3Location
-) -> None:
-    content = "collected " * 20_000
-    reference = shared.write(key="a.txt", content=content)
-    collect_garbage(shared, namespace="alice", grace=timedelta(0))
-    with psycopg.connect(postgres_url, autocommit=True) as connection:
-        connection.execute("UPDATE blobs SET last_seen = '2020-01-01 00:00:00.000'")
-    collect_garbage(shared, grace=timedelta(0))
-    assert _count(postgres_url, "SELECT count(*) FROM blobs") == 0
-    # This process remembers the blob as stored; the one-statement write finds its row gone and stores it again.
-    assert shared.write(key="b.txt", content=content) == reference
-    assert shared.read(reference) == content
-    report = verify(shared)
-    assert report.ok, report
-
-
-def test_reads_answer_only_in_the_writing_namespace(
-    shared: SharedToolResultStore, postgres_url: str, s3_bucket_url: S3Location
-) -> None:
-    reference = shared.write(key="a.txt", content="alice's")
-    with SharedToolResultStore(
-        index_url=postgres_url, blob_url=s3_bucket_url.url, blob_options=s3_bucket_url.options, namespace="bob"
-    ) as bob:
-        with pytest.raises(ReferenceNotFoundError):
-            bob.read(reference)
-        assert bob.write(key="b.txt", content="alice's") == reference
-        assert bob.read(reference) == "alice's"
-    assert shared.read(reference) == "alice's"
-    assert _count(postgres_url, "SELECT count(DISTINCT (namespace, reference)) FROM writes") == 2
 
 
 def test_a_multi_part_write_records_every_part(shared: SharedToolResultStore, postgres_url: str) -> None:
