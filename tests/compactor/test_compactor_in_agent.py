@@ -1,13 +1,11 @@
 """
 End to end: a real Haystack `Agent` with `MockChatGenerator`, real tools, `CompactionHook(DedupOffloadCompactor)` and
-the read tool; serialization of the compactor and the tool; and the README's example, run exactly as written.
+the read tool; and serialization of the compactor and the tool. The example of docs/compactor.md runs as written in
+tests/docs/test_readme_examples.py.
 """
 
 import asyncio
-import contextlib
-import io
 import json
-import re
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -254,75 +252,3 @@ class TestSerialization:
         assert isinstance(read_tool, ReadOffloadedResultTool)
         assert isinstance(read_tool.store, ContentAddressedToolResultStore)
         read_tool.store.close()
-
-
-README_EXAMPLE = '''\
-import sqlite3
-
-from haystack.components.agents import Agent
-from haystack.components.generators.chat import MockChatGenerator
-from haystack.dataclasses import ChatMessage, ToolCall
-from haystack.hooks.compaction import CompactionHook
-from haystack.tools import tool
-
-from casstore import ContentAddressedToolResultStore
-from casstore.compactor import DedupOffloadCompactor, make_read_tool
-
-
-@tool
-def run_tests() -> str:
-    """Run the test suite and return its log."""
-    return "".join(f"test_case_{number} ... ok\\n" for number in range(400))
-
-
-def model(messages: list[ChatMessage]) -> ChatMessage:
-    """Stands in for an LLM: runs the tests four times, searches an offloaded log, then answers."""
-    calls = [call.tool_name for message in messages for call in message.tool_calls]
-    if calls.count("run_tests") < 4:
-        return ChatMessage.from_assistant(tool_calls=[ToolCall(tool_name="run_tests", arguments={})])
-    if "read_offloaded_result" not in calls:
-        reference = next(ref for message in messages for ref in message.meta.get("tool_result_offloaded", []))
-        arguments = {"reference": reference, "pattern": "test_case_39[0-9] "}
-        return ChatMessage.from_assistant(tool_calls=[ToolCall(tool_name="read_offloaded_result", arguments=arguments)])
-    return ChatMessage.from_assistant("All 400 tests pass; the last ten are listed above.")
-
-
-store = ContentAddressedToolResultStore("tool_results", namespace="demo")
-hook = CompactionHook(compactor=DedupOffloadCompactor(store), context_window=8_000)
-agent = Agent(
-    # `usage: None` makes CompactionHook measure the conversation itself; a real generator reports its usage.
-    chat_generator=MockChatGenerator(response_fn=model, meta={"usage": None}),
-    tools=[run_tests, make_read_tool(store)],
-    hooks={"before_llm": [hook]},
-)
-result = agent.run(messages=[ChatMessage.from_user("Do the tests pass?")])
-print(result["messages"][-2].tool_call_result.result)
-print(result["last_message"].text)
-
-# What did compaction do in this run? The same query works in `sqlite3 tool_results/index.db`.
-with sqlite3.connect("tool_results/index.db") as db:
-    for row in db.execute("SELECT tool_name, refs, original_tokens, saved_tokens FROM offloads"):
-        print(row)
-    print(db.execute("SELECT writes, blobs FROM dedup_summary").fetchone())
-store.close()
-'''
-
-
-def test_readme_example_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    output = io.StringIO()
-    with contextlib.redirect_stdout(output):
-        exec(compile(README_EXAMPLE, "README example", "exec"), {"__name__": "readme_example"})
-    printed = output.getvalue()
-
-    assert "400: test_case_399 ... ok" in printed
-    assert "All 400 tests pass; the last ten are listed above." in printed
-    offload_rows = re.findall(r"^\('run_tests', '\[\"(blake3/[0-9a-f/]+\.txt)\"\]', \d+, \d+\)$", printed, re.MULTILINE)
-    assert len(offload_rows) >= 2 and len(set(offload_rows)) == 1
-    assert printed.rstrip().endswith(f"({len(offload_rows)}, 1)")  # every offload written, one blob
-
-
-def test_the_compactor_page_shows_the_tested_example() -> None:
-    page = (Path(__file__).resolve().parents[2] / "docs" / "compactor.md").read_text(encoding="utf-8")
-    assert page.startswith("# The compactor and the read-back tool\n")
-    assert f"```python\n{README_EXAMPLE}```" in page
