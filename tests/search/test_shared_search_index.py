@@ -1,10 +1,9 @@
 """
 The shared store's search index (PostgreSQL `pg_trgm`, casstore/search/postgres.py), against real PostgreSQL and
-SeaweedFS servers: searching, namespaces that never see or sway each other, bounded queries, gc, verify,
-`casstore search-index --index/--blobs`, and a writer SIGKILLed in a real subprocess.
+SeaweedFS servers: searching, bounded queries, verify, `casstore search-index --index/--blobs`, and a writer SIGKILLed
+in a real subprocess. Namespaces and gc, the same on both stores, are in tests/search/test_search_index.py.
 """
 
-import itertools
 import json
 import os
 import re
@@ -13,17 +12,14 @@ import subprocess
 import sys
 import textwrap
 import time
-from datetime import timedelta
 from typing import Any
 
 import psycopg
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from casstore import SearchUnavailableError, SharedToolResultStore
 from casstore.compactor import make_search_tool
-from casstore.maintenance.checks import collect_garbage, verify
+from casstore.maintenance.checks import verify
 from tests.servers import S3Location
 
 pytestmark = pytest.mark.filterwarnings("ignore::haystack.utils.experimental.ExperimentalWarning")
@@ -76,24 +72,6 @@ def test_search_is_bounded_by_the_deadline(postgres_url: str, s3_bucket_url: S3L
         assert isinstance(answer, str)
 
 
-def test_gc_removes_what_it_deletes_from_the_shared_search_index(postgres_url: str, s3_bucket_url: S3Location) -> None:
-    with (
-        _open(postgres_url, s3_bucket_url, namespace="old", search_index=True, inline_max=0) as old,
-        _open(postgres_url, s3_bucket_url, namespace="new", search_index=True) as new,
-    ):
-        old.write(key="a.txt", content="goes away with gc: quux")
-        kept = new.write(key="b.txt", content="stays: quux")
-        assert _found(old, "quux") != [] and _found(new, "quux") == [kept]
-        with psycopg.connect(postgres_url, autocommit=True) as connection:
-            connection.execute("UPDATE blobs SET last_seen = '2020-01-01 00:00:00.000'")
-        report = collect_garbage(new, namespace="old", grace=timedelta(0))
-        assert report.blobs_deleted == 1
-        assert _rows(postgres_url, "SELECT count(*) FROM search_documents") == [(1,)]
-        assert _rows(postgres_url, "SELECT count(*) FROM search_text") == [(1,)]
-        assert _found(old, "quux") == [] and _found(new, "quux") == [kept]
-        assert new.repository.check_search_index().consistent
-
-
 def test_verify_finds_a_text_that_does_not_match_its_blob(postgres_url: str, s3_bucket_url: S3Location) -> None:
     with _open(postgres_url, s3_bucket_url, namespace="alice", search_index=True) as store:
         reference = store.write(key="a.txt", content="the original text")
@@ -118,61 +96,6 @@ def test_casstore_search_index_indexes_a_shared_store(postgres_url: str, s3_buck
     assert json.loads(result.stdout)["indexed"] == 60
     with _open(postgres_url, s3_bucket_url, namespace="alice") as store:
         assert _found(store, "token0042x") == [references[42]]
-
-
-# Namespaces: nothing of another namespace is seen, counted or ranked.
-
-_WORDS = ["alpha", "beta", "gamma", "delta", "omega", "error", "trace", "value"]
-_TEXTS = st.lists(st.sampled_from(_WORDS), min_size=1, max_size=12).map(" ".join)
-_EXAMPLES = itertools.count()
-
-
-@pytest.mark.slow
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    mine=st.lists(_TEXTS, min_size=1, max_size=10),
-    theirs=st.lists(_TEXTS, max_size=15),
-    shared=st.lists(st.integers(min_value=0, max_value=9), max_size=5),
-    query=st.lists(st.sampled_from([*_WORDS, "lph", "mma de"]), min_size=1, max_size=3, unique=True),
-    theirs_first=st.booleans(),
-)
-def test_another_namespaces_results_change_nothing_on_the_shared_store(
-    postgres_url: str,
-    s3_bucket_url: S3Location,
-    *,
-    mine: list[str],
-    theirs: list[str],
-    shared: list[int],
-    query: list[str],
-    theirs_first: bool,
-) -> None:
-    theirs = theirs + [mine[index % len(mine)] for index in shared]
-    answers = []
-    example = next(_EXAMPLES)
-    for with_theirs in (False, True):
-        alice_name, bob_name = f"alice-{example}-{with_theirs}", f"bob-{example}-{with_theirs}"
-        with (
-            _open(postgres_url, s3_bucket_url, namespace=alice_name, search_index=True) as alice,
-            _open(postgres_url, s3_bucket_url, namespace=bob_name, search_index=True) as bob,
-        ):
-            if with_theirs and theirs_first:
-                for number, text in enumerate(theirs):
-                    bob.write(key=f"{number}_bob.txt", content=text)
-            for number, text in enumerate(mine):
-                alice.write(key=f"{number}_alice.txt", content=text)
-            if with_theirs and not theirs_first:
-                for number, text in enumerate(theirs):
-                    bob.write(key=f"{number}_bob.txt", content=text)
-            outcome = alice.search(terms=query, limit=5)
-            answer: list[Any] = [
-                [(hit.reference, hit.terms, round(hit.score, 12), hit.size) for hit in outcome.hits],
-                outcome.more_hits,
-                outcome.unread,
-            ]
-            tool_answer = make_search_tool(alice).invoke(query=" ".join(f'"{term}"' for term in query))
-            answer.append(re.sub(r"written \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} UTC", "written <time>", tool_answer))
-            answers.append(answer)
-    assert answers[0] == answers[1]
 
 
 # Crashes: a writer SIGKILLed in a real subprocess (never a fork of pytest, which runs obstore's threads).
