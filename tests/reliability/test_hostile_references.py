@@ -1,4 +1,4 @@
-"""Hostile references and keys: nothing reads outside the store or across namespaces."""
+"""Hostile references and keys, on both stores: nothing reads outside the store or across namespaces."""
 
 import os
 import string
@@ -18,18 +18,19 @@ from casstore import (
     StorageError,
     UnsafeBlobError,
 )
+from casstore.stores.local import RepositoryToolResultStore
 from tests.helpers import blob_files, snapshot
+from tests.store_backends import Backend
 
 SECRET = "the content an attacker wants\n" * 400
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @pytest.fixture
-def two_namespaces(store_root: Path) -> tuple[ContentAddressedToolResultStore, str, str]:
-    """Alice's store, a reference of hers, and a reference only Bob wrote."""
-    with ContentAddressedToolResultStore(store_root, namespace="bob", inline_max=0) as bob:
-        bobs = bob.write(key="secret.txt", content=SECRET)
-    alice = ContentAddressedToolResultStore(store_root, namespace="alice", inline_max=0)
+def two_namespaces(backend: Backend) -> tuple[RepositoryToolResultStore, str, str]:
+    """Alice's store, a reference of hers, and a reference only Bob wrote, on either store."""
+    bobs = backend.open(namespace="bob", inline_max=0).write(key="secret.txt", content=SECRET)
+    alice = backend.open(namespace="alice", inline_max=0)
     alices = alice.write(key="mine.txt", content="alice's result")
     return alice, alices, bobs
 
@@ -75,14 +76,13 @@ def _tricks(alices: str, bobs: str, root: Path) -> list[object]:
 
 
 def test_known_tricks_get_invalid_or_not_found(
-    two_namespaces: tuple[ContentAddressedToolResultStore, str, str], store_root: Path
+    two_namespaces: tuple[RepositoryToolResultStore, str, str], backend: Backend, tmp_path: Path
 ) -> None:
     alice, alices, bobs = two_namespaces
-    for trick in _tricks(alices, bobs, store_root):
+    for trick in _tricks(alices, bobs, getattr(backend, "root", tmp_path)):
         with pytest.raises((InvalidReferenceError, ReferenceNotFoundError)):
             alice.read(trick)  # type: ignore[arg-type]  # some tricks are not strings, on purpose
     assert alice.read(alices) == "alice's result"
-    alice.close()
 
 
 def _mutations() -> st.SearchStrategy[str]:
@@ -100,7 +100,7 @@ def _mutations() -> st.SearchStrategy[str]:
 @given(reference=st.one_of(st.text(), _mutations(), st.binary(), st.integers(), st.none()))
 @example(reference="blake3/ab/" + "C" * 62 + ".txt")
 def test_fuzzed_references_never_read_anything(
-    two_namespaces: tuple[ContentAddressedToolResultStore, str, str], reference: object
+    two_namespaces: tuple[RepositoryToolResultStore, str, str], reference: object
 ) -> None:
     alice, alices, _ = two_namespaces
     if reference == alices:
