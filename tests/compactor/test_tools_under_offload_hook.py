@@ -9,6 +9,7 @@ import base64
 import contextlib
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -219,61 +220,20 @@ class TestSerialization:
             ToolResultOffloadHook.from_dict(data)
 
 
-README_HOOK_EXAMPLE = '''\
-from haystack.components.agents import Agent
-from haystack.components.generators.chat import MockChatGenerator
-from haystack.dataclasses import ChatMessage, ToolCall
-from haystack.hooks.tool_result_offloading import AlwaysOffload, ToolResultOffloadHook
-from haystack.tools import tool
-
-from casstore import ContentAddressedToolResultStore
-from casstore.compactor import keep_in_context, make_read_tool
+def _page_hook_example() -> str:
+    """The Python block of docs/compactor.md's section on Haystack's offload hook."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "compactor.md").read_text(encoding="utf-8")
+    section = page.split("## With Haystack's `ToolResultOffloadHook`: `keep_in_context`", 1)[1].split("\n## ", 1)[0]
+    (example,) = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
+    return example
 
 
-@tool
-def run_tests() -> str:
-    """Run the test suite and return its log."""
-    return "".join(f"test_case_{number} ... ok\\n" for number in range(400))
-
-
-def model(messages: list[ChatMessage]) -> ChatMessage:
-    """Stands in for an LLM: runs the tests, reads three lines of the offloaded log, then answers."""
-    calls = [call.tool_name for message in messages for call in message.tool_calls]
-    if "run_tests" not in calls:
-        return ChatMessage.from_assistant(tool_calls=[ToolCall(tool_name="run_tests", arguments={})])
-    if "read_offloaded_result" not in calls:
-        reference = next(ref for message in messages for ref in message.meta.get("tool_result_offloaded", []))
-        arguments = {"reference": reference, "offset": 10, "limit": 3}
-        return ChatMessage.from_assistant(tool_calls=[ToolCall(tool_name="read_offloaded_result", arguments=arguments)])
-    return ChatMessage.from_assistant("Lines 10 to 12 of the log pass.")
-
-
-store = ContentAddressedToolResultStore("tool_results", namespace="hook-demo")
-# Every tool result is offloaded as it arrives, except the read tool's answers, which are what the model asked for.
-hook = ToolResultOffloadHook(store=store, offload_strategies=keep_in_context({"*": AlwaysOffload()}))
-agent = Agent(
-    chat_generator=MockChatGenerator(response_fn=model),
-    tools=[run_tests, make_read_tool(store)],
-    hooks={"after_tool": [hook]},
-)
-result = agent.run(messages=[ChatMessage.from_user("Do the tests pass?")])
-print(result["messages"][-2].tool_call_result.result)
-store.close()
-'''
-
-
-def test_the_readme_hook_example_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_compactor_pages_hook_example_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     output = io.StringIO()
     with contextlib.redirect_stdout(output):
-        exec(compile(README_HOOK_EXAMPLE, "README hook example", "exec"), {"__name__": "readme_hook_example"})
+        exec(compile(_page_hook_example(), "docs/compactor.md hook example", "exec"), {"__name__": "hook_example"})
     printed = output.getvalue()
 
     assert printed.startswith("[Lines 10-12 of 400.]\ntest_case_9 ... ok\ntest_case_10 ... ok\ntest_case_11 ... ok\n\n")
     assert "Tool result offloaded" not in printed
-
-
-def test_the_compactor_page_shows_the_tested_hook_example() -> None:
-    page = (Path(__file__).resolve().parents[2] / "docs" / "compactor.md").read_text(encoding="utf-8")
-    section = page.split("## With Haystack's `ToolResultOffloadHook`: `keep_in_context`", 1)[1]
-    assert f"```python\n{README_HOOK_EXAMPLE}```" in section
