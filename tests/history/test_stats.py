@@ -1,8 +1,9 @@
 """
-`casstore stats`, of the whole store or of one namespace: every figure is that scope's, in text and JSON alike, and a
-ratio is the same quotient wherever it is printed (`casstore.history.figures`).
+`casstore stats`, of the whole store or of one namespace: every figure is that scope's (on both stores), in text and
+JSON alike, and a ratio is the same quotient wherever it is printed (`casstore.history.figures`).
 """
 
+import itertools
 import json
 import sqlite3
 from fractions import Fraction
@@ -19,7 +20,9 @@ from casstore.disk import disk_usage, disk_usage_of_file
 from casstore.history import stats as history
 from casstore.history.figures import format_bytes, format_ratio, ratio
 from tests.helpers import blake3_hex
+from tests.store_backends import Backend
 
+_EXAMPLES = itertools.count()
 CONTENTS = ["a result shared by everyone\n" * 200, "alice's own\n" * 100, "bob's own\n" * 300, "x"]
 
 
@@ -42,7 +45,11 @@ def _fill(root: Path) -> None:
 def _expected(root: Path, written: list[str]) -> dict[str, object]:
     """A namespace's figures from what it wrote, with the stored sizes the index gives its blobs."""
     with sqlite3.connect(root / "index.db") as connection:
-        stored = dict(connection.execute("SELECT digest, stored_size FROM blobs").fetchall())
+        return _expected_of(dict(connection.execute("SELECT digest, stored_size FROM blobs").fetchall()), written)
+
+
+def _expected_of(stored: dict[str, int], written: list[str]) -> dict[str, object]:
+    """A namespace's figures from what it wrote, given each blob's stored size by digest."""
     distinct = {blake3_hex(content.encode()): len(content.encode()) for content in written}
     logical = sum(len(content.encode()) for content in written)
     unique, stored_bytes = sum(distinct.values()), sum(stored[digest] for digest in distinct)
@@ -98,24 +105,26 @@ def test_the_store_wide_ratios_are_the_views(store_root: Path) -> None:
 @given(
     plan=st.lists(st.tuples(st.sampled_from(["alice", "bob", "carol"]), st.integers(0, len(CONTENTS) - 1)), max_size=12)
 )
-def test_every_namespace_counts_what_it_wrote(
-    tmp_path_factory: pytest.TempPathFactory, plan: list[tuple[str, int]]
-) -> None:
-    root = tmp_path_factory.mktemp("store")
+def test_every_namespace_counts_what_it_wrote(backend: Backend, plan: list[tuple[str, int]]) -> None:
+    # Each example writes in namespaces of its own; the whole store's figures add up every example's.
+    example = next(_EXAMPLES)
+    store = backend.open()  # the shared store's tables exist once a store has opened
+    writers = {name: backend.open(namespace=f"{name}-{example}") for name in {name for name, _ in plan}}
     for number, (namespace, content) in enumerate(plan):
-        with ContentAddressedToolResultStore(root, namespace=namespace) as store:
-            store.write(key=f"{number}.txt", content=CONTENTS[content])
-    with ContentAddressedToolResultStore(root) as store:
-        for namespace in ("alice", "bob", "carol"):
-            written = [CONTENTS[content] for name, content in plan if name == namespace]
-            figures = history.stats(store, namespace=namespace)
-            if not written:
-                assert (figures.writes, figures.blobs, figures.dedup_ratio) == (0, 0, None)
-                continue
-            expected = _expected(root, written)
-            assert {name: getattr(figures, name) for name in expected} == expected
-        if plan:
-            assert history.stats(store).writes == len(plan)
+        writers[namespace].write(key=f"{number}.txt", content=CONTENTS[content])
+    for writer in writers.values():
+        writer.close()  # so that the examples together hold few connections
+    stored = dict(backend.rows("SELECT digest, stored_size FROM blobs"))
+    for namespace in ("alice", "bob", "carol"):
+        written = [CONTENTS[content] for name, content in plan if name == namespace]
+        figures = history.stats(store, namespace=f"{namespace}-{example}")
+        if not written:
+            assert (figures.writes, figures.blobs, figures.dedup_ratio) == (0, 0, None)
+            continue
+        expected = _expected_of(stored, written)
+        assert {name: getattr(figures, name) for name in expected} == expected
+    assert history.stats(store).writes == backend.count("writes")
+    store.close()
 
 
 @given(numerator=st.integers(0, 10**15), denominator=st.integers(0, 10**15))
