@@ -224,7 +224,8 @@ def _page_hook_example() -> str:
     """The Python block of docs/compactor.md's section on Haystack's offload hook."""
     page = (Path(__file__).resolve().parents[2] / "docs" / "compactor.md").read_text(encoding="utf-8")
     section = page.split("## With Haystack's `ToolResultOffloadHook`: `keep_in_context`", 1)[1].split("\n## ", 1)[0]
-    (example,) = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
+    examples: list[str] = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
+    (example,) = examples
     return example
 
 
