@@ -15,9 +15,10 @@ from casstore.blobs.frames import FrameCodec
 from casstore.blobs.hints import LAST_SEEN_RESOLUTION
 from casstore.blobs.store import BlobStore
 from casstore.errors import CorruptBlobError
-from casstore.index.database import Database, UnitOfWork
+from casstore.index.database import Database
 from casstore.index.prepared import PreparedWrite
 from casstore.index.queries import WritePosition
+from casstore.index.work import UnitOfWork
 from casstore.index.writes import (
     Forgotten,
     OffloadRecord,
