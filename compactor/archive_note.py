@@ -100,7 +100,7 @@ def archive_note(
     :param compaction_id: The `compactions` row's id, with a store that keeps a history.
     :returns: A user message whose text names the archive and whose meta marks it as a compaction note.
     """
-    plural = span.first_step != span.last_step or span.first_step is None and span.messages != 1
+    plural = span.first_step != span.last_step or (span.first_step is None and span.messages != 1)
     verb = "were" if plural else "was"
     how = f"read {'them' if plural else 'it'} with {read_tool_name}"
     if search_tool_name:

@@ -33,7 +33,7 @@ class CompactorChain(Compactor):
     is at or under the target, and returns None only when no compactor changed anything.
     """
 
-    def __init__(self, *, compactors: Sequence[Compactor]) -> None:
+    def __init__(self, *, compactors: Sequence[Compactor] | Any) -> None:
         """
         :param compactors: The compactors, in the order they run.
         :raises ValueError: If `compactors` is empty.

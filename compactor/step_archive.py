@@ -24,11 +24,11 @@ from casstore.compactor.archive_note import (
     archive_note,
     summary_of,
 )
-from casstore.compactor.store_protocols import ArchiveHistoryStore, CompactionHistoryStore, PreparingStore
 from casstore.compactor.parts import key_part
 from casstore.compactor.pointers import block_extension
 from casstore.compactor.read_tool import DEFAULT_NAME as READ_TOOL_NAME
 from casstore.compactor.search_tool import DEFAULT_NAME as SEARCH_TOOL_NAME
+from casstore.compactor.store_protocols import ArchiveHistoryStore, CompactionHistoryStore, PreparingStore
 from casstore.compactor.transcript import binary_payload, render_transcript
 from casstore.compactor.window_split import is_note, split_window
 

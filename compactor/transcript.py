@@ -59,7 +59,7 @@ def _title(message: ChatMessage) -> str:
 
 
 def _call_name(call: ToolCall) -> str:
-    return f"`{call.tool_name}`" + (f" (call {call.id})" if call.id else "")
+    return f"`{call.tool_name}`" + (f" (id {call.id})" if call.id else "")
 
 
 def _part(part: object, attach: AttachmentWriter) -> str:

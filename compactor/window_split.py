@@ -90,7 +90,7 @@ def split_window(
 
 
 def _first_fitting(groups: list[list[int]], available: int, tokens: Callable[[list[int]], int]) -> int:
-    """:returns: The position in `groups` to keep from: adding them up newest first, up to the first that does not fit."""
+    """:returns: Where in `groups` to keep from: adding them up newest first, up to the first that does not fit."""
     first = len(groups)
     while first > 0:
         cost = tokens(groups[first - 1])

@@ -238,7 +238,7 @@ def run_demo(
     :raises DemoArgumentError: If `corpus` holds no text files, or `namespace` is not a valid namespace; nothing is
         created then.
     """
-    from casstore.compactor import DedupOffloadCompactor, make_read_tool
+    from casstore.compactor import CompactorChain, DedupOffloadCompactor, StepArchiveCompactor, make_read_tool
 
     corpus = (corpus or default_corpus()).resolve()
     steps = DEFAULT_STEPS if steps is None else steps
@@ -266,10 +266,17 @@ def run_demo(
         model.on_step = progress
         with warnings.catch_warnings():  # Haystack marks CompactionHook experimental; nothing for a demo user to do
             warnings.simplefilter("ignore", ExperimentalWarning)
+            # Offloading shrinks tool results; what still does not fit (the steps' own messages) is archived.
+            chain = CompactorChain(
+                compactors=[
+                    DedupOffloadCompactor(
+                        store=store, min_tokens=100, preview_chars=PREVIEW_CHARS, context_window=CONTEXT_WINDOW
+                    ),
+                    StepArchiveCompactor(store=store, search_tool_name=None, context_window=CONTEXT_WINDOW),
+                ]
+            )
             hook = CompactionHook(
-                compactor=DedupOffloadCompactor(
-                    store, min_tokens=100, preview_chars=PREVIEW_CHARS, context_window=CONTEXT_WINDOW
-                ),
+                compactor=chain,
                 context_window=CONTEXT_WINDOW,
                 compact_at=0.7,
                 compact_to=0.4,

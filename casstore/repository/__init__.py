@@ -35,7 +35,7 @@ from casstore.blobs.catalog import WaitingBlobs
 from casstore.index.prepared import PreparedWrite, prepare
 from casstore.index.queries import CompactionRow, OffloadEntry, OffloadRow, WriteRow
 from casstore.index.report_queries import ReportFigures, ResultRow
-from casstore.index.writes import CompactionRecord, OffloadRecord
+from casstore.index.writes import ArchiveRecord, CompactionRecord, OffloadRecord
 from casstore.repository.copies import Copies
 from casstore.repository.core import BLOB_DIRECTORY_NAME, INDEX_FILE_NAME, IndexDatabase, StoredWriteRecorder
 from casstore.repository.questions import HistoryQuestions
@@ -50,6 +50,7 @@ __all__ = [
     "BLOB_DIRECTORY_NAME",
     "INDEX_FILE_NAME",
     "MIN_TERM_CHARS",
+    "ArchiveRecord",
     "BlobCheck",
     "Collection",
     "CollectionPreview",
