@@ -4,6 +4,7 @@ fact planted in the early steps can still be read back at the end, through the r
 Haystack's `SlidingWindowCompactor`, in the same run, holds the window and loses them.
 """
 
+import itertools
 import json
 
 from haystack.hooks.compaction import SlidingWindowCompactor
@@ -33,7 +34,7 @@ def test_the_window_holds_and_every_planted_fact_stays_reachable(backend: Backen
     assert len(archives) > 10 and backend.count("offloads") > 10
     # The archives cover the steps in order, each going on where the one before stopped.
     spans = [(first, last) for _, first, last in archives]
-    assert spans[0][0] == 1 and all(after[0] == before[1] + 1 for before, after in zip(spans, spans[1:]))
+    assert spans[0][0] == 1 and all(after[0] == before[1] + 1 for before, after in itertools.pairwise(spans))
     # One note stands, naming the latest archive.
     notes = [message for message in messages if "context_compaction" in message.meta and message.texts]
     assert len(notes) == 1 and json.loads(archives[-1][0])[0] in notes[0].text
