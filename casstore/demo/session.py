@@ -3,8 +3,9 @@
 
 A scripted model (`MockChatGenerator`) behaves like a coding agent exploring a folder: it lists folders, reads files,
 searches, re-reads files it has seen, and now and then reads an offloaded result back by its reference. The tools do
-real file I/O; `CompactionHook` with `DedupOffloadCompactor` over a `ContentAddressedToolResultStore` keeps the
-conversation under a small context window. At the end the summary compares the run's bytes with what Haystack's
+real file I/O; `CompactionHook` with a `CompactorChain` of `DedupOffloadCompactor` and `StepArchiveCompactor` over a
+`ContentAddressedToolResultStore` keeps the conversation under a small context window: older results are offloaded,
+and older steps archived when that is not enough. At the end the summary compares the run's bytes with what Haystack's
 `FileSystemToolResultStore` would have written for the same results (measured by writing them there).
 """
 
@@ -44,7 +45,8 @@ DEFAULT_STEPS = 80
 CONTEXT_WINDOW = 16_000
 PREVIEW_CHARS = 120
 _REFERENCE_IN_POINTER = re.compile(r"at '(blake3/[^']+)'")
-_OVER_WINDOW = " (over it: offloading shrinks tool results only, and this many steps' own messages outgrew the window)"
+_WITHIN_WINDOW = " (within it at every step)"
+_OVER_WINDOW = " (over it: the newest step alone outgrew the window, and compaction always keeps it)"
 # Printed after a run, for a person to paste.
 EXPLORE_QUERIES = (
     "SELECT * FROM dedup_summary",
@@ -67,6 +69,8 @@ class DemoSummary:
     results_offloaded: int
     compactions: int
     tokens_saved: int
+    archives: int
+    steps_archived: int
     context_window: int
     peak_context_tokens: int
     logical_bytes: int
@@ -384,9 +388,10 @@ def print_summary(summary: DemoSummary, *, command: str | None = None, store_fla
         f"this run, in namespace {summary.namespace} (its own writes and the blobs they reference):",
         f"  tool results           {summary.tool_results} ({summary.read_backs} read back from the store)",
         f"  results offloaded      {summary.results_offloaded} in {summary.compactions} compactions",
-        f"  tokens saved           {summary.tokens_saved}",
+        f"  tokens saved           {summary.tokens_saved} (by offloading)",
+        f"  steps archived         {summary.steps_archived} in {summary.archives} archives (readable by reference)",
         f"  context peak           {summary.peak_context_tokens} of a {summary.context_window}-token window"
-        + ("" if summary.peak_context_tokens <= summary.context_window else _OVER_WINDOW),
+        + (_WITHIN_WINDOW if summary.peak_context_tokens <= summary.context_window else _OVER_WINDOW),
         f"  logical bytes          {format_bytes(summary.logical_bytes)} offloaded",
         f"  unique bytes           {format_bytes(summary.unique_bytes)} (each distinct result once)",
         f"  stored bytes           {format_bytes(summary.stored_bytes)} (compressed)",

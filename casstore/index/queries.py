@@ -45,6 +45,7 @@ class HistoryMark:
 
     last_write: int
     last_offload: int
+    last_archive: int = 0
 
 
 def summary(connection: sqlite3.Connection) -> dict[str, Any]:
@@ -180,22 +181,29 @@ def namespaces_holding(connection: sqlite3.Connection, *, digest: str, reference
 
 
 def history_mark(connection: sqlite3.Connection) -> HistoryMark:
-    """:returns: The highest `writes` and `offloads` ids so far (0 when empty)."""
+    """:returns: The highest `writes`, `offloads` and `archives` ids so far (0 when empty)."""
     row = connection.execute(
-        "SELECT (SELECT coalesce(max(id), 0) FROM writes), (SELECT coalesce(max(id), 0) FROM offloads)"
+        "SELECT (SELECT coalesce(max(id), 0) FROM writes), (SELECT coalesce(max(id), 0) FROM offloads), "
+        "(SELECT coalesce(max(id), 0) FROM archives)"
     ).fetchone()
-    return HistoryMark(last_write=int(row[0]), last_offload=int(row[1]))
+    return HistoryMark(last_write=int(row[0]), last_offload=int(row[1]), last_archive=int(row[2]))
 
 
 def figures_since(connection: sqlite3.Connection, *, namespace: str, mark: HistoryMark) -> dict[str, int]:
     """
-    :returns: What `namespace` did after `mark`: `results_offloaded`, `compactions`, `tokens_saved`, and the
-        `logical_bytes` of its writes with the `unique_bytes` and `stored_bytes` of the blobs they reference.
+    :returns: What `namespace` did after `mark`: `results_offloaded`, `compactions` (that offloaded), `tokens_saved`
+        (by offloading), `archives` and `steps_archived`, and the `logical_bytes` of its writes with the
+        `unique_bytes` and `stored_bytes` of the blobs they reference.
     """
     offloaded, compactions, saved = connection.execute(
         "SELECT count(*), count(DISTINCT compaction_id), CAST(coalesce(sum(saved_tokens), 0) AS BIGINT) FROM offloads "
         "WHERE namespace = ? AND id > ?",
         (namespace, mark.last_offload),
+    ).fetchone()
+    archives, steps_archived = connection.execute(
+        "SELECT count(*), CAST(coalesce(sum(last_step - first_step + 1), 0) AS BIGINT) FROM archives "
+        "WHERE namespace = ? AND id > ?",
+        (namespace, mark.last_archive),
     ).fetchone()
     logical, unique, stored = connection.execute(
         """
@@ -209,6 +217,8 @@ def figures_since(connection: sqlite3.Connection, *, namespace: str, mark: Histo
         "results_offloaded": offloaded,
         "compactions": compactions,
         "tokens_saved": saved,
+        "archives": archives,
+        "steps_archived": steps_archived,
         "logical_bytes": logical,
         "unique_bytes": unique,
         "stored_bytes": stored,
