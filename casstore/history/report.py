@@ -19,7 +19,7 @@ from pathlib import Path
 from casstore.errors import CasStoreError
 from casstore.history import charts
 from casstore.history.charts import Bar, Range, Series, escape, format_bytes
-from casstore.repository import HasRepository, ReportFigures, Repository, ResultRow, repository_of
+from casstore.repository import ArchiveRow, HasRepository, ReportFigures, Repository, ResultRow, repository_of
 
 __all__ = ["DEFAULT_REPORT_NAME", "SERIES_LIMIT", "ReportFile", "build_report", "write_report"]
 
@@ -155,6 +155,7 @@ class _Page:
             self._savings(),
             self._tools(),
             self._hook(),
+            self._archives(),
             self._bytes(),
             self._results(
                 "repeated",
@@ -487,6 +488,60 @@ class _Page:
         heading = ["tool", "results offloaded", "parts written", "first (UTC)", "last (UTC)"]
         return self._section(
             "hook", title, intro, chart, _table(heading, rows, numeric_from=1, numeric_to=3, total=True)
+        )
+
+    def _archives(self) -> str:
+        title = "Steps archived"
+        figures = self.figures
+        if not figures.archives:
+            return self._empty("archives", title, "<code>StepArchiveCompactor</code> archived no steps here.")
+
+        def steps(row: ArchiveRow) -> str:
+            if row.first_step is None:
+                return f"{row.messages} messages"
+            return (
+                f"steps {row.first_step}-{row.last_step}"
+                if row.first_step != row.last_step
+                else f"step {row.first_step}"
+            )
+
+        oldest_first = list(reversed(figures.archives))
+        bars = [
+            Bar(
+                label=steps(row),
+                value=row.saved_tokens,
+                tooltip=f"{row.archived_at} UTC ({row.namespace}): {steps(row)}, {row.messages} messages, "
+                f"{row.saved_tokens:,} tokens out of the conversation",
+                kind="archive",
+            )
+            for row in oldest_first
+        ]
+        rows = [
+            [
+                row.archived_at,
+                row.namespace,
+                steps(row),
+                _n(row.messages),
+                _n(row.original_tokens),
+                _n(row.saved_tokens),
+                row.reference,
+            ]
+            for row in figures.archives
+        ]
+        shown = (
+            f"the newest {len(figures.archives):,} of {figures.archives_total:,}"
+            if figures.archives_total > len(figures.archives)
+            else f"all {figures.archives_total:,}"
+        )
+        intro = (
+            f"What <code>StepArchiveCompactor</code> took out of the conversation and wrote to the store as one "
+            f"transcript each ({shown}, from <code>archives</code>): the model reads a transcript back by its "
+            "reference, which the note left in the conversation names."
+        )
+        chart = charts.bar_chart(bars, title="Tokens each archive took out", value_label="tokens")
+        heading = ["archived (UTC)", "namespace", "steps", "messages", "tokens", "tokens saved", "transcript"]
+        return self._section(
+            "archives", title, intro, chart, _table(heading, rows, numeric_from=3, numeric_to=6, code={6})
         )
 
     def _bytes(self) -> str:

@@ -18,7 +18,9 @@ from casstore.references import reference_kind
 class OffloadEntry:
     """
     One entry of the offload history: a result `DedupOffloadCompactor` offloaded (`source` "compactor", a row of
-    `offloads`), or a part of one Haystack's `ToolResultOffloadHook` wrote (`source` "hook", a row of `writes`).
+    `offloads`), a part of one Haystack's `ToolResultOffloadHook` wrote (`source` "hook", a row of `writes`), or a
+    transcript `StepArchiveCompactor` wrote (`source` "archive", a row of `archives`: no tool, its references the
+    transcript's first, its steps in `first_step` and `last_step`, its messages in `messages`).
 
     The hook measures no tokens and belongs to no compaction: its `original_tokens`, `saved_tokens` and
     `compaction_id` are None. Its `key` is the key it wrote; `tool_name` is None when the key does not tell the tool
@@ -37,6 +39,9 @@ class OffloadEntry:
     source: str = "compactor"
     key: str | None = None
     part: int | None = None
+    first_step: int | None = None
+    last_step: int | None = None
+    messages: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +151,54 @@ def offload_count(
     return int(
         connection.execute(f"SELECT count(*) FROM offloads WHERE {' AND '.join(clauses)}", parameters).fetchone()[0]
     )
+
+
+def archive_entries(
+    connection: sqlite3.Connection, *, namespace: str | None, since: timedelta | None, limit: int | None
+) -> list[OffloadEntry]:
+    """:returns: The archives matching every filter given, newest first, at most `limit` of them."""
+    where, parameters = _archive_filter(namespace=namespace, since=since)
+    limit_clause = ""
+    if limit is not None:
+        limit_clause = " LIMIT ?"
+        parameters.append(limit)
+    rows = _rows(
+        connection, f"SELECT * FROM archives WHERE {where} ORDER BY archived_at DESC, id DESC{limit_clause}", parameters
+    )
+    return [
+        OffloadEntry(
+            offloaded_at=row["archived_at"],
+            namespace=row["namespace"],
+            tool_name=None,
+            tool_call_id=None,
+            original_tokens=row["original_tokens"],
+            saved_tokens=row["saved_tokens"],
+            references=json.loads(row["refs"]),
+            compaction_id=row["compaction_id"],
+            source="archive",
+            first_step=row["first_step"],
+            last_step=row["last_step"],
+            messages=row["messages"],
+        )
+        for row in rows
+    ]
+
+
+def archive_count(connection: sqlite3.Connection, *, namespace: str | None, since: timedelta | None) -> int:
+    """:returns: How many archives match every filter given."""
+    where, parameters = _archive_filter(namespace=namespace, since=since)
+    return int(connection.execute(f"SELECT count(*) FROM archives WHERE {where}", parameters).fetchone()[0])
+
+
+def _archive_filter(*, namespace: str | None, since: timedelta | None) -> tuple[str, list[object]]:
+    clauses, parameters = ["1 = 1"], []
+    if namespace is not None:
+        clauses.append("namespace = ?")
+        parameters.append(namespace)
+    if since is not None:
+        clauses.append(f"archived_at >= {SHIFTED_NOW_SQL}")
+        parameters.append(ago(since))
+    return " AND ".join(clauses), parameters
 
 
 def _offload_filter(

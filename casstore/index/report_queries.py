@@ -9,6 +9,7 @@ minute, hour, day, month or year), the finest that keeps the series within the l
 """
 
 import heapq
+import json
 import math
 import sqlite3
 from dataclasses import dataclass, field
@@ -147,6 +148,20 @@ class NamespaceActivity:
     last_activity: str
 
 
+@dataclass(frozen=True, slots=True)
+class ArchiveRow:
+    """One transcript `StepArchiveCompactor` wrote: when, where, which steps, and what it took out of the context."""
+
+    archived_at: str
+    namespace: str
+    first_step: int | None
+    last_step: int | None
+    messages: int
+    original_tokens: int
+    saved_tokens: int
+    reference: str
+
+
 @dataclass
 class ReportFigures:
     """Everything `casstore report` draws, for one scope, read in one consistent state of the index."""
@@ -167,6 +182,9 @@ class ReportFigures:
     namespaces_total: int
     known_namespaces: list[str] = field(default_factory=list)
     hook_tools: list[HookToolOffloads] = field(default_factory=list)
+    # The newest archives (at most the rows limit), and how many there are in the scope.
+    archives: list[ArchiveRow] = field(default_factory=list)
+    archives_total: int = 0
 
     @property
     def empty(self) -> bool:
@@ -185,6 +203,7 @@ def report_figures(
     :returns: The report's figures.
     """
     now = connection.execute(f"SELECT {NOW_SQL}").fetchone()[0]
+    archive_where, archive_parameters = scope.where("archived_at")
     compactions, compaction_bucket, timeline = _timeline(connection, scope, series_limit)
     saving_bucket, savings = _savings(connection, scope, series_limit)
     # One pass over the writes per distinct result answers three questions: the rankings, and unique bytes over time.
@@ -215,6 +234,10 @@ def report_figures(
         namespaces_total=len(namespaces),
         known_namespaces=known,
         hook_tools=hook_tool_offloads(connection, namespace=scope.namespace, since=scope.since),
+        archives=_archives(connection, scope, rows_limit),
+        archives_total=int(
+            connection.execute(f"SELECT count(*) FROM archives {archive_where}", archive_parameters).fetchone()[0]
+        ),
     )
 
 
@@ -366,6 +389,20 @@ def _tools(connection: sqlite3.Connection, scope: Scope) -> list[ToolSaving]:
         parameters,
     )
     return [ToolSaving(row[0], int(row[1]), int(row[2]), _int(row[3]), _int(row[4])) for row in rows]
+
+
+def _archives(connection: sqlite3.Connection, scope: Scope, limit: int) -> list[ArchiveRow]:
+    """:returns: The newest `limit` archives in the scope, newest first."""
+    where, parameters = scope.where("archived_at")
+    rows = connection.execute(
+        f"SELECT archived_at, namespace, first_step, last_step, messages, original_tokens, saved_tokens, refs "
+        f"FROM archives {where} ORDER BY archived_at DESC, id DESC LIMIT ?",
+        [*parameters, limit],
+    )
+    return [
+        ArchiveRow(str(row[0]), row[1], row[2], row[3], int(row[4]), int(row[5]), int(row[6]), json.loads(row[7])[0])
+        for row in rows
+    ]
 
 
 # A distinct result in the scope, as the one pass over the writes gives it: digest, kind, times written, size, an

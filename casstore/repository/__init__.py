@@ -34,7 +34,7 @@ from typing import Protocol
 from casstore.blobs.catalog import WaitingBlobs
 from casstore.index.prepared import PreparedWrite, prepare
 from casstore.index.queries import CompactionRow, OffloadEntry, OffloadRow, WriteRow
-from casstore.index.report_queries import ReportFigures, ResultRow
+from casstore.index.report_queries import ArchiveRow, ReportFigures, ResultRow
 from casstore.index.writes import ArchiveRecord, CompactionRecord, OffloadRecord
 from casstore.repository.copies import Copies
 from casstore.repository.core import BLOB_DIRECTORY_NAME, INDEX_FILE_NAME, IndexDatabase, StoredWriteRecorder
@@ -51,6 +51,7 @@ __all__ = [
     "INDEX_FILE_NAME",
     "MIN_TERM_CHARS",
     "ArchiveRecord",
+    "ArchiveRow",
     "BlobCheck",
     "Collection",
     "CollectionPreview",

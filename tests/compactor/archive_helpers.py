@@ -14,7 +14,7 @@ from haystack.dataclasses import ChatMessage, ToolCall
 from haystack.hooks.compaction import CompactionHook
 from haystack.hooks.compaction.types import Compactor
 from haystack.token_counters import ApproximateTokenCounter
-from haystack.tools import Tool
+from haystack.tools.tool import Tool
 
 from casstore.compactor import make_read_tool
 

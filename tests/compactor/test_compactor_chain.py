@@ -115,4 +115,4 @@ def test_it_serializes_inside_haystacks_hook(
     ]
     assert rebuilt.to_dict() == hook.to_dict()
     for compactor in rebuilt.compactor.compactors[:2]:
-        compactor.store.close()  # type: ignore[attr-defined]
+        compactor.store.close()

@@ -44,7 +44,7 @@ def _note(messages: list[ChatMessage]) -> ChatMessage:
 
 def _reference(note: ChatMessage) -> str:
     (reference,) = _REFERENCE.findall(note.text or "")
-    return reference
+    return str(reference)
 
 
 def _without_notes(messages: list[ChatMessage]) -> tuple[list[ChatMessage], list[int]]:
@@ -300,6 +300,7 @@ def test_it_serializes_with_its_store_and_summarizer(
     compacted = rebuilt.compact(zoo_conversation(), 0, COUNTER)
     assert compacted is not None and (_note(compacted).text or "").endswith("a summary")
     assert "search_offloaded_results" not in (_note(compacted).text or "")
+    assert isinstance(rebuilt.store, ContentAddressedToolResultStore)
     rebuilt.store.close()
 
 
