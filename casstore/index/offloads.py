@@ -63,7 +63,7 @@ def offload_entries(
 def offload_count(
     connection: sqlite3.Connection, *, namespace: str | None, tool: str | None, since: timedelta | None
 ) -> int:
-    """:returns: How many of the compactor's and the hook's offloads (and archives, without `tool`) match the filters."""
+    """:returns: How many of the compactor's and the hook's offloads (and archives, without `tool`) match."""
     where, parameters = _hook_filter(namespace=namespace, tool=tool, since=since)
     # Only the keys, in no order: what a count needs of each write, about a third of the time of whole entries.
     keys = connection.execute(f"SELECT key FROM writes WHERE {where}", parameters)

@@ -191,7 +191,8 @@ def archive_count(connection: sqlite3.Connection, *, namespace: str | None, sinc
 
 
 def _archive_filter(*, namespace: str | None, since: timedelta | None) -> tuple[str, list[object]]:
-    clauses, parameters = ["1 = 1"], []
+    clauses: list[str] = ["1 = 1"]
+    parameters: list[object] = []
     if namespace is not None:
         clauses.append("namespace = ?")
         parameters.append(namespace)
@@ -366,6 +367,8 @@ def retention_cut(needed: list[NeededBlob], *, max_size: int) -> WritePosition |
 WriteRow = tuple[str, str, str, str, int, str, str]
 OffloadRow = tuple[str, str, str, str | None, str, int, int, str]
 CompactionRow = tuple[str, str, int, int, int, int | None, str]
+# `(compaction_id, namespace, refs, messages, first_step, last_step, original_tokens, saved_tokens, archived_at)`.
+ArchiveRow = tuple[str, str, str, int, int | None, int | None, int, int, str]
 
 
 def write_rows(connection: sqlite3.Connection) -> Counter[WriteRow]:
@@ -385,6 +388,15 @@ def offload_rows(connection: sqlite3.Connection) -> Counter[OffloadRow]:
         "saved_tokens, offloaded_at"
     )
     return Counter({tuple(row[:8]): int(row[8]) for row in rows})
+
+
+def archive_rows(connection: sqlite3.Connection) -> Counter[ArchiveRow]:
+    """:returns: How many archives there are of each row's values (its id aside)."""
+    columns = (
+        "compaction_id, namespace, refs, messages, first_step, last_step, original_tokens, saved_tokens, archived_at"
+    )
+    rows = connection.execute(f"SELECT {columns}, count(*) FROM archives GROUP BY {columns}")
+    return Counter({tuple(row[:-1]): int(row[-1]) for row in rows})
 
 
 def compaction_rows(connection: sqlite3.Connection) -> dict[str, CompactionRow]:

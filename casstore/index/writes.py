@@ -183,6 +183,20 @@ def record_archive(work: UnitOfWork, *, namespace: str, compaction_id: str, arch
     )
 
 
+def import_archives(work: UnitOfWork, rows: Sequence[tuple[object, ...]]) -> None:
+    """
+    Append archives copied from another store, with their own times, inside the caller's transaction.
+
+    :param rows: `(compaction_id, namespace, refs, messages, first_step, last_step, original_tokens, saved_tokens,
+        archived_at)` for each archive, as `archives` holds them.
+    """
+    work.connection.executemany(
+        "INSERT INTO archives (compaction_id, namespace, refs, messages, first_step, last_step, original_tokens, "
+        "saved_tokens, archived_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+
+
 def import_compactions(work: UnitOfWork, rows: Sequence[tuple[str, str, int, int, int, int | None, str]]) -> None:
     """
     Append compactions copied from another store, with their own times, inside the caller's transaction; a
