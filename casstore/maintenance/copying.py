@@ -60,24 +60,24 @@ def copy_store(
     """
     source, target = repository_of(source), repository_of(target)
     report = CopyReport()
-    have = target.blob_seen_times()
-    wanted = {digest: seen for digest, seen in source.blob_seen_times().items() if digest not in have}
+    have = target.copies.blob_seen_times()
+    wanted = {digest: seen for digest, seen in source.copies.blob_seen_times().items() if digest not in have}
     for done, (digest, seen) in enumerate(sorted(wanted.items()), start=1):
         try:
-            data = source.blob_content(digest)
+            data = source.copies.blob_content(digest)
         except CorruptBlobError:
             report.unreadable_blobs.append(digest)
         else:
-            target.import_blob(digest, data, seen=seen)
+            target.copies.import_blob(digest, data, seen=seen)
             report.blobs_copied += 1
             report.blob_bytes_copied += len(data)
         if progress is not None:
             progress("blobs", done, len(wanted))
 
     unreadable = set(report.unreadable_blobs)
-    in_target = target.write_rows()
+    in_target = target.copies.write_rows()
     missing_writes: list[WriteRow] = []
-    for row, count in sorted(source.write_rows().items(), key=lambda item: (item[0][6], item[0][0], item[0][1])):
+    for row, count in sorted(source.copies.write_rows().items(), key=lambda item: (item[0][6], item[0][0], item[0][1])):
         lacking = count - in_target.get(row, 0)
         if lacking <= 0:
             continue
@@ -87,7 +87,7 @@ def copy_store(
         missing_writes += [row] * lacking
     for start in range(0, len(missing_writes), _BATCH):
         batch = missing_writes[start : start + _BATCH]
-        target.import_writes(batch)
+        target.copies.import_writes(batch)
         report.writes_copied += len(batch)
         if progress is not None:
             progress("writes", min(start + _BATCH, len(missing_writes)), len(missing_writes))
@@ -95,31 +95,32 @@ def copy_store(
     # Offloads in the order of their time (the row's 8th value).
     report.offloads_copied = _copy_counted_rows(
         "offloads",
-        in_source=source.offload_rows(),
-        in_target=target.offload_rows(),
-        import_rows=target.import_offloads,
+        in_source=source.copies.offload_rows(),
+        in_target=target.copies.offload_rows(),
+        import_rows=target.copies.import_offloads,
         time_column=7,
         progress=progress,
     )
 
     # A compaction's id is unique, so one present in the target is the same compaction.
-    compactions_in_target = target.compaction_rows()
+    compactions_in_target = target.copies.compaction_rows()
+    compactions_in_source = source.copies.compaction_rows()
     missing_compactions = sorted(
-        (row for compaction_id, row in source.compaction_rows().items() if compaction_id not in compactions_in_target),
+        (row for compaction_id, row in compactions_in_source.items() if compaction_id not in compactions_in_target),
         key=lambda row: (row[6], row[0]),
     )
     for start in range(0, len(missing_compactions), _BATCH):
         compactions = missing_compactions[start : start + _BATCH]
-        target.import_compactions(compactions)
+        target.copies.import_compactions(compactions)
         report.compactions_copied += len(compactions)
         if progress is not None:
             progress("compactions", min(start + _BATCH, len(missing_compactions)), len(missing_compactions))
     # Archives in the order of their time (the row's 9th value).
     report.archives_copied = _copy_counted_rows(
         "archives",
-        in_source=source.archive_rows(),
-        in_target=target.archive_rows(),
-        import_rows=target.import_archives,
+        in_source=source.copies.archive_rows(),
+        in_target=target.copies.archive_rows(),
+        import_rows=target.copies.import_archives,
         time_column=8,
         progress=progress,
     )

@@ -1,4 +1,4 @@
-"""The copying part of the `Repository`, for `casstore copy`: each row and blob read out, and imported here."""
+"""`repository.copies`, for `casstore copy`: each row and blob read out of a store, and imported into another."""
 
 from collections import Counter
 from collections.abc import Sequence
@@ -10,8 +10,14 @@ from casstore.index.queries import ArchiveRow, CompactionRow, OffloadRow, WriteR
 from casstore.repository.core import RepositoryCore
 
 
-class Copies(RepositoryCore):
+class Copies:
     """Reading a store out whole and importing another store's rows and blobs, times kept."""
+
+    def __init__(self, core: RepositoryCore) -> None:
+        self._index = core.index
+        self._database = core.database
+        self._blobs = core.blobs
+        self._guard = core.guard
 
     def blob_seen_times(self) -> dict[str, tuple[str, str]]:
         """:returns: Every blob's digest with its `(first_seen, last_seen)`."""

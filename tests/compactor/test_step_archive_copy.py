@@ -27,7 +27,7 @@ def test_a_copy_brings_the_archives_and_their_transcripts(
         assert compacted is not None
         (reference,) = re.findall(r"'(blake3/[^']+)'", compacted[2].text or "")
         transcript = local.read(reference)
-        rows = local.repository.archive_rows()
+        rows = local.repository.copies.archive_rows()
     shared = SharedToolResultStore(
         index_url=postgres_url, blob_url=s3_bucket_url.url, blob_options=s3_bucket_url.options, namespace="alice"
     )
@@ -36,7 +36,7 @@ def test_a_copy_brings_the_archives_and_their_transcripts(
         again = copy_store(source, shared)
         assert (first.archives_copied, again.archives_copied) == (1, 0)
         assert shared.read(reference) == transcript
-        assert shared.repository.archive_rows() == rows
+        assert shared.repository.copies.archive_rows() == rows
     with psycopg.connect(postgres_url, autocommit=True) as connection:
         read_times_as_text(connection)
         (row,) = connection.execute("SELECT namespace, messages, first_step, last_step FROM archives").fetchall()
