@@ -4,14 +4,17 @@ the store as one readable transcript, leaves one note that names it, records it 
 """
 
 import asyncio
+import json
 import logging
 import re
 import sqlite3
 import tempfile
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from haystack.components.generators.chat import MockChatGenerator
 from haystack.dataclasses import ChatMessage, TextContent, ToolCall
 from haystack.hooks.compaction import SlidingWindowCompactor
@@ -20,7 +23,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from casstore import ContentAddressedToolResultStore
+from casstore.cli import cli
 from casstore.compactor import DedupOffloadCompactor, StepArchiveCompactor, make_read_tool, make_search_tool
+from casstore.maintenance.checks import collect_garbage
 from tests.compactor_helpers import (
     PayloadCounter,
     file_block,
@@ -345,3 +350,36 @@ def test_images_in_a_user_message_are_archived_beside_the_transcript(store: Cont
     transcript = store.read(_reference(_note(compacted)))
     assert isinstance(transcript, str) and "[image image/png stored at 'blake3/bin/" in transcript
     assert store.read(_REFERENCE.findall(transcript)[0]) == picture
+
+
+def test_gc_forgets_a_namespaces_archives_with_its_writes(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    for namespace in ("alice", "bob"):
+        with ContentAddressedToolResultStore(root, namespace=namespace) as store:
+            assert StepArchiveCompactor(store=store).compact(zoo_conversation(), 0, COUNTER) is not None
+    with ContentAddressedToolResultStore(root) as store:
+        collect_garbage(store, namespace="alice", grace=timedelta(0))
+    with sqlite3.connect(root / "index.db") as db:
+        assert db.execute("SELECT namespace FROM archives").fetchall() == [("bob",)]
+        assert db.execute("SELECT DISTINCT namespace FROM compactions").fetchall() == [("bob",)]
+
+
+def test_casstore_log_lists_an_archive_beside_the_offloads(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    with ContentAddressedToolResultStore(root, namespace="alice") as store:
+        offloaded = DedupOffloadCompactor(store=store, min_tokens=0).compact(zoo_conversation(), 0, COUNTER)
+        assert offloaded is not None
+        compacted = StepArchiveCompactor(store=store).compact(offloaded, 0, COUNTER)
+        assert compacted is not None
+        reference = _reference(_note(compacted))
+    runner = CliRunner()
+    entries = json.loads(runner.invoke(cli, ["log", "--root", str(root), "--json"], catch_exceptions=False).stdout)
+    (archive,) = [entry for entry in entries if entry["source"] == "archive"]
+    assert (archive["first_step"], archive["last_step"], archive["messages"]) == (1, 8, 18)
+    assert archive["references"][0] == reference and archive["tool_name"] is None
+    assert {entry["source"] for entry in entries} == {"archive", "compactor"}
+    text = runner.invoke(cli, ["log", "--root", str(root)], catch_exceptions=False).stdout
+    assert f"alice  archive  steps 1-8 (18 messages)  saved {archive['saved_tokens']}/" in text
+    assert reference in text
+    by_tool = runner.invoke(cli, ["log", "--root", str(root), "--tool", "search", "--json"], catch_exceptions=False)
+    assert all(entry["source"] == "compactor" for entry in json.loads(by_tool.stdout))
