@@ -136,7 +136,9 @@ def _recoverable(results: dict[str, str], final: list[ChatMessage], store: ToolR
 def run_one(setup: str, *, window: int, steps: int, corpus: Path, folder: Path) -> Outcome:
     """Run the scripted agent under one setup and measure it."""
     root = folder / f"{setup}-{window}"
-    compactor, store = _compactor(setup, root, window)
+    with warnings.catch_warnings():  # Haystack marks its compactors experimental
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        compactor, store = _compactor(setup, root, window)
     timed = _Timed(compactor)
     read_tool = make_read_tool(store)
     model = ScriptedCodingAgent(corpus=corpus, steps=steps, read_tool=read_tool)
