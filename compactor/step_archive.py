@@ -142,6 +142,7 @@ class StepArchiveCompactor(Compactor):
         if written is None:
             return None
         compaction_id = uuid4().hex
+        keeps_history = isinstance(self.store, (ArchiveHistoryStore, CompactionHistoryStore))
         summary = summary_of(self.summarizer, self.summary_instruction, written.text) if self.summarizer else None
         note = archive_note(
             span,
