@@ -151,9 +151,7 @@ class StepArchiveCompactor(Compactor):
             read_tool_name=self.read_tool_name,
             search_tool_name=self.search_tool_name,
             summary=summary,
-            compaction_id=compaction_id
-            if isinstance(self.store, (ArchiveHistoryStore, CompactionHistoryStore))
-            else None,
+            compaction_id=compaction_id if keeps_history else None,
         )
         compacted = [*split.kept[: split.note_index], note, *split.kept[split.note_index :]]
         tokens_after = token_counter.count(messages=compacted)
