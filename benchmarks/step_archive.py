@@ -11,8 +11,11 @@ over the run (the sum over steps: what a provider bills), the tool results still
 conversation, or read back through the references it holds, following each transcript to the references it holds in
 turn), the disk used, and the compaction time per step.
 
-    python -m benchmarks.step_archive                  # 200 steps over casstore's own source, a few seconds
+    python -m benchmarks.step_archive                  # 200 steps over casstore's own source, about a minute
     python -m benchmarks.step_archive --steps 400 --corpus ~/src/project
+
+The agent follows one plan in every run: it does not read references back (`--read-backs` lets it, and then the runs
+differ, since only the store's setups leave references to read).
 
 Prints a markdown table (docs/compactor.md shows one).
 """
@@ -133,15 +136,20 @@ def _recoverable(results: dict[str, str], final: list[ChatMessage], store: ToolR
     return sum(1 for text in results.values() if text in everything)
 
 
-def run_one(setup: str, *, window: int, steps: int, corpus: Path, folder: Path) -> Outcome:
-    """Run the scripted agent under one setup and measure it."""
+def run_one(setup: str, *, window: int, steps: int, corpus: Path, folder: Path, read_backs: bool = False) -> Outcome:
+    """
+    Run the scripted agent under one setup and measure it.
+
+    :param read_backs: Let the agent read back references it sees. Off by default: only the store's setups leave
+        references, so with read-backs the runs would follow different plans.
+    """
     root = folder / f"{setup}-{window}"
     with warnings.catch_warnings():  # Haystack marks its compactors experimental
         warnings.simplefilter("ignore", ExperimentalWarning)
         compactor, store = _compactor(setup, root, window)
     timed = _Timed(compactor)
     read_tool = make_read_tool(store)
-    model = ScriptedCodingAgent(corpus=corpus, steps=steps, read_tool=read_tool)
+    model = ScriptedCodingAgent(corpus=corpus, steps=steps, read_tool=read_tool, read_backs=read_backs)
     sent = [0]
     # Every result the model received, by call id, as it first saw it: the newest step is never compacted, so each
     # result reaches the model whole once.
@@ -185,6 +193,9 @@ def main(argv: list[str] | None = None) -> list[Outcome]:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.step_archive", description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--corpus", type=Path, default=None, help="the folder the agent explores")
+    parser.add_argument(
+        "--read-backs", action="store_true", help="let the agent read back references (the runs' plans then differ)"
+    )
     arguments = parser.parse_args(argv)
     corpus = (arguments.corpus or default_corpus()).resolve()
     outcomes = []
@@ -192,7 +203,14 @@ def main(argv: list[str] | None = None) -> list[Outcome]:
         for window in WINDOWS:
             for setup in SETUPS:
                 outcomes.append(
-                    run_one(setup, window=window, steps=arguments.steps, corpus=corpus, folder=Path(folder))
+                    run_one(
+                        setup,
+                        window=window,
+                        steps=arguments.steps,
+                        corpus=corpus,
+                        folder=Path(folder),
+                        read_backs=arguments.read_backs,
+                    )
                 )
     print(f"{arguments.steps} steps of the demo's agent over {corpus}\n")
     print("| window | setup | context peak | tokens sent | results recoverable | disk | compaction per step |")

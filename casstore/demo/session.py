@@ -139,7 +139,14 @@ class ScriptedCodingAgent:
     """The demo's model: a seeded, deterministic plan of tool calls that looks like a coding agent's."""
 
     def __init__(
-        self, *, corpus: Path, steps: int, read_tool: Tool, files: list[str] | None = None, seed: int = 7
+        self,
+        *,
+        corpus: Path,
+        steps: int,
+        read_tool: Tool,
+        files: list[str] | None = None,
+        seed: int = 7,
+        read_backs: bool = True,
     ) -> None:
         """
         :param corpus: The folder being explored.
@@ -147,6 +154,8 @@ class ScriptedCodingAgent:
         :param read_tool: The read-back tool, whose first required parameter takes a reference.
         :param files: `text_files(corpus)`, if the caller has it already.
         :param seed: The plan's random seed.
+        :param read_backs: Now and then read back a reference the conversation shows; False re-reads a file instead,
+            so that runs under compactors that leave references and compactors that leave none follow one plan.
         """
         self.files = files if files is not None else text_files(corpus)
         self.folders = sorted(
@@ -156,6 +165,7 @@ class ScriptedCodingAgent:
         self.read_tool_name = read_tool.name
         self.reference_parameter = read_tool.parameters.get("required", ["reference"])[0]
         self.random = random.Random(seed)
+        self.read_backs_allowed = read_backs
         self.step = 0
         self.calls = 0
         self.read_backs = 0
@@ -183,7 +193,7 @@ class ScriptedCodingAgent:
         references += [
             r for m in messages if m.tool_call_result for r in _REFERENCE_IN_POINTER.findall(_result_text(m))
         ]
-        if choice < 0.10 and references:
+        if choice < 0.10 and references and self.read_backs_allowed:
             self.read_backs += 1
             arguments: dict[str, Any] = {self.reference_parameter: self.random.choice(references)}
             if self.random.random() < 0.5:
