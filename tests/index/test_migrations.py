@@ -46,7 +46,7 @@ def _applied(root: Path) -> list[str]:
 
 
 def test_a_new_store_applies_the_baseline(store: ContentAddressedToolResultStore) -> None:
-    assert _applied(store.root) == list(MIGRATION_NAMES) == ["0001_baseline"]
+    assert _applied(store.root) == list(MIGRATION_NAMES) == ["0001_baseline", "0002_archives"]
     with contextlib.closing(sqlite3.connect(store.root / "index.db")) as connection:
         assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert connection.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATION_NAMES)
@@ -61,9 +61,18 @@ TABLES = {
     "dictionary_samples",
     "offloads",
     "compactions",
+    "archives",
     "store_settings",
 }
-VIEWS = {"writes", "dedup_summary", "namespace_summary", "repeated_results", "offload_summary", "offloaded_parts"}
+VIEWS = {
+    "writes",
+    "dedup_summary",
+    "namespace_summary",
+    "repeated_results",
+    "offload_summary",
+    "offloaded_parts",
+    "archived_parts",
+}
 
 
 def test_the_schema_is_plain_tables_no_trigger_and_read_only_views(store: ContentAddressedToolResultStore) -> None:
@@ -146,8 +155,12 @@ def test_a_shared_index_of_a_development_version_is_refused_unchanged(
     assert tables == {"_casstore_migrations", "write_log"}
 
 
-def _with_a_second_migration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make casstore's migrations the baseline plus `0002_notes` (on both engines), from a temporary folder."""
+# The migration a newer release would add, after this release's own.
+LATER = f"{len(MIGRATION_NAMES) + 1:04d}_notes"
+
+
+def _with_a_later_migration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make casstore's migrations this release's plus `LATER` (on both engines), from a temporary folder."""
     added = (
         "ALTER TABLE write_rows ADD COLUMN note TEXT;\n"
         "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL);\n"
@@ -155,8 +168,9 @@ def _with_a_second_migration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     sqlite_folder, postgres_folder = tmp_path / "migrations", tmp_path / "migrations-postgresql"
     for folder, source in ((sqlite_folder, MIGRATIONS_FOLDER), (postgres_folder, MIGRATIONS_FOLDER / "postgresql")):
         folder.mkdir(parents=True)
-        shutil.copy(source / "0001_baseline.sql", folder)
-        (folder / "0002_notes.sql").write_text(
+        for script in source.glob("*.sql"):
+            shutil.copy(script, folder)
+        (folder / f"{LATER}.sql").write_text(
             added.replace("INTEGER PRIMARY KEY", "BIGSERIAL PRIMARY KEY") if folder == postgres_folder else added
         )
     migrations, names = schema.load_migrations(sqlite_folder)
@@ -192,17 +206,18 @@ def test_a_later_migration_applies_to_a_store_with_data_and_an_older_release_ref
         with open_store() as store:
             reference = store.write(key="a.txt", content="written under the baseline")
         with pytest.MonkeyPatch.context() as monkeypatch:
-            _with_a_second_migration(tmp_path / open_store.__name__, monkeypatch)
+            _with_a_later_migration(tmp_path / open_store.__name__, monkeypatch)
             with open_store() as store:
                 assert store.read(reference) == "written under the baseline"
-                later = store.write(key="b.txt", content="written after 0002")
+                later = store.write(key="b.txt", content="written after the later migration")
                 assert verify(store).clean
-            assert applied() == ["0001_baseline", "0002_notes"]
-        # This release knows the baseline only: it refuses the index a newer casstore migrated, and changes nothing.
+            assert applied() == [*MIGRATION_NAMES, LATER]
+        # This release does not know the later migration: it refuses the index a newer casstore migrated, and
+        # changes nothing.
         with pytest.raises(SchemaError, match="newer casstore") as refused:
             open_store()
-        assert "0002_notes" in str(refused.value) and "nothing was changed" in str(refused.value)
-        assert applied() == ["0001_baseline", "0002_notes"]
+        assert LATER in str(refused.value) and "nothing was changed" in str(refused.value)
+        assert applied() == [*MIGRATION_NAMES, LATER]
         assert later
 
 

@@ -60,6 +60,7 @@ CASSTORE_TABLES = {
     "dictionary_samples",
     "offloads",
     "compactions",
+    "archives",
     "search_documents",
     "search_text",
     "search_entries",
@@ -76,6 +77,7 @@ CASSTORE_VIEWS = {
     "repeated_results",
     "offload_summary",
     "offloaded_parts",
+    "archived_parts",
 }
 PROCESSES = 8
 
