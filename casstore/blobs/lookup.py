@@ -26,7 +26,7 @@ _LOCATION = (
 # A read: whether the reference is visible in its namespace (a `writes` row names it) and where its blob is, in one
 # statement, so a read sees both in one state of the index.
 _READABLE_SQL = (
-    f"SELECT {_LOCATION} WHERE b.digest = ? AND EXISTS (SELECT 1 FROM writes w WHERE w.digest = b.digest "
+    f"SELECT {_LOCATION} WHERE b.digest = ? AND EXISTS (SELECT 1 FROM write_rows w WHERE w.blob_id = b.id "
     "AND w.namespace = ? AND w.kind = ? AND w.extension = ?)"
 )
 # Asked only when a read found nothing: whether the reference is visible all the same, its blob row missing (a damaged
