@@ -184,7 +184,7 @@ def run_demo(
             hooks={"before_llm": [hook]},
             max_agent_steps=steps + 2,
         )
-        result = agent.run(messages=[ChatMessage.from_user(f"Explore the project in {corpus.name} and explain it.")])
+        agent.run(messages=[ChatMessage.from_user(f"Explore the project in {corpus.name} and explain it.")])
         figures = store.repository.history.figures_since(namespace=namespace, mark=before)
         writes = store.repository.history.writes_since(namespace=namespace, mark=before)
         filesystem_bytes, filesystem_files = _filesystem_store_cost(store, writes)
@@ -195,13 +195,12 @@ def run_demo(
     where = store.repository.description
     if progress is not None and sys.stderr.isatty():
         sys.stderr.write("\n")
-    tool_results = sum(1 for message in result["messages"] if message.tool_call_result is not None)
     return DemoSummary(
         root=where,
         namespace=namespace,
         corpus=str(corpus),
         steps=model.step,
-        tool_results=tool_results,
+        tool_results=model.calls,  # every call got its result, whether it is still in the conversation or not
         read_backs=model.read_backs,
         context_window=CONTEXT_WINDOW,
         peak_context_tokens=model.peak_context_tokens,
