@@ -35,7 +35,7 @@ from casstore import forks
 from casstore.blobs.files import BlobFile, UnsafeBlobPathError
 from casstore.blobs.frames import DELTA, DICTIONARY, PLAIN, FrameCodec, FrameDictionary
 from casstore.blobs.hints import LAST_SEEN_RESOLUTION, BlobHints
-from casstore.blobs.learning import DELTA_KEEP_BELOW, DICTIONARY_MAX_SIZE, Learner, tool_of
+from casstore.blobs.learning import DELTA_KEEP_BELOW, DICTIONARY_MAX_SIZE, Learner, scoped_group, tool_of
 from casstore.errors import CorruptBlobError, ObjectSizeMismatchError, StorageError, UnsafeBlobError
 from casstore.index.database import NOW_SQL, SHIFTED_NOW_SQL, UnitOfWork, ago
 from casstore.references import content_digest, reference_kind
@@ -50,16 +50,18 @@ _LOCATION = (
     "LEFT JOIN blob_frames f ON f.blob_id = b.id LEFT JOIN dictionaries k ON k.id = b.dictionary_id "
     "LEFT JOIN blobs n ON n.id = b.base_id"
 )
+# The same with the blob's own `namespace` last: under `namespace` dedup scope, whose key its digest is keyed with.
+_LOCATION_WITH_NAMESPACE = _LOCATION.replace(" FROM blobs b", ", b.namespace FROM blobs b")
 # A read: whether the reference is visible in its namespace (a `writes` row names it) and where its blob is, in one
 # statement, so a read sees both in one state of the index.
 _READABLE_SQL = (
-    f"SELECT {_LOCATION} WHERE b.digest = ? AND EXISTS (SELECT 1 FROM writes w WHERE w.digest = b.digest "
+    f"SELECT {_LOCATION_WITH_NAMESPACE} WHERE b.digest = ? AND EXISTS (SELECT 1 FROM writes w WHERE w.digest = b.digest "
     "AND w.namespace = ? AND w.kind = ? AND w.extension = ?)"
 )
 # Asked only when a read found nothing: whether the reference is visible all the same, its blob row missing (a damaged
 # index).
 _VISIBLE_SQL = "SELECT 1 FROM writes WHERE digest = ? AND namespace = ? AND kind = ? AND extension = ? LIMIT 1"
-_LOCATE_SQL = f"SELECT {_LOCATION} WHERE b.digest = ?"
+_LOCATE_SQL = f"SELECT {_LOCATION_WITH_NAMESPACE} WHERE b.digest = ?"
 _ACTIVE_DICTIONARY_SQL = "SELECT digest, samples FROM dictionaries WHERE tool = ? AND active = 1"
 _CONFIRM_AGO = ago(LAST_SEEN_RESOLUTION)
 _RESOLUTION_SECONDS = LAST_SEEN_RESOLUTION.total_seconds()
@@ -71,23 +73,23 @@ _COLLECTABLE = (
     f"last_seen <= {SHIFTED_NOW_SQL} AND NOT EXISTS ({_REFERENCED}) "
     "AND NOT EXISTS (SELECT 1 FROM blobs d WHERE d.base_id = blobs.id)"
 )
-_COLUMNS = "digest, size, stored_size, stored_in, encoding, dictionary_id, base_id, first_seen, last_seen"
+_COLUMNS = "digest, size, stored_size, stored_in, encoding, dictionary_id, base_id, first_seen, last_seen, namespace"
 # A plain frame's row; a row already there is replaced (either layout holds the same content), keeping its id (a
 # delta may be on it) and its first_seen.
 _PUT_SQL = (
-    f"INSERT INTO blobs ({_COLUMNS}) VALUES (?, ?, ?, ?, '{PLAIN}', NULL, NULL, {NOW_SQL}, {NOW_SQL}) "
+    f"INSERT INTO blobs ({_COLUMNS}) VALUES (?, ?, ?, ?, '{PLAIN}', NULL, NULL, {NOW_SQL}, {NOW_SQL}, ?) "
     "ON CONFLICT (digest) DO UPDATE SET last_seen = excluded.last_seen, stored_size = excluded.stored_size, "
     "stored_in = excluded.stored_in, encoding = excluded.encoding, dictionary_id = NULL, base_id = NULL RETURNING id"
 )
 # The same for a blob copied from another store, which keeps its times; a row already there keeps its own.
 _IMPORT_SQL = (
-    f"INSERT INTO blobs ({_COLUMNS}) VALUES (?, ?, ?, ?, '{PLAIN}', NULL, NULL, ?, ?) "
+    f"INSERT INTO blobs ({_COLUMNS}) VALUES (?, ?, ?, ?, '{PLAIN}', NULL, NULL, ?, ?, ?) "
     "ON CONFLICT (digest) DO UPDATE SET stored_size = excluded.stored_size, stored_in = excluded.stored_in, "
     "encoding = excluded.encoding, dictionary_id = NULL, base_id = NULL RETURNING id"
 )
 # A learned frame's row, only for content that has none yet (see `_needed_id`).
 _PUT_LEARNED_SQL = (
-    f"INSERT INTO blobs ({_COLUMNS}) VALUES (?, ?, ?, '{_STORED_IN_INDEX}', ?, ?, ?, {NOW_SQL}, {NOW_SQL}) "
+    f"INSERT INTO blobs ({_COLUMNS}) VALUES (?, ?, ?, '{_STORED_IN_INDEX}', ?, ?, ?, {NOW_SQL}, {NOW_SQL}, ?) "
     "ON CONFLICT (digest) DO NOTHING RETURNING id"
 )
 _PUT_FRAME_SQL = (
@@ -157,6 +159,8 @@ class StagedBlob:
     encoding: str = PLAIN
     needs: str | None = None
     """The digest of the blob a `dictionary` or `delta` frame needs."""
+    namespace: str | None = None
+    """Under `namespace` dedup scope, the namespace whose key `digest` is keyed with."""
 
 
 class LearnedFrameRefused(Exception):
@@ -182,6 +186,8 @@ class BlobLocation:
     needs: str | None = None
     needed: "BlobLocation | None" = None
     """Where the blob it needs is, when the read's look-up found that too (a delta's base not in memory)."""
+    namespace: str | None = None
+    """Under `namespace` dedup scope, the namespace whose key `digest` is keyed with (None: a plain digest)."""
 
 
 class _ContentCache:
@@ -257,6 +263,7 @@ class BlobStore:
         file_access: AbstractContextManager[object],
         reading: Callable[[], AbstractContextManager[sqlite3.Connection]] | None = None,
         learner: Learner | None = None,
+        digest_key: Callable[[str | None], bytes | None] | None = None,
     ) -> None:
         """
         :param files: Where blobs too large for the index are kept.
@@ -267,7 +274,10 @@ class BlobStore:
         :param reading: Opens the index for a question outside any transaction, for `load` to find the blob a learned
             frame needs; without it only plain frames can be read.
         :param learner: Store new content with learned encodings, from what it has seen (None: plain frames only).
+        :param digest_key: The key a blob's digest is keyed with, from the namespace its row records (the store's
+            `DedupScope.key_for`); without it every digest is a plain BLAKE3 digest.
         """
+        self._digest_key = digest_key or _plain_digests
         self._files = files
         self._reading = reading
         self.learner = learner
@@ -297,7 +307,9 @@ class BlobStore:
 
     # Storing.
 
-    def stage(self, digest: str, data: bytes, *, key: str | None = None, plain: bool = False) -> StagedBlob:
+    def stage(
+        self, digest: str, data: bytes, *, key: str | None = None, plain: bool = False, namespace: str | None = None
+    ) -> StagedBlob:
         """
         Compress `data` and, if its frame is too large for the index, write it to its blob file.
 
@@ -308,33 +320,37 @@ class BlobStore:
         :param key: The write's key, whose tool name picks the dictionary; with a learner and a key, the frame is the
             smallest of plain, `delta` against an earlier version, and `dictionary`, as `learning` decides.
         :param plain: Make a plain frame whatever the learner knows (`put` refused a learned one).
+        :param namespace: Under `namespace` dedup scope, the namespace whose key `digest` is keyed with: the learned
+            encodings then use only what that namespace stored (docs/dedup-scope.md).
         :returns: The staged blob, for `put`.
         """
         if self.learner is not None and key is not None and not plain:
-            learned, frame = self._learned(digest, data, key)
+            learned, frame = self._learned(digest, data, key, namespace)
             if learned is not None:
                 return learned
         else:
             frame = self._codec.encode(data)
         in_index = len(frame) <= self._inline_max
         if not in_index:
-            frame = self._keep_elsewhere(digest, len(data), frame)
-        return StagedBlob(digest=digest, size=len(data), frame=frame, in_index=in_index)
+            frame = self._keep_elsewhere(digest, len(data), frame, namespace)
+        return StagedBlob(digest=digest, size=len(data), frame=frame, in_index=in_index, namespace=namespace)
 
-    def _learned(self, digest: str, data: bytes, key: str) -> tuple[StagedBlob | None, bytes]:
+    def _learned(self, digest: str, data: bytes, key: str, namespace: str | None) -> tuple[StagedBlob | None, bytes]:
         # The learned encodings' choice: a delta if a base is found and the delta is clearly smaller than the plain
         # frame, else the tool's dictionary if the result is small (a trained dictionary is not worse than none on the
         # kind of result it was trained on, so the plain frame is not made to compare); a learned frame must fit in
         # the index. Returns the learned blob, if any, else None and the plain frame.
+        # Under `namespace` dedup scope a namespace's dictionaries (its tool groups) and bases (its anchors) are its
+        # own: neither the size nor the time of a write depends on what another namespace stored.
         learner = self.learner
         assert learner is not None
-        tool = tool_of(key)
+        tool = scoped_group(namespace, tool_of(key))
         chosen: StagedBlob | None = None
         plain = b""
         depth = 0
-        anchors = learner.anchors(data)
+        anchors = learner.anchors(data, namespace)
         candidate = learner.base_for(anchors)
-        if candidate is not None and candidate.digest != digest:
+        if candidate is not None and candidate.digest != digest and candidate.namespace == namespace:
             base = self._needed(candidate.digest, DELTA, chain=1, quiet=True, guarded=False)
             if base is not None:
                 delta = self._codec.encode(data, dictionary=base)
@@ -346,18 +362,26 @@ class BlobStore:
                 ):
                     plain = self._codec.encode(data)
                 if len(delta) <= self._inline_max and (not plain or len(delta) < DELTA_KEEP_BELOW * len(plain)):
-                    chosen = StagedBlob(digest, len(data), delta, True, DELTA, candidate.digest)
+                    chosen = StagedBlob(digest, len(data), delta, True, DELTA, candidate.digest, namespace)
                     depth = candidate.depth + 1
         if chosen is None and len(data) <= DICTIONARY_MAX_SIZE:
             dictionary = self._dictionary_for(tool)
             if dictionary is not None:
                 frame = self._codec.encode(data, dictionary=dictionary)
                 if len(frame) <= self._inline_max and (not plain or len(frame) < len(plain)):
-                    chosen = StagedBlob(digest, len(data), frame, True, DICTIONARY, dictionary.digest)
+                    chosen = StagedBlob(digest, len(data), frame, True, DICTIONARY, dictionary.digest, namespace)
         if chosen is None and not plain:
             plain = self._codec.encode(data)
         stored_size = len(plain) if chosen is None else len(chosen.frame)
-        learner.stored(tool=tool, digest=digest, data=data, depth=depth, anchors=anchors, stored_size=stored_size)
+        learner.stored(
+            tool=tool,
+            digest=digest,
+            data=data,
+            depth=depth,
+            anchors=anchors,
+            stored_size=stored_size,
+            namespace=namespace,
+        )
         if depth == 0 and anchors is not None:
             self._cache.put(DELTA, digest, data, len(data))  # the likeliest base of the next version
         return chosen, plain
@@ -503,7 +527,7 @@ class BlobStore:
         """:returns: The trained dictionary `digest`, read and verified (or cached); None if it cannot be read."""
         return self._needed(digest, DICTIONARY, chain=1, quiet=True, guarded=False)
 
-    def _keep_elsewhere(self, digest: str, size: int, frame: bytes) -> bytes:
+    def _keep_elsewhere(self, digest: str, size: int, frame: bytes, namespace: str | None) -> bytes:
         # A backend that writes only if absent may hold a leftover no row points at (a write that failed before its
         # commit, or another replica's in flight, perhaps at another compression level): it is used if it holds this
         # content, and replaced if it does not, so neither a damaged leftover nor another frame size stops a write.
@@ -514,7 +538,7 @@ class BlobStore:
             pass
         try:
             found = self._files.read(digest)
-            self._codec.decode(digest, size, found)
+            self._codec.decode(digest, size, found, key=self._digest_key(namespace))
         except (FileNotFoundError, CorruptBlobError):
             self._files.replace(digest, frame)
             return frame
@@ -554,14 +578,22 @@ class BlobStore:
             dictionary_id, base_id = self._needed_id(work, staged)
             row = connection.execute(
                 _PUT_LEARNED_SQL,
-                (staged.digest, staged.size, len(staged.frame), staged.encoding, dictionary_id, base_id),
+                (
+                    staged.digest,
+                    staged.size,
+                    len(staged.frame),
+                    staged.encoding,
+                    dictionary_id,
+                    base_id,
+                    staged.namespace,
+                ),
             ).fetchone()
             if row is None:
                 raise LearnedFrameRefused(staged.digest)
         else:
             row = connection.execute(
                 _PUT_SQL if seen is None else _IMPORT_SQL,
-                (staged.digest, staged.size, len(staged.frame), stored_in, *(seen or ())),
+                (staged.digest, staged.size, len(staged.frame), stored_in, *(seen or ()), staged.namespace),
             ).fetchone()
         (blob_id,) = row
         if staged.in_index:
@@ -663,7 +695,7 @@ class BlobStore:
             if connection.execute(_VISIBLE_SQL, (digest, namespace, *kind)).fetchone() is None:
                 return None
             raise CorruptBlobError(f"Blob {digest} is missing from the index.", digest=digest, missing=True)
-        size, stored_in, frame, encoding, needs = row
+        size, stored_in, frame, encoding, needs, namespace = row
         if size is None:
             raise CorruptBlobError(f"Blob {digest} is missing from the index.", digest=digest, missing=True)
         needed = None
@@ -672,8 +704,8 @@ class BlobStore:
             # dictionary is nearly always in memory once read, a base far less often.
             row = connection.execute(_LOCATE_SQL, (needs,)).fetchone()
             if row is not None:
-                needed = BlobLocation(needs, row[0], _kept_frame(row[1], row[2]), row[3], row[4])
-        return BlobLocation(digest, size, _kept_frame(stored_in, frame), encoding, needs, needed)
+                needed = BlobLocation(needs, row[0], _kept_frame(row[1], row[2]), row[3], row[4], namespace=row[5])
+        return BlobLocation(digest, size, _kept_frame(stored_in, frame), encoding, needs, needed, namespace)
 
     def locate(self, connection: sqlite3.Connection, digest: str) -> BlobLocation:
         """
@@ -684,8 +716,8 @@ class BlobStore:
         row = connection.execute(_LOCATE_SQL, (digest,)).fetchone()
         if row is None:
             raise CorruptBlobError(f"Blob {digest} is missing from the index.", digest=digest, missing=True)
-        size, stored_in, frame, encoding, needs = row
-        return BlobLocation(digest, size, _kept_frame(stored_in, frame), encoding, needs)
+        size, stored_in, frame, encoding, needs, namespace = row
+        return BlobLocation(digest, size, _kept_frame(stored_in, frame), encoding, needs, namespace=namespace)
 
     def locate_many(self, connection: sqlite3.Connection, digests: Sequence[str]) -> dict[str, BlobLocation]:
         """
@@ -699,10 +731,12 @@ class BlobStore:
         for start in range(0, len(listed), 500):
             chunk = listed[start : start + 500]
             marks = ", ".join("?" for _ in chunk)
-            for digest, size, stored_in, frame, encoding, needs in connection.execute(
-                f"SELECT b.digest, {_LOCATION} WHERE b.digest IN ({marks})", chunk
+            for digest, size, stored_in, frame, encoding, needs, namespace in connection.execute(
+                f"SELECT b.digest, {_LOCATION_WITH_NAMESPACE} WHERE b.digest IN ({marks})", chunk
             ):
-                found[digest] = BlobLocation(digest, size, _kept_frame(stored_in, frame), encoding, needs)
+                found[digest] = BlobLocation(
+                    digest, size, _kept_frame(stored_in, frame), encoding, needs, namespace=namespace
+                )
         return found
 
     def load(self, location: BlobLocation, *, guarded: bool = True, fresh: bool = False) -> bytes:
@@ -738,7 +772,8 @@ class BlobStore:
             if needed is None:
                 needed = self._dependency(location, chain=chain, fresh=fresh, guarded=guarded)
         frame = self._frame(location, guarded=guarded)
-        return self._codec.decode(location.digest, location.size, frame, dictionary=needed)
+        key = None if location.namespace is None else self._digest_key(location.namespace)
+        return self._codec.decode(location.digest, location.size, frame, dictionary=needed, key=key)
 
     def _frame(self, location: BlobLocation, *, guarded: bool) -> bytes:
         if location.frame is not None:
@@ -1004,3 +1039,7 @@ def _grace_parameter(grace: timedelta) -> str:
     # confirms or stores the blob), and gc deletes only inside a transaction too, so with no grace period at all a
     # blob goes the moment nothing references it, and a writer that comes after stores it again.
     return ago(grace)
+
+
+def _plain_digests(namespace: str | None) -> bytes | None:
+    return None

@@ -35,6 +35,7 @@ from casstore.blobs.catalog import WaitingBlobs
 from casstore.index.prepared import PreparedWrite, prepare
 from casstore.index.queries import CompactionRow, OffloadEntry, OffloadRow, WriteRow
 from casstore.index.report_queries import ReportFigures, ResultRow
+from casstore.index.scope import check_dedup_scope
 from casstore.index.writes import CompactionRecord, OffloadRecord
 from casstore.repository.copies import Copies
 from casstore.repository.core import BLOB_DIRECTORY_NAME, INDEX_FILE_NAME, IndexDatabase, StoredWriteRecorder
@@ -71,6 +72,7 @@ __all__ = [
     "StoredWriteRecorder",
     "WaitingBlobs",
     "WriteRow",
+    "check_dedup_scope",
     "prepare",
     "repository_of",
 ]

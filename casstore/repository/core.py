@@ -19,7 +19,9 @@ from casstore.blobs.learning import learner_for
 from casstore.disk import local_footprint
 from casstore.errors import CorruptBlobError, ReadOnlyStoreError, ReferenceNotFoundError, StorageError
 from casstore.index import read_only
+from casstore.index import scope as dedup_scopes
 from casstore.index.database import Database, UnitOfWork
+from casstore.index.scope import DedupScope
 from casstore.repository.guard import OpenGuard
 from casstore.search import index as search_index
 
@@ -80,6 +82,7 @@ class RepositoryCore:
         searchable: bool = False,
         search_index_writes: bool = False,
         search_text: "search_index.SearchText | None" = None,
+        dedup_scope: DedupScope | None = None,
     ) -> None:
         """
         Join an opened index and blob backend; the repository owns them from now on and closes them.
@@ -99,8 +102,11 @@ class RepositoryCore:
             SQLite's FTS5 by default.
         :raises SearchUnavailableError: With `search_index_writes`, if the index's engine cannot hold a search index
             (a PostgreSQL server without `pg_trgm`).
+        :param dedup_scope: The scope the index records (`casstore.index.scope.settle`); None: `store` scope, until
+            the index records another (a lazy index another process creates).
         """
         self._database = database
+        self._scope = dedup_scope or DedupScope()
         self._searchable = searchable
         self._search_index_writes = searchable and search_index_writes
         self._search_text: search_index.SearchText = search_text or search_index.FTS5_TEXT
@@ -118,6 +124,7 @@ class RepositoryCore:
             file_access=self._guard,
             reading=self._index_for_blobs,
             learner=learner_for(description) if learn else None,
+            digest_key=self._key_for_blob,
         )
         # Engine primitives where a round trip costs more than a statement (PostgreSQL); the local SQLite index has
         # none and keeps its statements. A stored-writes statement trusts blob rows, so it needs a backend whose rows
@@ -147,6 +154,7 @@ class RepositoryCore:
         learn: bool = True,
         lazy: bool = True,
         search_index: bool = False,
+        dedup_scope: str | None = None,
     ) -> Self:
         """
         Open the local repository at `root` (`index.db` and `blobs/`), bringing an existing index's schema up to date.
@@ -156,12 +164,18 @@ class RepositoryCore:
             leaves no folder, no `index.db` and no `blobs/` behind, and reads it as an empty store. False creates
             `root`, `index.db` and `blobs/` now.
         :param search_index: Index the text of every write as it is stored (`casstore.search.index`).
+        :param dedup_scope: `store`, `namespace` or None (what the index records; `store` for a new store). A lazy
+            store made with `namespace` scope is created now: its secret must exist before its first digest.
+        :raises ValueError: If `dedup_scope` is not the scope the index records.
         :raises SchemaError: If `index.db` exists and was written by a newer casstore or is not a casstore index
             (`IndexDamagedError` if SQLite finds it damaged).
         :raises CasStoreError: If the blob folder is a symlink or not a folder.
         """
         database = Database(root / INDEX_FILE_NAME, durable=durable, lazy=lazy)
         try:
+            if dedup_scope == dedup_scopes.NAMESPACE and not database.exists:
+                database.create()
+            scope = local_scope(database, dedup_scope)
             files = BlobDirectory(root / BLOB_DIRECTORY_NAME, durable=durable, lazy=lazy)
         except BaseException:
             database.close()
@@ -176,7 +190,39 @@ class RepositoryCore:
             learn=learn,
             searchable=True,
             search_index_writes=search_index,
+            dedup_scope=scope,
         )
+
+    @property
+    def dedup_scope(self) -> str:
+        """`store` (content deduplicated across namespaces) or `namespace` (only within one): docs/dedup-scope.md."""
+        return self._scope.name
+
+    def digest_key(self, namespace: str) -> bytes | None:
+        """:returns: The key the digests of `namespace`'s writes are keyed with; None under `store` scope."""
+        return self._scope.key_for(namespace)
+
+    def _key_for_blob(self, namespace: str | None) -> bytes | None:
+        # A blob row that names a namespace while this object knows no secret: the index was made (lazily, by another
+        # process) after this object opened it; its scope is read now.
+        if namespace is None:
+            return None
+        if self._scope.secret is None:
+            with self._index() as connection:
+                found = dedup_scopes.recorded(connection)
+            if found is None or found.secret is None:
+                raise CorruptBlobError(
+                    f"A blob of namespace {namespace!r} has a keyed digest, but the index records no dedup secret: it "
+                    "is damaged. See 'Recovery' in casstore's docs/gc.md."
+                )
+            self._scope = found
+        return self._scope.key_for(namespace)
+
+    def _settle_created_scope(self) -> None:
+        # After this object created a lazy index: record its scope (`store`, as asked), or find the one another
+        # process recorded first.
+        with self._database.transaction() as work:
+            self._scope = dedup_scopes.settle(work.connection, None, index=self.description)
 
     @contextmanager
     def _index(self) -> Iterator[Any]:
@@ -269,3 +315,25 @@ def damaged_index_error(digest: str, error: Exception) -> CorruptBlobError:
         f"Cannot look up blob {digest}: the index is damaged ({error}). See 'Recovery' in casstore's docs/gc.md.",
         digest=digest,
     )
+
+
+def local_scope(database: Database, requested: str | None) -> DedupScope:
+    """
+    :returns: The dedup scope of a local index, recorded now if it records none (an index not created yet: `store`,
+        until its first write records it).
+    :raises ValueError: If `requested` is not the recorded scope.
+    """
+    dedup_scopes.check_dedup_scope(requested)
+    if not database.exists:
+        return DedupScope()
+    where = str(database.path)
+    with database.reading() as connection:
+        found = dedup_scopes.recorded(connection)
+    if found is not None:
+        dedup_scopes.check_same(found.name, requested, index=where)
+        return found
+    if getattr(database, "read_only", False):
+        dedup_scopes.check_same(dedup_scopes.STORE, requested, index=where)
+        return DedupScope()
+    with database.transaction() as work:
+        return dedup_scopes.settle(work.connection, requested, index=where)

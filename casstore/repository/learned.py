@@ -3,7 +3,7 @@
 import logging
 from collections.abc import Iterable
 
-from casstore.blobs.learning import Learner, TrainingJob
+from casstore.blobs.learning import Learner, TrainingJob, group_namespace
 from casstore.errors import CasStoreError
 from casstore.references import content_digest
 from casstore.repository.core import RepositoryCore
@@ -14,13 +14,13 @@ _logger = logging.getLogger(__name__)
 class LearnedEncodings(RepositoryCore):
     """Dictionaries trained from the store's own writes, and the blobs a learned frame needs."""
 
-    def _train_if_due(self) -> None:
+    def _train_if_due(self, namespace: str) -> None:
         # After a write has committed, in the writer, outside any transaction: a dictionary due for a tool is trained
         # on the samples the learner kept (bounded, tens of milliseconds) and stored. Nothing is re-encoded: writes
         # after it use it. A failure here loses nothing and fails no write; it is logged, and plain frames go on.
         learner = self._blobs.learner
         assert learner is not None
-        job = learner.due()
+        job = learner.due(self._scope.blob_namespace(namespace))
         if job is None:
             return
         failures: tuple[type[Exception], ...] = (CasStoreError, *self._failures)
@@ -41,7 +41,9 @@ class LearnedEncodings(RepositoryCore):
         content = learner.train(job, None if current is None else current.zstd)
         if content is None:
             return
-        trained_on = [content_digest(sample) for sample in job.training]
+        # A namespace's own group (`namespace` dedup scope) was trained on its writes, whose digests are keyed.
+        key = self._scope.key_for(group_namespace(job.tool))
+        trained_on = [content_digest(sample, key) for sample in job.training]
         with self._database.transaction() as work:
             digest = self._blobs.record_dictionary(
                 work,

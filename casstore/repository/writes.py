@@ -43,10 +43,15 @@ class Writes(LearnedEncodings, SearchIndexing):
                 create_index = self._create_index
                 if create_index is not None:
                     create_index()
+                    self._settle_created_scope()
                     self._create_index = None  # an index, once there, stays: no later write needs to ask
+                keyed_for = self._scope.blob_namespace(namespace)
+                for write in writes:
+                    if write.keyed_for != keyed_for:
+                        raise _wrong_key(write, namespace, self._scope.name)
                 self._store(namespace, writes)
                 if self._blobs.learner is not None:
-                    self._train_if_due()
+                    self._train_if_due(namespace)
                 if self._search_index_writes and self._written_texts.due:
                     self._index_written_texts()
         except CasStoreError:
@@ -94,11 +99,13 @@ class Writes(LearnedEncodings, SearchIndexing):
             except _BlobsMissing as missing:
                 data = {write.digest: write.data for write in writes}
                 for digest in missing.digests:
-                    staged[digest] = self._blobs.stage(digest, data[digest])
+                    staged[digest] = self._blobs.stage(digest, data[digest], namespace=writes[0].keyed_for)
                 continue
             except LearnedFrameRefused as refused:
                 data = {write.digest: write.data for write in writes}
-                staged[refused.digest] = self._blobs.stage(refused.digest, data[refused.digest], plain=True)
+                staged[refused.digest] = self._blobs.stage(
+                    refused.digest, data[refused.digest], plain=True, namespace=writes[0].keyed_for
+                )
                 continue
             return
 
@@ -124,7 +131,9 @@ class Writes(LearnedEncodings, SearchIndexing):
         while True:
             try:
                 with self._database.transaction() as work:
-                    staged = self._blobs.stage(write.digest, write.data, key=write.key, plain=plain)
+                    staged = self._blobs.stage(
+                        write.digest, write.data, key=write.key, plain=plain, namespace=write.keyed_for
+                    )
                     self._record_parts(work, namespace, [write], {write.digest: staged}, stored_under_lock=True)
             except LearnedFrameRefused:
                 plain = True
@@ -143,7 +152,10 @@ class Writes(LearnedEncodings, SearchIndexing):
             return {}
         with self._database.reading() as connection:
             new = {write.digest: write for write in unknown if not self._blobs.exists(connection, write.digest)}
-        return {digest: self._blobs.stage(digest, write.data, key=write.key) for digest, write in new.items()}
+        return {
+            digest: self._blobs.stage(digest, write.data, key=write.key, namespace=write.keyed_for)
+            for digest, write in new.items()
+        }
 
     def _record_parts(
         self,
@@ -212,6 +224,14 @@ class Writes(LearnedEncodings, SearchIndexing):
             index.record_compaction(work, namespace=namespace, compaction_id=compaction_id, compaction=compaction)
             if offloads:
                 index.record_offloads(work, namespace=namespace, compaction_id=compaction_id, offloads=offloads)
+
+
+def _wrong_key(write: PreparedWrite, namespace: str, scope: str) -> ValueError:
+    hashed = "for no namespace" if write.keyed_for is None else f"for namespace {write.keyed_for!r}"
+    return ValueError(
+        f"The prepared write {write.reference} was hashed {hashed}, but is written in namespace {namespace!r} of a store "
+        f"whose dedup scope is {scope!r}: prepare it again with this store's `prepare_write`, then write it."
+    )
 
 
 class _BlobsMissing(Exception):
