@@ -55,8 +55,8 @@ _LOCATION_WITH_NAMESPACE = _LOCATION.replace(" FROM blobs b", ", b.namespace FRO
 # A read: whether the reference is visible in its namespace (a `writes` row names it) and where its blob is, in one
 # statement, so a read sees both in one state of the index.
 _READABLE_SQL = (
-    f"SELECT {_LOCATION_WITH_NAMESPACE} WHERE b.digest = ? AND EXISTS (SELECT 1 FROM writes w WHERE w.digest = b.digest "
-    "AND w.namespace = ? AND w.kind = ? AND w.extension = ?)"
+    f"SELECT {_LOCATION_WITH_NAMESPACE} WHERE b.digest = ? "
+    "AND EXISTS (SELECT 1 FROM writes w WHERE w.digest = b.digest AND w.namespace = ? AND w.kind = ? AND w.extension = ?)"
 )
 # Asked only when a read found nothing: whether the reference is visible all the same, its blob row missing (a damaged
 # index).
@@ -1041,5 +1041,5 @@ def _grace_parameter(grace: timedelta) -> str:
     return ago(grace)
 
 
-def _plain_digests(namespace: str | None) -> bytes | None:
+def _plain_digests(_namespace: str | None) -> bytes | None:
     return None

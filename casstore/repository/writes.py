@@ -229,8 +229,8 @@ class Writes(LearnedEncodings, SearchIndexing):
 def _wrong_key(write: PreparedWrite, namespace: str, scope: str) -> ValueError:
     hashed = "for no namespace" if write.keyed_for is None else f"for namespace {write.keyed_for!r}"
     return ValueError(
-        f"The prepared write {write.reference} was hashed {hashed}, but is written in namespace {namespace!r} of a store "
-        f"whose dedup scope is {scope!r}: prepare it again with this store's `prepare_write`, then write it."
+        f"The prepared write {write.reference} was hashed {hashed}, but is written in namespace {namespace!r} of a "
+        f"store whose dedup scope is {scope!r}: prepare it again with this store's `prepare_write`, then write it."
     )
 
 

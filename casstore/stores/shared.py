@@ -13,6 +13,7 @@ from haystack.core.serialization import default_from_dict, default_to_dict
 from haystack.utils import Secret, deserialize_secrets_inplace
 
 from casstore.namespaces import DEFAULT_NAMESPACE
+from casstore.repository import check_dedup_scope
 from casstore.repository.shared import open_shared_repository
 from casstore.stores.local import DEFAULT_INLINE_MAX, RepositoryToolResultStore, check_settings
 
