@@ -47,7 +47,8 @@ def _applied(root: Path) -> list[str]:
 
 
 def test_a_new_store_applies_the_baseline(store: ContentAddressedToolResultStore) -> None:
-    assert _applied(store.root) == list(MIGRATION_NAMES) == ["0001_baseline"]
+    assert _applied(store.root) == list(MIGRATION_NAMES)
+    assert MIGRATION_NAMES[0] == "0001_baseline"
     with contextlib.closing(sqlite3.connect(store.root / "index.db")) as connection:
         assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert connection.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATION_NAMES)
@@ -147,16 +148,21 @@ def test_a_shared_index_of_a_development_version_is_refused_unchanged(
     assert tables == {"_casstore_migrations", "write_log"}
 
 
+# A migration this release does not know: the one after its last.
+NOTES_MIGRATION = f"{len(MIGRATION_NAMES) + 1:04d}_notes"
+
+
 def _with_a_second_migration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make casstore's migrations the baseline plus `0002_notes` (on both engines), from a temporary folder."""
+    """Make casstore's migrations its own plus `NOTES_MIGRATION` (on both engines), from a temporary folder."""
     added = (
         "ALTER TABLE writes ADD COLUMN note TEXT;\nCREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL);\n"
     )
     sqlite_folder, postgres_folder = tmp_path / "migrations", tmp_path / "migrations-postgresql"
     for folder, source in ((sqlite_folder, MIGRATIONS_FOLDER), (postgres_folder, MIGRATIONS_FOLDER / "postgresql")):
         folder.mkdir(parents=True)
-        shutil.copy(source / "0001_baseline.sql", folder)
-        (folder / "0002_notes.sql").write_text(
+        for script in source.glob("*.sql"):
+            shutil.copy(script, folder)
+        (folder / f"{NOTES_MIGRATION}.sql").write_text(
             added.replace("INTEGER PRIMARY KEY", "BIGSERIAL PRIMARY KEY") if folder == postgres_folder else added
         )
     migrations, names = schema.load_migrations(sqlite_folder)
@@ -195,14 +201,14 @@ def test_a_later_migration_applies_to_a_store_with_data_and_an_older_release_ref
             _with_a_second_migration(tmp_path / open_store.__name__, monkeypatch)
             with open_store() as store:
                 assert store.read(reference) == "written under the baseline"
-                later = store.write(key="b.txt", content="written after 0002")
+                later = store.write(key="b.txt", content="written after the new migration")
                 assert verify(store).clean
-            assert applied() == ["0001_baseline", "0002_notes"]
-        # This release knows the baseline only: it refuses the index a newer casstore migrated, and changes nothing.
+            assert applied() == [*MIGRATION_NAMES, NOTES_MIGRATION]
+        # This release does not know it: it refuses the index a newer casstore migrated, and changes nothing.
         with pytest.raises(SchemaError, match="newer casstore") as refused:
             open_store()
-        assert "0002_notes" in str(refused.value) and "nothing was changed" in str(refused.value)
-        assert applied() == ["0001_baseline", "0002_notes"]
+        assert NOTES_MIGRATION in str(refused.value) and "nothing was changed" in str(refused.value)
+        assert applied() == [*MIGRATION_NAMES, NOTES_MIGRATION]
         assert later
 
 
