@@ -827,6 +827,11 @@ class BlobStore:
         """:returns: Every digest with a row, in order."""
         return [row[0] for row in connection.execute("SELECT digest FROM blobs ORDER BY digest")]
 
+    def namespaces(self, connection: sqlite3.Connection) -> dict[str, str]:
+        """:returns: The namespace of every blob whose row records one (its digest keyed with that namespace's key)."""
+        rows = connection.execute("SELECT digest, namespace FROM blobs WHERE namespace IS NOT NULL")
+        return {str(digest): str(namespace) for digest, namespace in rows}
+
     def dictionary_digests(self, connection: sqlite3.Connection) -> list[str]:
         """:returns: Every trained dictionary's digest, in order."""
         return [row[0] for row in connection.execute("SELECT digest FROM dictionaries ORDER BY digest")]

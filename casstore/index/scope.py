@@ -128,3 +128,31 @@ def check_same(recorded_name: str, requested: str | None, *, index: str) -> None
             f"chosen when it is made. Open it with dedup_scope={recorded_name!r} or None (what the index records), "
             "or copy its results into a new store made with the scope you want."
         )
+
+
+def adopt(connection: _Connection, source: DedupScope, *, index: str) -> DedupScope:
+    """
+    Make a store being copied into hash as its source does (`casstore copy` keeps references, so digests too): an
+    empty target takes the source's scope and secret; one that holds blobs must have them already.
+
+    :param connection: A connection inside the caller's write transaction.
+    :param source: The scope the source records.
+    :param index: The target's index, for messages (no password).
+    :returns: The target's scope, now the source's.
+    :raises ValueError: If the target holds blobs and hashes otherwise than the source.
+    """
+    found = recorded(connection)
+    if found == source:
+        return found
+    if connection.execute(_ANY_BLOB).fetchone() is not None:
+        theirs = "with another secret" if found is not None and found.name == source.name else ""
+        raise ValueError(
+            f"Cannot copy into {index}: its dedup scope is {found.name if found else STORE!r} {theirs}, and the "
+            f"source's is {source.name!r}; a copy keeps references, so both must hash alike. Copy into a new, empty "
+            "store: it takes the source's scope."
+        )
+    connection.execute("DELETE FROM store_settings WHERE name IN ('dedup_scope', 'dedup_secret')")
+    if source.secret is not None:
+        connection.execute(_RECORD, ("dedup_secret", source.secret.hex()))
+    connection.execute(_RECORD, ("dedup_scope", source.name))
+    return source

@@ -5,8 +5,10 @@ from collections.abc import Sequence
 
 from casstore.errors import CorruptBlobError
 from casstore.index import queries as index_queries
+from casstore.index import scope as dedup_scopes
 from casstore.index import writes as index
 from casstore.index.queries import CompactionRow, OffloadRow, WriteRow
+from casstore.index.scope import DedupScope
 from casstore.repository.core import RepositoryCore
 
 
@@ -18,6 +20,30 @@ class Copies(RepositoryCore):
         with self._index() as connection:
             return self._blobs.seen_times(connection)
 
+    def dedup_settings(self) -> DedupScope:
+        """:returns: The dedup scope this store hashes with, its secret included (for `casstore copy` only)."""
+        return self._scope
+
+    def adopt_dedup_scope(self, source: DedupScope) -> None:
+        """
+        Hash as `source` does from now on: an empty store takes its scope and secret (see `dedup_scopes.adopt`).
+
+        :raises ValueError: If this store holds blobs and hashes otherwise.
+        """
+        self._refuse_if_read_only("a copy cannot be made into it")
+        with self._guard.held():
+            create_index = self._create_index
+            if create_index is not None:
+                create_index()
+                self._create_index = None
+            with self._database.transaction() as work:
+                self._scope = dedup_scopes.adopt(work.connection, source, index=self.description)
+
+    def blob_namespaces(self) -> dict[str, str]:
+        """:returns: The namespace of every blob whose digest is keyed with one (`namespace` dedup scope)."""
+        with self._index() as connection:
+            return self._blobs.namespaces(connection)
+
     def blob_content(self, digest: str) -> bytes:
         """
         :returns: The verified content of the blob `digest`, whoever references it.
@@ -28,10 +54,14 @@ class Copies(RepositoryCore):
                 location = self._blobs.locate(connection, digest)
             return self._blobs.load(location, guarded=False)
 
-    def import_blob(self, digest: str, data: bytes, *, seen: tuple[str, str]) -> None:
-        """Store a blob copied from another store (`data` already verified against `digest`), keeping its times."""
+    def import_blob(self, digest: str, data: bytes, *, seen: tuple[str, str], namespace: str | None = None) -> None:
+        """
+        Store a blob copied from another store (`data` already verified against `digest`), keeping its times.
+
+        :param namespace: The namespace whose key `digest` is keyed with, in a store of `namespace` dedup scope.
+        """
         with self._guard.held():
-            staged = self._blobs.stage(digest, data)
+            staged = self._blobs.stage(digest, data, namespace=namespace)
             with self._database.transaction() as work:
                 self._blobs.put(work, staged, seen=seen)
 
