@@ -39,6 +39,7 @@ class StoreFactory(Protocol):
         inline_max: int = DEFAULT_INLINE_MAX,
         compression_level: int = 3,
         learn: bool = True,
+        dedup_scope: str | None = None,
     ) -> RepositoryToolResultStore:
         """:returns: An opened store."""
         ...
@@ -54,7 +55,9 @@ class Backend:
     def __init__(self) -> None:
         self._opened: list[RepositoryToolResultStore] = []
 
-    def _make(self, namespace: str, inline_max: int, compression_level: int, learn: bool) -> RepositoryToolResultStore:
+    def _make(
+        self, namespace: str, inline_max: int, compression_level: int, learn: bool, dedup_scope: str | None
+    ) -> RepositoryToolResultStore:
         raise NotImplementedError
 
     def open(
@@ -63,9 +66,10 @@ class Backend:
         inline_max: int = DEFAULT_INLINE_MAX,
         compression_level: int = 3,
         learn: bool = True,
+        dedup_scope: str | None = None,
     ) -> RepositoryToolResultStore:
         """:returns: A new store object on this backend's index and blobs, closed when the test ends."""
-        store = self._make(namespace, inline_max, compression_level, learn)
+        store = self._make(namespace, inline_max, compression_level, learn, dedup_scope)
         self._opened.append(store)
         return store
 
@@ -118,9 +122,16 @@ class LocalBackend(Backend):
         self.root = root
         create_store(root)  # the index exists from the start, as the shared store's tables do
 
-    def _make(self, namespace: str, inline_max: int, compression_level: int, learn: bool) -> RepositoryToolResultStore:
+    def _make(
+        self, namespace: str, inline_max: int, compression_level: int, learn: bool, dedup_scope: str | None
+    ) -> RepositoryToolResultStore:
         return ContentAddressedToolResultStore(
-            self.root, namespace=namespace, inline_max=inline_max, compression_level=compression_level, learn=learn
+            self.root,
+            namespace=namespace,
+            inline_max=inline_max,
+            compression_level=compression_level,
+            learn=learn,
+            dedup_scope=dedup_scope,
         )
 
     def rows(self, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -167,8 +178,11 @@ class SharedBackend(Backend):
         self._connection: psycopg.Connection[Any] | None = None
         self.bucket, self.prefix = open_bucket(s3)
 
-    def _make(self, namespace: str, inline_max: int, compression_level: int, learn: bool) -> RepositoryToolResultStore:
+    def _make(
+        self, namespace: str, inline_max: int, compression_level: int, learn: bool, dedup_scope: str | None
+    ) -> RepositoryToolResultStore:
         return SharedToolResultStore(
+            dedup_scope=dedup_scope,
             index_url=Secret.from_env_var(INDEX_URL_VARIABLE),
             blob_url=self.s3.url,
             blob_options=self.s3.options,

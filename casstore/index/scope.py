@@ -95,28 +95,47 @@ def recorded(connection: _Connection) -> DedupScope | None:
     return DedupScope(name, secret)
 
 
-def settle(connection: _Connection, requested: str | None, *, index: str) -> DedupScope:
+def settle(connection: _Connection, requested: str | None, *, index: str) -> DedupScope | None:
     """
-    Record the scope of a store being made (`requested`, else `store`), or check an existing store's against it.
+    Record the scope of a store being made, or check an existing store's against `requested`.
+
+    A store opened with `requested` None records nothing: its first write records `store` (`settle_default`), so a
+    reader (the CLI's `stats` on a new shared store) never chooses a scope for the application that makes it.
 
     :param connection: A connection to the index, each statement committed on its own or in the caller's transaction.
     :param requested: The scope the store was opened with; None takes the recorded one.
     :param index: Where the index is, for messages (no password).
-    :returns: The scope in force.
-    :raises ValueError: If `requested` is not the scope the index records, or `namespace` scope is asked of an index
-        that holds blobs and records none (a store made with `store` scope).
+    :returns: The scope in force; None if the index records none and none was asked for.
+    :raises ValueError: If `requested` is not the scope the index records.
     """
     found = recorded(connection)
     if found is None:
-        chosen = requested or STORE
-        if connection.execute(_ANY_BLOB).fetchone() is not None:
-            chosen = STORE  # blobs stored before the scope was recorded are shared by all namespaces
-        if chosen == NAMESPACE:
-            connection.execute(_RECORD, ("dedup_secret", secrets.token_hex(32)))
-        connection.execute(_RECORD, ("dedup_scope", chosen))
-        found = recorded(connection)  # a store made at the same moment elsewhere may have won
-        assert found is not None
+        if requested is None:
+            return None
+        found = _record(connection, requested)
     check_same(found.name, requested, index=index)
+    return found
+
+
+def settle_default(connection: _Connection) -> DedupScope:
+    """
+    Before a store's first write: the scope the index records, recording `store` if it records none.
+
+    :param connection: A connection inside the caller's write transaction.
+    """
+    found = recorded(connection)
+    return _record(connection, STORE) if found is None else found
+
+
+def _record(connection: _Connection, requested: str) -> DedupScope:
+    chosen = requested
+    if connection.execute(_ANY_BLOB).fetchone() is not None:
+        chosen = STORE  # blobs stored before the scope was recorded are shared by all namespaces
+    if chosen == NAMESPACE:
+        connection.execute(_RECORD, ("dedup_secret", secrets.token_hex(32)))
+    connection.execute(_RECORD, ("dedup_scope", chosen))
+    found = recorded(connection)  # a store made at the same moment elsewhere may have won
+    assert found is not None
     return found
 
 
@@ -125,8 +144,8 @@ def check_same(recorded_name: str, requested: str | None, *, index: str) -> None
     if requested is not None and requested != recorded_name:
         raise ValueError(
             f"The store at {index} was made with dedup_scope={recorded_name!r}, not {requested!r}: a store's scope is "
-            f"chosen when it is made. Open it with dedup_scope={recorded_name!r} or None (what the index records), "
-            "or copy its results into a new store made with the scope you want."
+            f"chosen when it is made. Open it with dedup_scope={recorded_name!r} or None (what the index records); "
+            "for the other scope, make a new store with it and write there."
         )
 
 

@@ -38,6 +38,7 @@ class Copies(RepositoryCore):
                 self._create_index = None
             with self._database.transaction() as work:
                 self._scope = dedup_scopes.adopt(work.connection, source, index=self.description)
+            self._scope_settled = True
 
     def blob_namespaces(self) -> dict[str, str]:
         """:returns: The namespace of every blob whose digest is keyed with one (`namespace` dedup scope)."""

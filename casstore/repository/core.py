@@ -107,6 +107,9 @@ class RepositoryCore:
         """
         self._database = database
         self._scope = dedup_scope or DedupScope()
+        # Whether the index records the scope: if not, the first write records `store` (or finds what another
+        # process recorded meanwhile) before anything is hashed into the index.
+        self._scope_settled = dedup_scope is not None
         self._searchable = searchable
         self._search_index_writes = searchable and search_index_writes
         self._search_text: search_index.SearchText = search_text or search_index.FTS5_TEXT
@@ -218,11 +221,12 @@ class RepositoryCore:
             self._scope = found
         return self._scope.key_for(namespace)
 
-    def _settle_created_scope(self) -> None:
-        # After this object created a lazy index: record its scope (`store`, as asked), or find the one another
-        # process recorded first.
+    def _settle_scope(self) -> None:
+        # Before this object's first write to an index that recorded no scope when it was opened: record `store`, or
+        # find the one another process recorded meanwhile.
         with self._database.transaction() as work:
-            self._scope = dedup_scopes.settle(work.connection, None, index=self.description)
+            self._scope = dedup_scopes.settle_default(work.connection)
+        self._scope_settled = True
 
     @contextmanager
     def _index(self) -> Iterator[Any]:
@@ -317,23 +321,24 @@ def damaged_index_error(digest: str, error: Exception) -> CorruptBlobError:
     )
 
 
-def local_scope(database: Database, requested: str | None) -> DedupScope:
+def local_scope(database: Database, requested: str | None) -> DedupScope | None:
     """
-    :returns: The dedup scope of a local index, recorded now if it records none (an index not created yet: `store`,
-        until its first write records it).
+    :returns: The dedup scope of a local index, recorded now if asked for and it records none; None if it records
+        none and none was asked for (its first write records `store`).
     :raises ValueError: If `requested` is not the recorded scope.
     """
     dedup_scopes.check_dedup_scope(requested)
     if not database.exists:
-        return DedupScope()
+        return None
     where = str(database.path)
     with database.reading() as connection:
         found = dedup_scopes.recorded(connection)
-    if found is not None:
-        dedup_scopes.check_same(found.name, requested, index=where)
+    if found is not None or requested is None:
+        if found is not None:
+            dedup_scopes.check_same(found.name, requested, index=where)
         return found
-    if getattr(database, "read_only", False):
+    if database.read_only:
         dedup_scopes.check_same(dedup_scopes.STORE, requested, index=where)
-        return DedupScope()
+        return None
     with database.transaction() as work:
         return dedup_scopes.settle(work.connection, requested, index=where)

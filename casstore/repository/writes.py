@@ -43,8 +43,9 @@ class Writes(LearnedEncodings, SearchIndexing):
                 create_index = self._create_index
                 if create_index is not None:
                     create_index()
-                    self._settle_created_scope()
                     self._create_index = None  # an index, once there, stays: no later write needs to ask
+                if not self._scope_settled:
+                    self._settle_scope()
                 keyed_for = self._scope.blob_namespace(namespace)
                 for write in writes:
                     if write.keyed_for != keyed_for:
