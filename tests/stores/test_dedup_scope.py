@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from casstore import ContentAddressedToolResultStore, ReferenceNotFoundError
+from casstore import ContentAddressedToolResultStore, CorruptBlobError, ReferenceNotFoundError
 from casstore.blobs import learning as learning_module
 from casstore.cli import cli
 from casstore.maintenance.checks import verify
@@ -258,3 +258,15 @@ def test_a_copy_of_a_namespace_scoped_store_keeps_its_scope_and_references(tmp_p
             copy_store(source, other)
     source.close()
     mallory.close()
+
+
+def test_a_blob_is_verified_with_the_key_of_the_namespace_its_row_names(backend: Backend) -> None:
+    alice = backend.open(namespace="alice", dedup_scope="namespace")
+    reference = alice.write(key="a.txt", content="verified with alice's key")
+    assert verify(alice).clean
+    # The same bytes, said to be keyed with another namespace's key, no longer have their digest.
+    backend.execute("UPDATE blobs SET namespace = 'mallory' WHERE digest = ?", (digest_of(reference),))
+    other = backend.open(namespace="alice")
+    with pytest.raises(CorruptBlobError, match="another digest"):
+        other.read(reference)
+    assert not verify(other).clean
