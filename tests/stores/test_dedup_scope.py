@@ -185,25 +185,30 @@ def test_under_store_scope_a_namespace_does_use_anothers_base(backend: Backend) 
     assert rows == [(digest_of(theirs),)]
 
 
+NAMESPACES = st.text(st.characters(codec="utf-8", categories=["L", "N", "P", "S", "Zs"]), min_size=1, max_size=40)
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
+    namespaces=st.lists(NAMESPACES, min_size=1, max_size=3, unique=True),
     writes=st.lists(
-        st.tuples(st.sampled_from(["alice", "bob", "mallory"]), st.binary(max_size=300) | st.text(max_size=300)),
+        st.tuples(st.integers(min_value=0, max_value=2), st.binary(max_size=300) | st.text(max_size=300)),
         min_size=1,
         max_size=12,
-    )
+    ),
 )
 def test_under_namespace_scope_blobs_are_per_namespace_and_content(
-    tmp_path_factory: pytest.TempPathFactory, writes: list[tuple[str, str | bytes]]
+    tmp_path_factory: pytest.TempPathFactory, namespaces: list[str], writes: list[tuple[int, str | bytes]]
 ) -> None:
     root = tmp_path_factory.mktemp("store")
     stores = {
         namespace: ContentAddressedToolResultStore(root, namespace=namespace, dedup_scope="namespace")
-        for namespace in ("alice", "bob", "mallory")
+        for namespace in namespaces
     }
     try:
         references: dict[tuple[str, str | bytes], str] = {}
-        for namespace, content in writes:
+        for which, content in writes:
+            namespace = namespaces[which % len(namespaces)]
             reference = stores[namespace].write(key="k.bin", content=content)
             assert references.setdefault((namespace, content), reference) == reference  # deduplicated within
         for (namespace, content), reference in references.items():
@@ -214,11 +219,12 @@ def test_under_namespace_scope_blobs_are_per_namespace_and_content(
                         stores[other].read(reference)
         # One blob per namespace and distinct content (text and bytes of the same bytes are one blob).
         distinct = {
-            (namespace, content.encode() if isinstance(content, str) else content) for namespace, content in writes
+            (namespace, content if isinstance(content, bytes) else content.encode())
+            for namespace, content in references
         }
-        counts = stores["alice"].repository.encoding_counts()
+        counts = stores[namespaces[0]].repository.encoding_counts()
         assert counts["plain"] + counts["dictionary"] + counts["delta"] == len(distinct)
-        assert verify(stores["alice"]).clean
+        assert verify(stores[namespaces[0]]).clean
     finally:
         for store in stores.values():
             store.close()
