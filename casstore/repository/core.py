@@ -17,7 +17,13 @@ from casstore.blobs.files import BlobDirectory
 from casstore.blobs.frames import FrameCodec
 from casstore.blobs.learning import learner_for
 from casstore.disk import local_footprint
-from casstore.errors import CorruptBlobError, ReadOnlyStoreError, ReferenceNotFoundError, StorageError
+from casstore.errors import (
+    CorruptBlobError,
+    IndexDamagedError,
+    ReadOnlyStoreError,
+    ReferenceNotFoundError,
+    StorageError,
+)
 from casstore.index import read_only
 from casstore.index import scope as dedup_scopes
 from casstore.index.database import Database, UnitOfWork
@@ -110,6 +116,9 @@ class RepositoryCore:
         # Whether the index records the scope: if not, the first write records `store` (or finds what another
         # process recorded meanwhile) before anything is hashed into the index.
         self._scope_settled = dedup_scope is not None
+        # Whether the recorded scope was looked for since the repository opened without one (asked once, when a write
+        # is first hashed: opening a store asks nothing of its index).
+        self._scope_read = self._scope_settled
         self._searchable = searchable
         self._search_index_writes = searchable and search_index_writes
         self._search_text: search_index.SearchText = search_text or search_index.FTS5_TEXT
@@ -199,11 +208,24 @@ class RepositoryCore:
     @property
     def dedup_scope(self) -> str:
         """`store` (content deduplicated across namespaces) or `namespace` (only within one): docs/dedup-scope.md."""
+        if not self._scope_read:
+            self._read_scope()
         return self._scope.name
 
     def digest_key(self, namespace: str) -> bytes | None:
         """:returns: The key the digests of `namespace`'s writes are keyed with; None under `store` scope."""
+        if not self._scope_read:
+            self._read_scope()
         return self._scope.key_for(namespace)
+
+    def _read_scope(self) -> None:
+        # An index that recorded no scope when this object opened it may record one now (another process made it).
+        with self._index_for_blobs() as connection:
+            found = dedup_scopes.recorded(connection)
+        if found is not None:
+            self._scope = found
+            self._scope_settled = True
+        self._scope_read = True
 
     def _key_for_blob(self, namespace: str | None) -> bytes | None:
         # A blob row that names a namespace while this object knows no secret: the index was made (lazily, by another
@@ -328,17 +350,22 @@ def local_scope(database: Database, requested: str | None) -> DedupScope | None:
     :raises ValueError: If `requested` is not the recorded scope.
     """
     dedup_scopes.check_dedup_scope(requested)
-    if not database.exists:
-        return None
+    if requested is None or not database.exists:
+        return None  # read when a write is first hashed (`RepositoryCore.digest_key`)
     where = str(database.path)
-    with database.reading() as connection:
-        found = dedup_scopes.recorded(connection)
-    if found is not None or requested is None:
+    try:
+        with database.reading() as connection:
+            found = dedup_scopes.recorded(connection)
         if found is not None:
             dedup_scopes.check_same(found.name, requested, index=where)
-        return found
-    if database.read_only:
-        dedup_scopes.check_same(dedup_scopes.STORE, requested, index=where)
-        return None
-    with database.transaction() as work:
-        return dedup_scopes.settle(work.connection, requested, index=where)
+            return found
+        if database.read_only:
+            dedup_scopes.check_same(dedup_scopes.STORE, requested, index=where)
+            return None
+        with database.transaction() as work:
+            return dedup_scopes.settle(work.connection, requested, index=where)
+    except database.damage as error:
+        raise IndexDamagedError(
+            f"{where} is not a usable casstore index ({error}). If it is damaged, move it aside: see 'Recovery' in "
+            "casstore's docs/gc.md."
+        ) from error
