@@ -16,7 +16,7 @@ import pytest
 
 from casstore import ContentAddressedToolResultStore, ReferenceNotFoundError, SharedToolResultStore
 from casstore.maintenance.checks import collect_garbage
-from casstore.search.index import term_query
+from casstore.search.fts5 import term_query
 from tests.servers import PostgresServer, S3Location
 from tests.store_backends import open_bucket
 

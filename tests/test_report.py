@@ -27,7 +27,7 @@ from casstore.cli import cli
 from casstore.demo.session import run_demo
 from casstore.history import charts
 from casstore.history.report import DEFAULT_REPORT_NAME, SERIES_LIMIT, build_report, write_report
-from casstore.index.report_queries import bucket_prefix
+from casstore.index.report_scope import bucket_prefix
 from tests.helpers import create_store, inline_frame, replace_inline_frame
 from tests.report_helpers import (
     HOSTILE,
@@ -154,7 +154,7 @@ def test_hostile_names_and_previews_are_text_in_the_page(tmp_path: Path) -> None
 @settings(max_examples=150, deadline=None)
 @given(labels=st.lists(st.text(min_size=1, max_size=60), min_size=1, max_size=5))
 def test_any_text_in_any_chart_or_table_stays_text(labels: list[str]) -> None:
-    from casstore.history.report import _table
+    from casstore.history.report_markup import tabulate as _table
 
     bars = [charts.Bar(label=label, value=index + 1, tooltip=label) for index, label in enumerate(labels)]
     series = [charts.Series(label, [(datetime(2026, 1, 1), 1.0), (datetime(2026, 1, 2), 2.0)]) for label in labels]

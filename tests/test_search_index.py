@@ -24,10 +24,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from casstore import ContentAddressedToolResultStore
+from casstore import search as search_index
 from casstore.cli import cli
 from casstore.compactor import make_search_tool
 from casstore.maintenance.checks import collect_garbage, verify
-from casstore.search import index as search_index
+from casstore.search import fts5
 
 
 def _rows(root: Path, sql: str) -> list[tuple[Any, ...]]:
@@ -422,9 +423,9 @@ def test_a_terms_candidates_are_the_same_by_every_plan(store_root: Path, namespa
         many = search_index.term_query("common")
         assert connection.execute("SELECT count(*) FROM search_text WHERE search_text MATCH ?", (many,)).fetchone()[
             0
-        ] > (search_index._FTS5_MANY_MATCHES)
+        ] > (fts5._FTS5_MANY_MATCHES)
         for namespace in namespaces:
-            for term, wanted in (("common", search_index._FTS5_MANY_CANDIDATES), ("scarce", 500)):
+            for term, wanted in (("common", fts5._FTS5_MANY_CANDIDATES), ("scarce", 500)):
                 walked = search_index.FTS5_TEXT.term_candidates(connection, namespace=namespace, term=term, limit=500)
                 query = search_index.term_query(term)
                 sorted_rows = connection.execute(_SORTED_CANDIDATES_SQL, (namespace, query, wanted)).fetchall()

@@ -19,7 +19,8 @@ from jsonschema import Draft202012Validator
 
 from casstore import ContentAddressedToolResultStore, OffloadRecord
 from casstore.compactor import make_read_tool, make_search_tool
-from casstore.compactor.search_tool import MAX_TERMS, SearchOffloadedResultsTool, parse_query
+from casstore.compactor.search_query import MAX_TERMS, parse_query
+from casstore.compactor.search_tool import SearchOffloadedResultsTool
 
 SOURCE = (
     "import os\n"

@@ -34,7 +34,8 @@ from typing import Protocol
 from casstore.blobs.catalog import WaitingBlobs
 from casstore.index.prepared import PreparedWrite, prepare
 from casstore.index.queries import CompactionRow, OffloadEntry, OffloadRow, WriteRow
-from casstore.index.report_queries import ReportFigures, ResultRow
+from casstore.index.report_queries import ReportFigures
+from casstore.index.report_writes import ResultRow
 from casstore.index.scope import check_dedup_scope
 from casstore.index.writes import CompactionRecord, OffloadRecord
 from casstore.repository.copies import Copies
@@ -44,7 +45,7 @@ from casstore.repository.reads import Reads
 from casstore.repository.retention import BlobCheck, Collection, CollectionPreview, IntegritySnapshot, Retention
 from casstore.repository.search import SearchCheck
 from casstore.repository.writes import Writes
-from casstore.search.index import MIN_TERM_CHARS
+from casstore.search.engine import MIN_TERM_CHARS
 from casstore.search.results import SearchHit, SearchOutcome
 
 __all__ = [

@@ -12,6 +12,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, Self
 
+from casstore import search as search_index
 from casstore.blobs.catalog import BlobBackend, BlobStore
 from casstore.blobs.files import BlobDirectory
 from casstore.blobs.frames import FrameCodec
@@ -29,7 +30,6 @@ from casstore.index import scope as dedup_scopes
 from casstore.index.database import Database, UnitOfWork
 from casstore.index.scope import DedupScope
 from casstore.repository.guard import OpenGuard
-from casstore.search import index as search_index
 
 INDEX_FILE_NAME = "index.db"
 BLOB_DIRECTORY_NAME = "blobs"
@@ -101,7 +101,7 @@ class RepositoryCore:
         :param description: Where the repository is, for messages (no password).
         :param learn: Store new content with the learned encodings (trained dictionaries, deltas against earlier
             versions); False stores plain zstd frames. Blobs stored either way are read either way.
-        :param searchable: The index has the search index's tables (`casstore.search.index`).
+        :param searchable: The index has the search index's tables (`casstore.search`).
         :param search_index_writes: Index the text of every write as it is stored (after its commit), and turn the
             search index on.
         :param search_text: The engine's search text (`casstore.search.postgres.TRIGRAM_TEXT` for PostgreSQL);
@@ -175,7 +175,7 @@ class RepositoryCore:
         :param lazy: Create nothing on disk until the first write (the default): a repository never written to
             leaves no folder, no `index.db` and no `blobs/` behind, and reads it as an empty store. False creates
             `root`, `index.db` and `blobs/` now.
-        :param search_index: Index the text of every write as it is stored (`casstore.search.index`).
+        :param search_index: Index the text of every write as it is stored (`casstore.search`).
         :param dedup_scope: `store`, `namespace` or None (what the index records; `store` for a new store). A lazy
             store made with `namespace` scope is created now: its secret must exist before its first digest.
         :raises ValueError: If `dedup_scope` is not the scope the index records.

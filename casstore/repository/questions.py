@@ -7,7 +7,8 @@ from casstore.index import offloads as hook_offloads
 from casstore.index import queries as index_queries
 from casstore.index import report_queries
 from casstore.index.queries import HistoryMark, OffloadEntry
-from casstore.index.report_queries import ReportFigures, Scope
+from casstore.index.report_queries import ReportFigures
+from casstore.index.report_scope import Scope
 from casstore.references import parse_reference
 from casstore.repository.core import RepositoryCore
 

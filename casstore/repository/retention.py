@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from casstore import search as search_index
 from casstore.blobs.catalog import WaitingBlobs
 from casstore.errors import CorruptBlobError
 from casstore.index import queries as index_queries
@@ -19,7 +20,6 @@ from casstore.index.database import UnitOfWork
 from casstore.index.queries import NeededBlob
 from casstore.repository.core import ROWS_PER_TRANSACTION
 from casstore.repository.search import SearchIndexing
-from casstore.search import index as search_index
 
 # Stored bytes deleted per transaction at most (a blob kept in the index frees its pages inside that transaction).
 _BATCH_BYTES = 4 * 2**20

@@ -6,13 +6,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from casstore import search as search_index
 from casstore.errors import CasStoreError, CorruptBlobError, StoreClosedError
 from casstore.index.database import UnitOfWork
 from casstore.references import parse_reference
 from casstore.repository.core import ROWS_PER_TRANSACTION, RepositoryCore
-from casstore.search import index as search_index
+from casstore.search.documents import IndexedEntry, searchable_text
 from casstore.search.exact_match import EXACT, INSIDE, Grading
-from casstore.search.index import IndexedEntry, searchable_text
 from casstore.search.results import (
     SearchHit,
     SearchOutcome,
@@ -60,7 +60,7 @@ class SearchCheck:
 
 
 class SearchIndexing(RepositoryCore):
-    """The search index (`casstore.search.index`): searches, its build, its check."""
+    """The search index (`casstore.search`): searches, its build, its check."""
 
     def search(
         self, *, namespace: str, terms: Sequence[str], tool_name: str | None, limit: int, seconds: float

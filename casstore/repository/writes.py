@@ -5,6 +5,7 @@ import time
 from collections.abc import Sequence
 from functools import partial
 
+from casstore import search as search_index
 from casstore.blobs.catalog import LearnedFrameRefused, StagedBlob
 from casstore.blobs.hints import LAST_SEEN_RESOLUTION
 from casstore.errors import CasStoreError, StorageError
@@ -14,8 +15,8 @@ from casstore.index.prepared import PreparedWrite
 from casstore.index.writes import CompactionRecord, OffloadRecord
 from casstore.repository.learned import LearnedEncodings
 from casstore.repository.search import SearchIndexing
-from casstore.search import index as search_index
-from casstore.search.index import WrittenText, searchable_text
+from casstore.search.documents import searchable_text
+from casstore.search.pending import WrittenText
 
 _SEEN_AGO = ago(LAST_SEEN_RESOLUTION)
 # How often a write transaction the engine rolled back to break a deadlock is tried, in all.

@@ -1,5 +1,5 @@
 """
-The PostgreSQL index's trigrams: `casstore.search.index.SearchText` for the shared store, on the `pg_trgm` extension.
+The PostgreSQL index's trigrams: `casstore.search.engine.SearchText` for the shared store, on the `pg_trgm` extension.
 
 The tables are migration 0012's (the same as the SQLite index's); `search_text` keeps each document's text
 case-folded as Python folds it (`str.lower`, as the local store's search compares), and a GIN trigram index on it.
@@ -24,8 +24,8 @@ import psycopg
 from casstore.errors import SearchUnavailableError
 from casstore.index.database import UnitOfWork
 from casstore.index.postgres_schema import MIGRATION_LOCK_KEY
+from casstore.search.engine import SearchTimeout
 from casstore.search.exact_match import EXACT, INSIDE, SCATTERED, Grading
-from casstore.search.index import SearchTimeout
 
 _TRIGRAM_INDEX = "search_text_trigrams"
 # The matches first, through the trigram index (materialized, so the planner cannot turn it into a loop over the

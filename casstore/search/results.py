@@ -1,7 +1,7 @@
 """
 Ranking a search's candidates: the order in which they are read, and the score of those that hold a term.
 
-Pure functions over what `casstore.search.index` found and what reading a candidate showed; the repository runs
+Pure functions over what `casstore.search.candidates` found and what reading a candidate showed; the repository runs
 them. Every figure they use is either the document's own (its size, how often a term occurs in it) or counted over
 the searching namespace's documents alone (`NamespaceStatistics`), so another namespace's results change no score.
 """
@@ -10,8 +10,8 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from casstore.search.candidates import Candidate, NamespaceStatistics
 from casstore.search.exact_match import EXACT, EXACT_CASE, INSIDE, Grading
-from casstore.search.index import Candidate, NamespaceStatistics
 
 # At most this many hits holding the query whole in another case are read to tell it apart (below).
 _TELL_CASE_AT_MOST = 30

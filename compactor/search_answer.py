@@ -1,0 +1,173 @@
+"""
+The search tool's answer to the model: the hits best first, each distinct result once, with its reference, tool and
+time when known, size, and its first matching lines with their numbers and a line of context (`render_answer`);
+never longer than the tool's `max_chars`, and saying how many more results there were and why a search found
+nothing.
+"""
+
+from casstore.compactor.binary_content import quoted
+from casstore.compactor.read_tool import DEFAULT_NAME as READ_TOOL_NAME
+from casstore.repository import SearchHit, SearchOutcome
+
+# Per hit: the matching lines listed at most, lines of context around each, and characters shown of one line.
+_LINES_PER_HIT = 3
+
+_CONTEXT = 1
+
+_LINE_CHARS = 200
+
+
+def render_answer(
+    outcome: SearchOutcome, *, terms: list[str], notes: list[str], tool: str | None, max_chars: int
+) -> str:
+    """
+    :param terms: The terms searched.
+    :param notes: What the query left out, said after the hits.
+    :param tool: The tool whose results were searched, or None.
+    :returns: The answer, within `max_chars` (the hits that fit, best first, the rest counted).
+    """
+    searched = " ".join(f'"{term}"' if " " in term else term for term in terms)
+    scope = f" among the results of {tool}" if tool else ""
+    lines_notes = [f"Note: {note}." for note in notes]
+    if outcome.pending:
+        lines_notes.append(
+            f"Note: {outcome.pending} result(s) written lately are not indexed yet and could not be searched; search "
+            f"again in a moment."
+        )
+    if outcome.timed_out and not outcome.hits:
+        return "\n".join(
+            [
+                f"The search for {_shown(searched)}{scope} took too long and was stopped; search for fewer or longer "
+                f"terms.",
+                *lines_notes,
+            ]
+        )
+    if not outcome.hits:
+        more = f" ({outcome.unreadable} could not be read)" if outcome.unreadable else ""
+        return "\n".join([f"No offloaded result holds {_shown(searched)}{scope}{more}.", *lines_notes])
+    blocks = [_block(position, hit) for position, hit in enumerate(outcome.hits, start=1)]
+    shown: list[str] = []
+    header = f"Results holding {_shown(searched)}{scope}, best first:"
+    for block in blocks:
+        footer = _footer(outcome, left_out=len(blocks) - len(shown) - 1)
+        if len(header) + sum(len(b) + 2 for b in shown) + len(block) + 2 + len(footer) + 1 > max_chars - 200:
+            break
+        shown.append(block)
+    if not shown:  # even the best hit's block is too long: its first lines, cut
+        footer = _footer(outcome, left_out=len(blocks) - 1)
+        room = max(100, max_chars - len(header) - len(footer) - 250)
+        shown.append(blocks[0][:room] + " [cut]")
+    footer = _footer(outcome, left_out=len(blocks) - len(shown))
+    return "\n\n".join([header, *shown, "\n".join([footer, *lines_notes])])
+
+
+def _footer(outcome: SearchOutcome, *, left_out: int) -> str:
+    more = outcome.more_hits + left_out
+    parts = []
+    if more:
+        parts.append(f"{more} more result{'s' if more != 1 else ''} hold a term")
+    if outcome.unread:
+        parts.append(f"up to {outcome.unread} more may (not read: the search stops after the best-placed ones)")
+    if outcome.timed_out:
+        parts.append("the search stopped at its time limit")
+    if outcome.unreadable:
+        parts.append(f"{outcome.unreadable} result(s) could not be read (missing or damaged)")
+    tail = f"Read one with {READ_TOOL_NAME}(reference, offset=LINE)."
+    if not parts:
+        return f"That is every result that holds a term. {tail}"
+    return f"{'; '.join(parts).capitalize()}: narrow the query or pass tool_name to see others. {tail}"
+
+
+def _block(position: int, hit: SearchHit) -> str:
+    text = hit.text
+    lowered = text.lower()
+    line_count = text.count("\n") + 1
+    about = [
+        f"tool {hit.tool_name}" if hit.tool_name else None,
+        f"written {hit.written_at} UTC" if hit.written_at else None,
+        f"{hit.size:,} bytes, {line_count:,} lines",
+        "holds " + ", ".join(_shown(term, 60) for term in hit.terms),
+    ]
+    out = [f"{position}. {quoted(hit.reference)} ({'; '.join(part for part in about if part)})"]
+    # The first matching lines, found by searching the whole text (fast on a long one), not line by line.
+    folded = [term.lower() for term in hit.terms]
+    starts, more = _first_matching_lines(text, lowered, folded)
+    if not starts:
+        out.append("   (the match spans lines)")
+        return "\n".join(out)
+    lines = {start: number for number, start in starts}
+    last_shown = -1
+    for number, start in starts:
+        first = max(number - _CONTEXT, last_shown + 1)
+        if last_shown >= 0 and first > last_shown + 1:
+            out.append("   ...")
+        for index in range(first, number + _CONTEXT + 1):
+            if index >= line_count:
+                break
+            line = _line(text, start, index - number)
+            marker = ":" if index == number or _line_start(text, start, index - number) in lines else "-"
+            out.append(f"   {index + 1}{marker} {_excerpt(line, folded)}".rstrip(" "))
+            last_shown = index
+    if more:
+        out.append(f"   (and {more} more match(es) after line {starts[-1][0] + 1})")
+    return "\n".join(out)
+
+
+def _first_matching_lines(text: str, lowered: str, folded: list[str]) -> tuple[list[tuple[int, int]], int]:
+    """:returns: `(line number from 0, start of line)` of the first matching lines, and how many matches follow."""
+    found: list[tuple[int, int]] = []
+    position = 0
+    number = 0
+    counted = 0
+    while len(found) < _LINES_PER_HIT:
+        hits = [index for index in (lowered.find(term, position) for term in folded) if index >= 0]
+        if not hits:
+            return found, 0
+        at = min(hits)
+        start = lowered.rfind("\n", 0, at) + 1
+        number += text.count("\n", counted, start)
+        counted = start
+        found.append((number, start))
+        end = lowered.find("\n", at)
+        if end < 0:
+            return found, 0
+        position = end + 1
+    more = sum(lowered.count(term, position) for term in folded)
+    return found, more
+
+
+def _line_start(text: str, start: int, offset: int) -> int:
+    """:returns: Where the line `offset` lines from the one starting at `start` starts (-1 before the first)."""
+    for _ in range(offset):
+        end = text.find("\n", start)
+        if end < 0:
+            return -1
+        start = end + 1
+    for _ in range(-offset):
+        if start == 0:
+            return -1
+        start = text.rfind("\n", 0, start - 1) + 1
+    return start
+
+
+def _line(text: str, start: int, offset: int) -> str:
+    begin = _line_start(text, start, offset)
+    if begin < 0:
+        return ""
+    end = text.find("\n", begin)
+    return text[begin : end if end >= 0 else len(text)]
+
+
+def _excerpt(line: str, folded: list[str]) -> str:
+    """A line, or the part of a long one around its first match, within `_LINE_CHARS`."""
+    if len(line) <= _LINE_CHARS:
+        return line
+    lowered = line.lower()
+    found = [lowered.find(term) for term in folded if term in lowered]
+    start = max(0, min(found) - _LINE_CHARS // 4) if found else 0
+    piece = line[start : start + _LINE_CHARS]
+    return f"{'…' if start else ''}{piece}{'…' if start + _LINE_CHARS < len(line) else ''}"
+
+
+def _shown(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
