@@ -106,10 +106,10 @@ class RepositoryCore:
             search index on.
         :param search_text: The engine's search text (`casstore.search.postgres.TRIGRAM_TEXT` for PostgreSQL);
             SQLite's FTS5 by default.
+        :param dedup_scope: The scope the index records (`casstore.index.scope.settle`); None: it records none yet
+            (read when a write is first hashed, recorded by the first write).
         :raises SearchUnavailableError: With `search_index_writes`, if the index's engine cannot hold a search index
             (a PostgreSQL server without `pg_trgm`).
-        :param dedup_scope: The scope the index records (`casstore.index.scope.settle`); None: `store` scope, until
-            the index records another (a lazy index another process creates).
         """
         self._database = database
         self._scope = dedup_scope or DedupScope()
@@ -233,7 +233,7 @@ class RepositoryCore:
         if namespace is None:
             return None
         if self._scope.secret is None:
-            with self._index() as connection:
+            with self._index_for_blobs() as connection:
                 found = dedup_scopes.recorded(connection)
             if found is None or found.secret is None:
                 raise CorruptBlobError(
