@@ -124,7 +124,7 @@ def trace_cost(
                 started = time.perf_counter_ns()
                 store.write(key=key, content=content)
                 times.append(time.perf_counter_ns() - started)
-        counts = stores[0].repository.encoding_counts()
+        counts = stores[0].repository.history.encoding_counts()
     finally:
         for store in stores:
             store.close()

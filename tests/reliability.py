@@ -154,4 +154,4 @@ def forget_hints(store: ContentAddressedToolResultStore) -> None:
     Make a store forget which blobs it stored or confirmed lately, as if `LAST_SEEN_RESOLUTION` had passed, so its
     next write of known content looks the blob up again (instead of sleeping for the resolution).
     """
-    store.repository._blobs._hints._known.clear()
+    store.repository._core.blobs._hints._known.clear()

@@ -330,7 +330,7 @@ def job_write_items(
     with open_store(config, namespace=namespace) as store:
         repository = store.repository
         if die == "after_object_put":
-            backend: Any = repository._blobs._files
+            backend: Any = repository._core.blobs._files
             write_object = backend.write
 
             def write_then_die(digest: str, frame: bytes) -> object:
@@ -340,7 +340,7 @@ def job_write_items(
 
             backend.write = write_then_die
         elif die == "before_commit":
-            blobs: Any = repository._blobs
+            blobs: Any = repository._core.blobs
             put = blobs.put
 
             def put_then_die(work: Any, staged: Any, **options: Any) -> None:
@@ -361,7 +361,7 @@ def job_collect(*, config: Config, namespace: str, die_before_remove: int = -1) 
     """
     with open_store(config, namespace=namespace) as store:
         if die_before_remove >= 0:
-            backend: Any = store.repository._blobs._files
+            backend: Any = store.repository._core.blobs._files
             remove = backend.remove
             removed = 0
 

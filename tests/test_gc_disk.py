@@ -197,7 +197,7 @@ def test_the_shared_stores_report_says_what_happens_to_the_space(postgres_url: s
         report = collect_garbage(store, namespace="big", grace=timedelta(0))
         assert (report.blobs_deleted, report.index_space) == (60, "reused-after-autovacuum")
         # Measured right after, as PostgreSQL counts them: the deleted rows' space is still the tables'.
-        assert report.index_bytes_after == store.repository.footprint()[0]
+        assert report.index_bytes_after == store.repository.history.footprint()[0]
         text = _invoke("gc", "--index", postgres_url, "--blobs", s3_bucket_url.url, "--grace", "0s")
         assert "autovacuum makes the deleted rows' space reusable; it is not given back" in text.output
         dry = collect_garbage(store, grace=timedelta(0), vacuum=True, dry_run=True)

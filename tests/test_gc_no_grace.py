@@ -78,7 +78,7 @@ def test_a_single_part_write_whose_blob_row_went_behind_its_back_stores_it_again
 def test_max_size_with_no_grace_period_leaves_at_most_that_much_stored(backend: Backend) -> None:
     store = backend.open(namespace="agent", inline_max=4096)
     references, _ = _write(store, 12)
-    needed = store.repository.needed_bytes()
+    needed = store.repository.retention.needed_bytes()
     max_size = needed // 3
     report = collect_garbage(store, max_size=max_size, grace=NO_GRACE)
     assert report.over_max_size == 0 and report.blobs_waiting == 0
@@ -104,7 +104,7 @@ def test_max_size_with_no_grace_period_fits_whatever_was_written(
             store.write(key=f"{number}.bin", content=bytes([size]) * 17 + os.urandom(size * 300))
             if size % 3 == 0:
                 store.write(key=f"{number}.again.bin", content=bytes([size]) * 17 + os.urandom(size * 300))
-        max_size = int(store.repository.needed_bytes() * fraction)
+        max_size = int(store.repository.retention.needed_bytes() * fraction)
         report = collect_garbage(store, max_size=max_size, grace=NO_GRACE)
         stored = stats(store).stored_bytes
     assert stored <= max_size and report.over_max_size == 0 and report.blobs_waiting == 0

@@ -96,7 +96,7 @@ def test_a_blob_staged_before_gc_and_recorded_after_it_still_reads(store_root: P
     """The narrowest interleaving, made deterministic: gc runs between a writer's `stage` and its transaction."""
     with ContentAddressedToolResultStore(store_root, inline_max=0) as store:
         repository = store.repository
-        stage_unknown = repository._stage_unknown
+        stage_unknown = repository._writer._stage_unknown
         reports = []
 
         def stage_then_collect(writes: Any) -> Any:
@@ -104,7 +104,7 @@ def test_a_blob_staged_before_gc_and_recorded_after_it_still_reads(store_root: P
             reports.append(collect_garbage(store, grace=timedelta(0)))
             return staged
 
-        repository._stage_unknown = stage_then_collect  # type: ignore[method-assign]  # patched on purpose
+        repository._writer._stage_unknown = stage_then_collect  # type: ignore[method-assign]  # patched on purpose
         reference = store.write(key="a.txt", content=CONTENTS[1])
         assert [report.stray_files_removed for report in reports] == [1]  # the staged file had no row yet: gc took it
         assert store.read(reference) == CONTENTS[1]
@@ -150,7 +150,7 @@ def test_a_write_that_failed_leaves_nothing_trusted(store_root: Path) -> None:
         _age_every_blob(store_root)
         # An error inside the write transaction, after a has been refreshed, as a full disk would raise. A temporary
         # trigger lives on the connection that made it: the store's own.
-        with store.repository._database.transaction() as work:
+        with store.repository._core.database.transaction() as work:
             work.connection.execute(
                 "CREATE TEMP TRIGGER fail_boom BEFORE INSERT ON writes WHEN NEW.key = 'boom.txt' "
                 "BEGIN SELECT RAISE(ABORT, 'no space left'); END"
@@ -210,7 +210,7 @@ def test_a_read_whose_blob_was_collected_and_stored_again_meanwhile_returns_the_
     content = CONTENTS[3]
     with ContentAddressedToolResultStore(store_root, namespace="reader", inline_max=0) as store:
         reference = store.write(key="r.txt", content=content)
-        blobs = store.repository._blobs
+        blobs = store.repository._core.blobs
         load = blobs.load
         collections: list[int] = []
 

@@ -170,7 +170,7 @@ def test_the_read_tool_answers_for_a_reference_retention_removed(tmp_path: Path)
         old = store.write(key="old.txt", content="an old tool result\n" * 50)
         new = store.write(key="new.txt", content="a new tool result\n" * 50)
         tool = make_read_tool(store)
-        collect_garbage(store, max_size=store.repository.needed_bytes() - 1)
+        collect_garbage(store, max_size=store.repository.retention.needed_bytes() - 1)
         assert tool.invoke(reference=new) == "a new tool result\n" * 50
         answer = tool.invoke(reference=old)
     # What the docs promise: the same answer as for a reference the store never had; the model is not misled.
@@ -187,7 +187,7 @@ def test_gc_max_size_on_the_command_line(tmp_path: Path) -> None:
     root = tmp_path / "store"
     with ContentAddressedToolResultStore(root, namespace="agent", inline_max=0) as store:
         _write_in_order(store, 4)
-        needed = store.repository.needed_bytes()
+        needed = store.repository.retention.needed_bytes()
     text = CliRunner().invoke(cli, ["gc", "--root", str(root), "--max-size", f"{needed - 1}B"])
     assert text.exit_code == 0, text.output  # over because of the grace period: said, and still success
     assert "gc did forget 1 writes" in text.output

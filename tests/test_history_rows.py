@@ -109,7 +109,7 @@ def test_times_are_utc_whatever_the_postgresql_sessions_time_zone(postgres_url: 
         for (moment,) in shown:
             assert before - timedelta(seconds=1) <= moment <= after + timedelta(seconds=1), (moment, before, after)
         # What casstore shows is UTC, whatever the session's zone.
-        (old_row,) = [row for row in store.repository.write_rows() if row[1] == "old.txt"]
+        (old_row,) = [row for row in store.repository.copies.write_rows() if row[1] == "old.txt"]
         assert old_row[6] == "2020-01-01 00:00:00.000"
         collect_garbage(store, older_than=timedelta(hours=1))
         assert store.read(new) == "new content\n" * 5
@@ -132,7 +132,7 @@ def test_a_copy_from_postgresql_into_sqlite_and_on_keeps_every_write_and_time(
     with SharedToolResultStore(
         index_url=postgres_url, blob_url=s3_bucket_url.url, blob_options=s3_bucket_url.options
     ) as store:
-        shared_rows = store.repository.write_rows()
+        shared_rows = store.repository.copies.write_rows()
     for target_root in (tmp_path / "first", tmp_path / "second"):
         source_of = (
             SharedToolResultStore(

@@ -106,7 +106,7 @@ def test_a_near_copy_is_stored_as_a_delta_of_its_earlier_version(backend: Backen
     # Another store object (another host, another process) reads it back, verified, through its base.
     other = backend.open()
     assert other.read(second) == listing(3)
-    assert other.repository.blob_dependencies([digest_of(second)]) == {digest_of(first)}
+    assert other.repository.retention.blob_dependencies([digest_of(second)]) == {digest_of(first)}
     assert verify(other).clean
 
 
@@ -125,7 +125,7 @@ def test_small_results_of_a_tool_get_a_trained_dictionary(backend: Backend) -> N
     for reference, content in written.items():
         assert other.read(reference) == content
     # The dictionary is no blob: its bytes are in its row, with the results it was trained on.
-    assert other.repository.blob_dependencies([digest_of(with_dictionary[0])]) == set()
+    assert other.repository.retention.blob_dependencies([digest_of(with_dictionary[0])]) == set()
     trained_on = {row[0] for row in backend.rows("SELECT digest FROM dictionary_samples")}
     assert trained_on and trained_on <= {digest_of(reference) for reference in written}
     report = verify(other)
@@ -148,7 +148,7 @@ def test_a_dictionary_that_does_not_beat_plain_frames_on_held_out_results_is_not
     with ContentAddressedToolResultStore(root) as store:
         for number in range(3 * TRAIN_AFTER):
             store.write(key=f"{number}_view_image_call_{number:016x}.png", content=incompressible(number))
-        assert store.repository.learning_figures()["trainings"] >= 1
+        assert store.repository.history.learning_figures()["trainings"] >= 1
     with contextlib.closing(sqlite3.connect(root / "index.db")) as connection:
         dictionaries = connection.execute("SELECT count(*) FROM dictionaries").fetchone()[0]
         kinds = {row[0] for row in connection.execute("SELECT encoding FROM blobs")}
@@ -283,8 +283,8 @@ def test_retention_by_size_counts_the_base_a_kept_delta_needs(backend: Backend) 
     assert encodings(backend)[digest_of(delta)] == ("delta", digest_of(base))
     sizes = dict(backend.rows("SELECT digest, stored_size FROM blobs"))
     # Bob's one write needs his delta and, through it, alice's base: both count, though no bob write names the base.
-    assert bob.repository.needed_bytes(namespace="bob") == sizes[digest_of(base)] + sizes[digest_of(delta)]
-    assert bob.repository.needed_bytes(namespace=None) == sizes[digest_of(base)] + sizes[digest_of(delta)]
+    assert bob.repository.retention.needed_bytes(namespace="bob") == sizes[digest_of(base)] + sizes[digest_of(delta)]
+    assert bob.repository.retention.needed_bytes(namespace=None) == sizes[digest_of(base)] + sizes[digest_of(delta)]
     _age_everything(backend)
     # Room for the delta alone is not room for what reading it needs: alice's older write goes, the base stays.
     report = collect_garbage(alice, max_size=sizes[digest_of(base)] + sizes[digest_of(delta)], grace=timedelta(0))
@@ -521,7 +521,7 @@ def test_a_kill_while_learning_or_writing_a_delta_loses_nothing_reported(
             assert store.read(reference) == content_for(number)
         report = verify(store)
         assert report.ok, report
-        learned = store.repository.encoding_counts()
+        learned = store.repository.history.encoding_counts()
     if mode == "delta":
         assert learned["delta"] >= at - 1  # the stalled one was never committed; those before it were
     # A write after the kill goes on, and learns again.
@@ -532,7 +532,7 @@ def test_a_kill_while_learning_or_writing_a_delta_loses_nothing_reported(
             )
             assert store.read(reference) == content_for(number)
         assert verify(store).ok
-        assert store.repository.encoding_counts()["dictionary"] > 0
+        assert store.repository.history.encoding_counts()["dictionary"] > 0
 
 
 @pytest.mark.parametrize("at", [1, 3, 40])
@@ -548,7 +548,7 @@ def test_a_kill_during_gc_leaves_every_needed_base_and_dictionary(at: int, store
             for number in range(3 * TRAIN_AFTER, 5 * TRAIN_AFTER):
                 content = content_for(number)
                 written[bob.write(key=f"{number}_tool{number % 2}_call_{number:016x}.txt", content=content)] = content
-            counts = bob.repository.encoding_counts()
+            counts = bob.repository.history.encoding_counts()
     assert counts["delta"] > 0 and counts["dictionary"] > 0
     with contextlib.closing(sqlite3.connect(store_root / "index.db")) as connection, connection:
         connection.execute("UPDATE blobs SET last_seen = ?", (LONG_AGO,))

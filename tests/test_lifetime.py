@@ -17,7 +17,7 @@ def test_a_forked_child_can_use_its_parents_store(store_root: Path) -> None:
         inside, release = threading.Event(), threading.Event()
 
         def hold_the_lock() -> None:
-            with store.repository._database.snapshot():  # the lock every read takes, held
+            with store.repository._core.database.snapshot():  # the lock every read takes, held
                 inside.set()
                 release.wait(timeout=30)
 

@@ -69,8 +69,8 @@ def _section(page: str, name: str) -> str:
 
 def test_the_figures_are_the_indexs(demo_root: Path) -> None:
     with ContentAddressedToolResultStore(demo_root) as store:
-        everything = store.repository.report_figures()
-        first = store.repository.report_figures(namespace="first")
+        everything = store.repository.history.report_figures()
+        first = store.repository.history.report_figures(namespace="first")
     writes, logical, unique, stored = _one(
         demo_root,
         "SELECT (SELECT count(*) FROM writes), (SELECT sum(size) FROM writes), sum(size), sum(stored_size) FROM blobs",
@@ -215,9 +215,9 @@ def test_past_the_limit_the_timeline_shows_time_buckets_that_hold_every_compacti
     count = SERIES_LIMIT + 700
     _spread_compactions(root, count, hours=6)  # 360 minutes: one bucket a minute
     with ContentAddressedToolResultStore(root) as store:
-        figures = store.repository.report_figures()
+        figures = store.repository.history.report_figures()
         page, _ = build_report(store)
-        exact = store.repository.report_figures(series_limit=count)
+        exact = store.repository.history.report_figures(series_limit=count)
     assert figures.compaction_bucket == "minute" and len(figures.timeline) <= SERIES_LIMIT
     assert sum(mark.count for mark in figures.timeline) == count == figures.compactions
     assert max(mark.max_tokens_before for mark in figures.timeline) == 10_000 + count - 1
@@ -342,7 +342,8 @@ def test_a_shared_store_reports_as_a_local_one(tmp_path: Path, postgres_url: str
         SharedToolResultStore(index_url=postgres_url, blob_url=s3_bucket_url.url) as shared,
         ContentAddressedToolResultStore(tmp_path / "local") as local,
     ):
-        shared_figures, local_figures = shared.repository.report_figures(), local.repository.report_figures()
+        shared_figures = shared.repository.history.report_figures()
+        local_figures = local.repository.history.report_figures()
     same = ("tools", "repeated", "largest")
     assert [getattr(shared_figures, name) for name in same] == [getattr(local_figures, name) for name in same]
     assert [(m.tokens_before, m.tokens_after, m.target_tokens, m.context_window) for m in shared_figures.timeline] == [
@@ -392,6 +393,6 @@ def test_the_file_system_store_estimate_is_what_that_store_takes(tmp_path: Path)
     """The report's estimate for FileSystemToolResultStore against the demo's measurement of it (files written)."""
     summary = run_demo(root=tmp_path / "store", steps=40, namespace="measured")
     with ContentAddressedToolResultStore(tmp_path / "store") as store:
-        estimate = store.repository.report_figures(namespace="measured").bytes_over_time[-1].file_system_bytes
+        estimate = store.repository.history.report_figures(namespace="measured").bytes_over_time[-1].file_system_bytes
     # The measurement also counts the folder the files are in: a few blocks.
     assert 0 <= summary.filesystem_store_bytes - estimate <= 4 * 4096, (summary.filesystem_store_bytes, estimate)

@@ -210,7 +210,7 @@ def test_gc_of_a_damaged_blob_leaves_trigrams_that_match_nothing_and_verify_coun
         # Written again, the same content gets a new document: the stray trigrams never match it or anything.
         assert new.write(key="b.txt", content="damaged then collected: frobnicate") == reference
         assert _found(new, "frobnicate") == [reference]
-        new.repository.build_search_index(rebuild=True)
+        new.repository.search.build(rebuild=True)
         assert verify(new).clean
 
 
@@ -297,7 +297,7 @@ def test_sigkilled_indexing_writers_leave_the_index_consistent(store_root: Path)
             if len(parts) == 2:
                 reported[parts[1]] = (seed, int(parts[0]))
         with ContentAddressedToolResultStore(store_root, namespace="writer") as store:
-            check = store.repository.check_search_index()
+            check = store.repository.search.check()
             assert check.consistent, f"after kill {kill}: {check}"
     assert len(reported) > 20
     with ContentAddressedToolResultStore(store_root, namespace="writer") as store:
@@ -325,8 +325,8 @@ def test_a_sigkilled_search_index_build_is_rebuildable(store_root: Path) -> None
     (partial,) = _rows(store_root, "SELECT count(*) FROM search_documents")[0]
     assert 0 < partial < len(references), partial
     with ContentAddressedToolResultStore(store_root, namespace="alice") as store:
-        assert store.repository.check_search_index().consistent
-        indexed, _ = store.repository.build_search_index()
+        assert store.repository.search.check().consistent
+        indexed, _ = store.repository.search.build()
         assert indexed == len(references) - partial
         assert _found(store, "needle02321z") == [references[2321]]
         assert verify(store).ok
@@ -367,7 +367,7 @@ def test_another_process_finds_what_a_writer_has_not_indexed_yet(store_root: Pat
         writer.write(key="2_t_c.txt", content="another")
         assert _found(writer, "frobnicate") == [reference]  # the writer's own batch found its row taken: no repeat
         assert _rows(store_root, "SELECT count(*) FROM search_documents") == [(2,)]
-        assert writer.repository.check_search_index().consistent
+        assert writer.repository.search.check().consistent
 
 
 def test_a_forgotten_write_leaves_no_pending_row_behind(store_root: Path) -> None:
@@ -376,7 +376,7 @@ def test_a_forgotten_write_leaves_no_pending_row_behind(store_root: Path) -> Non
         collect_garbage(store, namespace="alice", grace=timedelta(0))
         assert _rows(store_root, "SELECT count(*) FROM search_pending") == [(0,)]
         assert _found(store, "forgotten") == []
-        assert store.repository.check_search_index().consistent
+        assert store.repository.search.check().consistent
 
 
 def test_the_trigrams_merge_once_a_level_holds_two_segments(store_root: Path) -> None:

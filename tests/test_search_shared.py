@@ -70,7 +70,7 @@ def test_search_is_bounded_by_the_deadline(postgres_url: str, s3_bucket_url: S3L
             store.write(key=f"{number}.txt", content=f"--- {number} ---\n" + "=-" * 5_000)
         store.search(terms=["zzz"])  # indexes what is pending
         # `-=-` makes no trigram for pg_trgm (not a letter or digit): a scan of every text, which the deadline stops.
-        outcome = store.repository.search(namespace="alice", terms=["-=-"], tool_name=None, limit=5, seconds=0.0)
+        outcome = store.repository.search.find(namespace="alice", terms=["-=-"], tool_name=None, limit=5, seconds=0.0)
         assert outcome.timed_out and not outcome.hits
         answer = make_search_tool(store).invoke(query=" ".join(f"t{n}'\"OR;--" for n in range(5_000)))
         assert isinstance(answer, str)
@@ -91,7 +91,7 @@ def test_gc_removes_what_it_deletes_from_the_shared_search_index(postgres_url: s
         assert _rows(postgres_url, "SELECT count(*) FROM search_documents") == [(1,)]
         assert _rows(postgres_url, "SELECT count(*) FROM search_text") == [(1,)]
         assert _found(old, "quux") == [] and _found(new, "quux") == [kept]
-        assert new.repository.check_search_index().consistent
+        assert new.repository.search.check().consistent
 
 
 def test_verify_finds_a_text_that_does_not_match_its_blob(postgres_url: str, s3_bucket_url: S3Location) -> None:
@@ -101,7 +101,7 @@ def test_verify_finds_a_text_that_does_not_match_its_blob(postgres_url: str, s3_
         with psycopg.connect(postgres_url, autocommit=True) as connection:
             connection.execute("UPDATE search_text SET body = 'something else'")
         assert not verify(store).ok
-        store.repository.build_search_index(rebuild=True)
+        store.repository.search.build(rebuild=True)
         assert verify(store).ok and _found(store, "original") == [reference]
 
 
@@ -226,7 +226,7 @@ def test_a_sigkilled_shared_writer_leaves_the_index_consistent(postgres_url: str
             if len(parts) == 2:
                 reported[parts[1]] = (kill, int(parts[0]))
         with _open(postgres_url, s3_bucket_url, namespace="writer") as store:
-            check = store.repository.check_search_index()
+            check = store.repository.search.check()
             assert check.consistent, f"after kill {kill}: {check}"
     assert len(reported) > 10
     with _open(postgres_url, s3_bucket_url, namespace="writer") as store:

@@ -33,8 +33,8 @@ def test_two_hosts_writing_the_same_parts_in_another_order_both_succeed(
         b = one.prepare_write(key="b.txt", content=item(2))
         one.write_prepared_many([a, b])
         age_every_blob(postgres_url)  # written more than a second ago: the next writes refresh `last_seen`
-        one.repository._blobs._hints._known.clear()  # as a host that has not seen them lately
-        blobs: Any = one.repository._blobs
+        one.repository._core.blobs._hints._known.clear()  # as a host that has not seen them lately
+        blobs: Any = one.repository._core.blobs
         confirm = blobs.confirm
         first_locked, go = threading.Event(), threading.Event()
 

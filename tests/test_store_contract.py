@@ -686,7 +686,7 @@ def _scenario(backend: Backend) -> dict[str, Any]:
     """The same work on a backend, and everything it answered that should not depend on where the store lives."""
     answers: dict[str, Any] = {}
     alice, bob = backend.open(namespace="alice", inline_max=2048), backend.open(namespace="bob", inline_max=2048)
-    mark = alice.repository.history_mark()
+    mark = alice.repository.history.mark()
     contents: list[tuple[str, str | bytes]] = [
         ("0_search_1.txt", "results\n" * 20),
         ("1_render_1.png", b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4),
@@ -727,8 +727,8 @@ def _scenario(backend: Backend) -> dict[str, Any]:
     answers["tools"] = figures.tools
     answers["namespace list"] = namespaces(alice)
     answers["holding"] = [namespaces_holding(bob, reference) for reference in answers["references"]]
-    answers["figures since"] = alice.repository.figures_since(namespace="alice", mark=mark)
-    answers["writes since"] = alice.repository.writes_since(namespace="bob", mark=mark)
+    answers["figures since"] = alice.repository.history.figures_since(namespace="alice", mark=mark)
+    answers["writes since"] = alice.repository.history.writes_since(namespace="bob", mark=mark)
     answers["log"] = [
         (entry.namespace, entry.tool_name, entry.tool_call_id, entry.references, entry.compaction_id)
         for entry in offload_log(alice)

@@ -98,12 +98,12 @@ def search_index(location: StoreLocation, rebuild: bool, as_json: bool) -> None:
         try:
             if not as_json and sys.stderr.isatty():
                 with _ProgressBar("indexing") as bar:
-                    indexed, skipped = store.repository.build_search_index(rebuild=rebuild, progress=bar.update)
+                    indexed, skipped = store.repository.search.build(rebuild=rebuild, progress=bar.update)
             else:
-                indexed, skipped = store.repository.build_search_index(rebuild=rebuild)
+                indexed, skipped = store.repository.search.build(rebuild=rebuild)
         except CasStoreError as error:
             raise click.ClickException(str(error)) from error
-        size = store.repository.search_index_bytes()
+        size = store.repository.search.index_bytes()
     if as_json:
         _print_json({"indexed": indexed, "skipped": skipped, "index_bytes": size})
         return

@@ -259,8 +259,8 @@ def run_demo(
         assert root is not None
         store = ContentAddressedToolResultStore(root, namespace=namespace)
     with store:
-        disk_before = store.repository.disk_bytes()
-        before = store.repository.history_mark()  # so the summary counts this run only, even in a namespace used before
+        disk_before = store.repository.history.disk_bytes()
+        before = store.repository.history.mark()  # so the summary counts this run only, even in a namespace used before
         read_tool = make_read_tool(store)
         model = ScriptedCodingAgent(corpus=corpus, steps=steps, read_tool=read_tool, files=files)
         model.on_step = progress
@@ -281,13 +281,13 @@ def run_demo(
             max_agent_steps=steps + 2,
         )
         result = agent.run(messages=[ChatMessage.from_user(f"Explore the project in {corpus.name} and explain it.")])
-        figures = store.repository.figures_since(namespace=namespace, mark=before)
-        writes = store.repository.writes_since(namespace=namespace, mark=before)
+        figures = store.repository.history.figures_since(namespace=namespace, mark=before)
+        writes = store.repository.history.writes_since(namespace=namespace, mark=before)
         filesystem_bytes, filesystem_files = _filesystem_store_cost(store, writes)
         if shared is not None:  # a shared store's footprint is asked of its servers, so while it is open
-            disk_after = store.repository.disk_bytes()
+            disk_after = store.repository.history.disk_bytes()
     if shared is None:  # once closed: a local index's write-ahead log is folded in and removed by then
-        disk_after = store.repository.disk_bytes()
+        disk_after = store.repository.history.disk_bytes()
     where = store.repository.description
     if progress is not None and sys.stderr.isatty():
         sys.stderr.write("\n")

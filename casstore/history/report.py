@@ -2,11 +2,11 @@
 `casstore report`: the offload history as one self-contained HTML page of SVG charts, each beside a table of the
 same numbers.
 
-A client of the repository (`Repository.report_figures`, `Repository.blob_content` for previews), so it reports a
-local store and a shared one alike. Here: what the report asks of the repository, the previews of ranked results,
-and writing the file. The page is `casstore.history.report_page` (its frame and summary), made of the sections of
-`report_compactions` and `report_storage`, from the markup of `report_markup`; it fetches nothing and runs
-nothing, and escapes every text that came from a tool, a key, a namespace or a content preview.
+A client of the repository (`repository.history.report_figures`, `repository.copies.blob_content` for previews),
+so it reports a local store and a shared one alike. Here: what the report asks of the repository, the previews of
+ranked results, and writing the file. The page is `casstore.history.report_page` (its frame and summary), made of
+the sections of `report_compactions` and `report_storage`, from the markup of `report_markup`; it fetches nothing
+and runs nothing, and escapes every text that came from a tool, a key, a namespace or a content preview.
 """
 
 import contextlib
@@ -55,7 +55,7 @@ def build_report(
     :returns: The page, and the figures it shows.
     """
     repository = repository_of(source)
-    figures = repository.report_figures(
+    figures = repository.history.report_figures(
         namespace=namespace,
         since=since,
         series_limit=SERIES_LIMIT,
@@ -117,7 +117,7 @@ def _previews(repository: Repository, figures: ReportFigures) -> dict[str, str]:
             previews[row.digest] = f"(not read: larger than {format_bytes(PREVIEW_MAX_BYTES)})"
         else:
             try:
-                text = repository.blob_content(row.digest).decode("utf-8", errors="replace")
+                text = repository.copies.blob_content(row.digest).decode("utf-8", errors="replace")
             except CasStoreError as error:
                 previews[row.digest] = f"(could not be read: {error})"
             else:

@@ -57,12 +57,12 @@ class StoreStats:
 
 def namespaces(source: Repository | HasRepository) -> list[str]:
     """:returns: Every namespace that has writes or offloads."""
-    return repository_of(source).namespaces()
+    return repository_of(source).history.namespaces()
 
 
 def namespaces_holding(source: Repository | HasRepository, reference: str) -> list[str]:
     """:returns: The namespaces in which `reference` was written and is not forgotten, in order."""
-    return repository_of(source).namespaces_holding(reference)
+    return repository_of(source).history.namespaces_holding(reference)
 
 
 def stats(source: Repository | HasRepository, *, namespace: str | None = None) -> StoreStats:
@@ -75,10 +75,10 @@ def stats(source: Repository | HasRepository, *, namespace: str | None = None) -
     repository = repository_of(source)
     disk: tuple[int, int] | tuple[None, None]
     if namespace is None:
-        totals = repository.summary()
-        disk = repository.footprint()
+        totals = repository.history.summary()
+        disk = repository.history.footprint()
     else:
-        totals = repository.namespace_totals(namespace=namespace)
+        totals = repository.history.namespace_totals(namespace=namespace)
         disk = (None, None)
     logical, unique, stored = totals["logical_bytes"], totals["unique_bytes"], totals["stored_bytes"]
     index_bytes, blob_bytes = disk
@@ -97,8 +97,8 @@ def stats(source: Repository | HasRepository, *, namespace: str | None = None) -
         dedup_ratio=ratio(logical, unique),
         compression_ratio=ratio(unique, stored),
         total_ratio=ratio(logical, stored),
-        namespaces=repository.namespace_rows(namespace=namespace),
-        tools=repository.tool_rows(namespace=namespace),
+        namespaces=repository.history.namespace_rows(namespace=namespace),
+        tools=repository.history.tool_rows(namespace=namespace),
     )
 
 
@@ -113,7 +113,7 @@ def count_offloads(
     :returns: How many offloads, the compactor's and the hook's, match the filters (as `offload_log` takes them),
         however many it would list.
     """
-    return repository_of(source).offload_count(namespace=namespace, tool=tool, since=since)
+    return repository_of(source).history.offload_count(namespace=namespace, tool=tool, since=since)
 
 
 def offload_log(
@@ -133,4 +133,4 @@ def offload_log(
     :returns: Offloads, newest first: each result `DedupOffloadCompactor` offloaded (`source` "compactor"), and each
         part Haystack's `ToolResultOffloadHook` wrote (`source` "hook", without token figures).
     """
-    return repository_of(source).offload_entries(namespace=namespace, tool=tool, since=since, limit=limit)
+    return repository_of(source).history.offload_entries(namespace=namespace, tool=tool, since=since, limit=limit)

@@ -81,10 +81,10 @@ def verify(source: Repository | HasRepository, *, progress: Callable[[int, int],
     repository = repository_of(source)
     report = VerifyReport()
     started = time.time()
-    snapshot = repository.integrity_snapshot()
+    snapshot = repository.retention.integrity_snapshot()
     report.dangling_writes = snapshot.dangling_writes
     for done, digest in enumerate(snapshot.digests, start=1):
-        check = repository.check_blob(digest)
+        check = repository.retention.check_blob(digest)
         if check.status == "corrupt":
             report.corrupt.append((digest, check.message))
         elif check.status == "missing":
@@ -96,12 +96,12 @@ def verify(source: Repository | HasRepository, *, progress: Callable[[int, int],
         if progress is not None:
             progress(done, len(snapshot.digests))
     for digest in snapshot.dictionaries:
-        check = repository.check_dictionary(digest)
+        check = repository.retention.check_dictionary(digest)
         if check.status == "corrupt":
             report.corrupt.append((digest, check.message))
     report.unreferenced_blobs = len(snapshot.unreferenced) - report.stale_rows
-    report.stray_files, report.stray_bytes = repository.stray_files(modified_before=started)
-    search = repository.check_search_index()
+    report.stray_files, report.stray_bytes = repository.retention.stray_files(modified_before=started)
+    search = repository.search.check()
     report.search_documents_checked = search.documents
     report.search_mismatched = search.without_blob + search.mismatched + search.stray_entries
     report.search_stray_rows = search.stray_rows
@@ -204,26 +204,26 @@ def collect_garbage(
     if repository.read_only:
         # A dry run too: it finds what would go by deleting it in a transaction that is rolled back.
         raise repository.read_only_error("gc cannot collect anything in it, nor preview that with --dry-run")
-    index_before, blobs_before = repository.footprint()
+    index_before, blobs_before = repository.history.footprint()
     report = GarbageReport(
         dry_run=dry_run, index_bytes_before=index_before, blob_bytes_before=blobs_before, max_size=max_size
     )
     if dry_run:
         # The forgetting and the deletions run in one transaction that is rolled back; no file is touched.
-        preview = repository.preview_collection(
+        preview = repository.retention.preview_collection(
             namespace=namespace, older_than=older_than, grace=grace, max_size=max_size, rebuild=vacuum
         )
         collected = preview.collection
         waiting, released_waiting, needed_after = preview.waiting, preview.released_waiting, preview.needed_bytes_after
-        strays, stray_bytes = repository.remove_stray_files(
+        strays, stray_bytes = repository.retention.remove_stray_files(
             modified_before=time.time() - grace.total_seconds(), dry_run=True
         )
         report.index_bytes_after = index_before if preview.index_bytes_after is None else preview.index_bytes_after
         report.blob_bytes_after = max(0, blobs_before - preview.outside_bytes_freed - stray_bytes)
-        report.index_space = repository.index_space(rebuild=vacuum)
+        report.index_space = repository.retention.index_space(rebuild=vacuum)
     else:
-        forgotten = repository.forget(namespace=namespace, older_than=older_than, max_size=max_size)
-        deleted = repository.delete_collectable_blobs(grace=grace)
+        forgotten = repository.retention.forget(namespace=namespace, older_than=older_than, max_size=max_size)
+        deleted = repository.retention.delete_collectable_blobs(grace=grace)
         collected = dataclasses.replace(
             deleted,
             writes_forgotten=forgotten.writes_forgotten,
@@ -231,18 +231,18 @@ def collect_garbage(
             needed_bytes_before=forgotten.needed_bytes_before,
             released=forgotten.released,
         )
-        strays, stray_bytes = repository.remove_stray_files(
+        strays, stray_bytes = repository.retention.remove_stray_files(
             modified_before=time.time() - grace.total_seconds(), dry_run=False
         )
-        report.index_space = repository.index_space(rebuild=vacuum)
+        report.index_space = repository.retention.index_space(rebuild=vacuum)
         if vacuum:
-            repository.rebuild_index()
+            repository.retention.rebuild_index()
         else:
-            repository.return_free_space()
-        waiting = repository.waiting_blobs(grace=grace)
-        released_waiting = repository.waiting_blobs(grace=grace, among=collected.released)
-        needed_after = None if max_size is None else repository.needed_bytes(namespace=namespace)
-        report.index_bytes_after, report.blob_bytes_after = repository.footprint()
+            repository.retention.return_free_space()
+        waiting = repository.retention.waiting_blobs(grace=grace)
+        released_waiting = repository.retention.waiting_blobs(grace=grace, among=collected.released)
+        needed_after = None if max_size is None else repository.retention.needed_bytes(namespace=namespace)
+        report.index_bytes_after, report.blob_bytes_after = repository.history.footprint()
     report.writes_forgotten, report.offloads_forgotten = collected.writes_forgotten, collected.offloads_forgotten
     report.blobs_deleted, report.blob_bytes_freed = collected.blobs_deleted, collected.blob_bytes_freed
     report.dictionaries_deleted = collected.dictionaries_deleted

@@ -60,26 +60,26 @@ def copy_store(
     source, target = repository_of(source), repository_of(target)
     report = CopyReport()
     # References are copied as they are, so the target hashes as the source does (an empty target takes its scope).
-    target.adopt_dedup_scope(source.dedup_settings())
-    keyed_for = source.blob_namespaces()
-    have = target.blob_seen_times()
-    wanted = {digest: seen for digest, seen in source.blob_seen_times().items() if digest not in have}
+    target.copies.adopt_dedup_scope(source.copies.dedup_settings())
+    keyed_for = source.copies.blob_namespaces()
+    have = target.copies.blob_seen_times()
+    wanted = {digest: seen for digest, seen in source.copies.blob_seen_times().items() if digest not in have}
     for done, (digest, seen) in enumerate(sorted(wanted.items()), start=1):
         try:
-            data = source.blob_content(digest)
+            data = source.copies.blob_content(digest)
         except CorruptBlobError:
             report.unreadable_blobs.append(digest)
         else:
-            target.import_blob(digest, data, seen=seen, namespace=keyed_for.get(digest))
+            target.copies.import_blob(digest, data, seen=seen, namespace=keyed_for.get(digest))
             report.blobs_copied += 1
             report.blob_bytes_copied += len(data)
         if progress is not None:
             progress("blobs", done, len(wanted))
 
     unreadable = set(report.unreadable_blobs)
-    in_target = target.write_rows()
+    in_target = target.copies.write_rows()
     missing_writes: list[WriteRow] = []
-    for row, count in sorted(source.write_rows().items(), key=lambda item: (item[0][6], item[0][0], item[0][1])):
+    for row, count in sorted(source.copies.write_rows().items(), key=lambda item: (item[0][6], item[0][0], item[0][1])):
         lacking = count - in_target.get(row, 0)
         if lacking <= 0:
             continue
@@ -89,33 +89,34 @@ def copy_store(
         missing_writes += [row] * lacking
     for start in range(0, len(missing_writes), _BATCH):
         batch = missing_writes[start : start + _BATCH]
-        target.import_writes(batch)
+        target.copies.import_writes(batch)
         report.writes_copied += len(batch)
         if progress is not None:
             progress("writes", min(start + _BATCH, len(missing_writes)), len(missing_writes))
 
-    offloads_in_target = target.offload_rows()
+    offloads_in_target = target.copies.offload_rows()
     missing_offloads = [
         row
-        for row, count in sorted(source.offload_rows().items(), key=lambda item: (item[0][7], item[0][0]))
+        for row, count in sorted(source.copies.offload_rows().items(), key=lambda item: (item[0][7], item[0][0]))
         for _ in range(count - offloads_in_target.get(row, 0))
     ]
     for start in range(0, len(missing_offloads), _BATCH):
         offloads = missing_offloads[start : start + _BATCH]
-        target.import_offloads(offloads)
+        target.copies.import_offloads(offloads)
         report.offloads_copied += len(offloads)
         if progress is not None:
             progress("offloads", min(start + _BATCH, len(missing_offloads)), len(missing_offloads))
 
     # A compaction's id is unique, so one present in the target is the same compaction.
-    compactions_in_target = target.compaction_rows()
+    compactions_in_target = target.copies.compaction_rows()
+    compactions_in_source = source.copies.compaction_rows()
     missing_compactions = sorted(
-        (row for compaction_id, row in source.compaction_rows().items() if compaction_id not in compactions_in_target),
+        (row for compaction_id, row in compactions_in_source.items() if compaction_id not in compactions_in_target),
         key=lambda row: (row[6], row[0]),
     )
     for start in range(0, len(missing_compactions), _BATCH):
         compactions = missing_compactions[start : start + _BATCH]
-        target.import_compactions(compactions)
+        target.copies.import_compactions(compactions)
         report.compactions_copied += len(compactions)
         if progress is not None:
             progress("compactions", min(start + _BATCH, len(missing_compactions)), len(missing_compactions))

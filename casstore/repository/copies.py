@@ -1,4 +1,4 @@
-"""The copying part of the `Repository`, for `casstore copy`: each row and blob read out, and imported here."""
+"""`repository.copies`, for `casstore copy`: each row and blob read out of a store, and imported into another."""
 
 from collections import Counter
 from collections.abc import Sequence
@@ -12,8 +12,15 @@ from casstore.index.scope import DedupScope
 from casstore.repository.core import RepositoryCore
 
 
-class Copies(RepositoryCore):
+class Copies:
     """Reading a store out whole and importing another store's rows and blobs, times kept."""
+
+    def __init__(self, core: RepositoryCore) -> None:
+        self._core = core
+        self._index = core.index
+        self._database = core.database
+        self._blobs = core.blobs
+        self._guard = core.guard
 
     def blob_seen_times(self) -> dict[str, tuple[str, str]]:
         """:returns: Every blob's digest with its `(first_seen, last_seen)`."""
@@ -22,7 +29,7 @@ class Copies(RepositoryCore):
 
     def dedup_settings(self) -> DedupScope:
         """:returns: The dedup scope this store hashes with, its secret included (for `casstore copy` only)."""
-        return self._scope
+        return self._core.dedup_scope()
 
     def adopt_dedup_scope(self, source: DedupScope) -> None:
         """
@@ -30,15 +37,15 @@ class Copies(RepositoryCore):
 
         :raises ValueError: If this store holds blobs and hashes otherwise.
         """
-        self._refuse_if_read_only("a copy cannot be made into it")
+        core = self._core
+        core.refuse_if_read_only("a copy cannot be made into it")
         with self._guard.held():
-            create_index = self._create_index
+            create_index = getattr(self._database, "create", None)
             if create_index is not None:
-                create_index()
-                self._create_index = None
+                create_index()  # a lazy index is made now; one that exists is left as it is
             with self._database.transaction() as work:
-                self._scope = dedup_scopes.adopt(work.connection, source, index=self.description)
-            self._scope_settled = True
+                core.scope = dedup_scopes.adopt(work.connection, source, index=core.description)
+            core.scope_settled = core.scope_read = True
 
     def blob_namespaces(self) -> dict[str, str]:
         """:returns: The namespace of every blob whose digest is keyed with one (`namespace` dedup scope)."""

@@ -1,12 +1,17 @@
-"""The read protocol of the `Repository`: a visible reference's verified content, final even beside gc."""
+"""The `Repository`'s reader: a visible reference's verified content, final even beside gc."""
 
 from casstore.errors import CorruptBlobError, StorageError
 from casstore.index import writes as index
 from casstore.repository.core import RepositoryCore, damaged_index_error, not_found_error
 
 
-class Reads(RepositoryCore):
+class Reader:
     """Reading a result back in the namespace that wrote it."""
+
+    def __init__(self, core: RepositoryCore) -> None:
+        self._database = core.database
+        self._blobs = core.blobs
+        self._guard = core.guard
 
     def read(self, *, namespace: str, digest: str, reference: str) -> bytes:
         """

@@ -1,13 +1,12 @@
 """
-The maintenance part of the `Repository`: what `verify` checks and what `gc` forgets, deletes and gives back.
+`repository.retention`: what `verify` checks and what `gc` forgets, deletes and gives back.
 
-A collection removes what it deletes from the search index too, so this part builds on `SearchIndexing`.
+A collection removes what it deletes from the search index too, with the search index's upkeep (`SearchIndexing`).
 """
 
 import dataclasses
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -18,8 +17,9 @@ from casstore.index import queries as index_queries
 from casstore.index import writes as index
 from casstore.index.database import UnitOfWork
 from casstore.index.queries import NeededBlob
-from casstore.repository.core import ROWS_PER_TRANSACTION
-from casstore.repository.search import SearchIndexing
+from casstore.repository.core import ROWS_PER_TRANSACTION, RepositoryCore
+from casstore.repository.findings import BlobCheck, Collection, CollectionPreview, IntegritySnapshot
+from casstore.repository.indexing import SearchIndexing
 
 # Stored bytes deleted per transaction at most (a blob kept in the index frees its pages inside that transaction).
 _BATCH_BYTES = 4 * 2**20
@@ -28,69 +28,18 @@ _BATCH_BYTES = 4 * 2**20
 _COLLECTION_PASSES = 10
 
 
-@dataclass(frozen=True, slots=True)
-class IntegritySnapshot:
-    """What `verify` starts from, read in one consistent state of the index."""
-
-    digests: list[str]
-    dictionaries: list[str]
-    dangling_writes: list[tuple[str, str]]
-    unreferenced: set[str]
-
-
-@dataclass(frozen=True, slots=True)
-class BlobCheck:
-    """One blob re-read and re-hashed: `ok`, `corrupt` (with `message`), `missing`, or `collected` meanwhile."""
-
-    status: str
-    message: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Collection:
-    """
-    What a collection removed, or with a dry run would remove. With a size limit (`max_size`), also the stored
-    bytes of the blobs the writes in scope needed before it, and the digests the forgotten writes referenced.
-
-    `dictionaries_deleted` counts trained dictionaries deleted (retired, or trained only on deleted results, and
-    used by no kept blob). `bases_kept` and `dictionaries_kept` count what holds bytes of deleted results and stays
-    because a kept blob needs it: blobs no write names kept as a delta base, and dictionaries trained on deleted
-    results that a kept blob uses.
-    """
-
-    writes_forgotten: int = 0
-    offloads_forgotten: int = 0
-    blobs_deleted: int = 0
-    blob_bytes_freed: int = 0
-    dictionaries_deleted: int = 0
-    bases_kept: int = 0
-    dictionaries_kept: int = 0
-    needed_bytes_before: int | None = None
-    released: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True, slots=True)
-class CollectionPreview:
-    """
-    What a collection would do now, found in a transaction that is rolled back.
-
-    `index_bytes_after` estimates what the index takes once the space of what it deletes is given back (None: the
-    engine does not give it back, as PostgreSQL's, whose size stays); `outside_bytes_freed` is the stored bytes of
-    the deleted blobs kept outside the index; `waiting` the blobs the grace period would keep, and
-    `released_waiting` those of them the forgotten writes referenced; `needed_bytes_after` (with `max_size`) the
-    stored bytes of the blobs the writes in scope would still need.
-    """
-
-    collection: Collection
-    index_bytes_after: int | None
-    outside_bytes_freed: int
-    waiting: WaitingBlobs
-    released_waiting: WaitingBlobs
-    needed_bytes_after: int | None
-
-
-class Retention(SearchIndexing):
+class Retention:
     """Verifying blobs, forgetting history, and collecting what nothing needs."""
+
+    def __init__(self, core: RepositoryCore, *, indexing: SearchIndexing) -> None:
+        self._core = core
+        self._index = core.index
+        self._database = core.database
+        self._blobs = core.blobs
+        self._guard = core.guard
+        self._search_text = core.search_text
+        self._search_index_writes = core.search_index_writes
+        self._indexing = indexing
 
     def integrity_snapshot(self) -> IntegritySnapshot:
         """
@@ -235,7 +184,7 @@ class Retention(SearchIndexing):
             by_size = index.forget(work, namespace=namespace, older_than=None, through=cut, with_digests=True)
             writes, offloads = writes + by_size.writes, offloads + by_size.offloads
             released |= by_size.digests
-        if writes and self._searchable:
+        if writes and self._core.searchable:
             search_index.forget_entries(work)  # a namespace's search sees only what it still holds
         return Collection(
             writes_forgotten=writes, offloads_forgotten=offloads, needed_bytes_before=needed_before, released=released
@@ -248,6 +197,15 @@ class Retention(SearchIndexing):
         """
         with self._index() as connection:
             return _total(index_queries.needed_blobs(connection, namespace=namespace))
+
+    def blob_dependencies(self, digests: Iterable[str]) -> set[str]:
+        """
+        :param digests: Blobs by digest.
+        :returns: Every blob those need to be read (a delta's base, and what that needs in turn),
+            which gc must keep while any of `digests` is kept; `digests` themselves only where one needs another.
+        """
+        with self._index() as connection:
+            return self._blobs.dependencies(connection, digests)
 
     def waiting_blobs(self, *, grace: timedelta, among: frozenset[str] | None = None) -> WaitingBlobs:
         """:returns: The blobs (of `among`, or all) no reference is visible for that `grace` keeps, and until when."""
@@ -276,7 +234,7 @@ class Retention(SearchIndexing):
             try:
                 return self._database.return_free_space()
             except self._database.failures as error:
-                raise self._engine_failed(error) from error
+                raise self._core.engine_failed(error) from error
 
     def rebuild_index(self) -> None:
         """
@@ -287,7 +245,7 @@ class Retention(SearchIndexing):
             try:
                 self._database.rebuild()
             except self._database.failures as error:
-                raise self._engine_failed(error) from error
+                raise self._core.engine_failed(error) from error
 
     def delete_collectable_blobs(self, *, grace: timedelta) -> Collection:
         """
@@ -309,7 +267,7 @@ class Retention(SearchIndexing):
                     with self._database.transaction(exclusive=True) as work:
                         for digest, stored_size in batch:
                             # An indexed blob's text is read before the blob goes: the trigrams are removed with it.
-                            indexed, text = self._indexed_text(work, digest)
+                            indexed, text = self._indexing.indexed_text(work, digest)
                             if self._blobs.delete_if_collectable(work, digest, grace=grace):
                                 if indexed or self._search_index_writes:  # its document, or a pending row
                                     unindexed |= search_index.remove(work, self._search_text, digest=digest, text=text)

@@ -1,11 +1,9 @@
-"""The write protocol of the `Repository`: the parts of one result stored and recorded together, or none."""
+"""The `Repository`'s writer: the parts of one result stored and recorded together, or none."""
 
 import random
 import time
-from collections.abc import Sequence
-from functools import partial
+from collections.abc import Callable, Sequence
 
-from casstore import search as search_index
 from casstore.blobs.catalog import LearnedFrameRefused, StagedBlob
 from casstore.blobs.hints import LAST_SEEN_RESOLUTION
 from casstore.errors import CasStoreError, StorageError
@@ -13,21 +11,39 @@ from casstore.index import writes as index
 from casstore.index.database import UnitOfWork, ago
 from casstore.index.prepared import PreparedWrite
 from casstore.index.writes import CompactionRecord, OffloadRecord
-from casstore.repository.learned import LearnedEncodings
-from casstore.repository.search import SearchIndexing
-from casstore.search.documents import searchable_text
-from casstore.search.pending import WrittenText
+from casstore.repository.core import RepositoryCore, StoredWriteRecorder
+from casstore.repository.indexing import SearchIndexing
+from casstore.repository.learned import Learning
 
 _SEEN_AGO = ago(LAST_SEEN_RESOLUTION)
 # How often a write transaction the engine rolled back to break a deadlock is tried, in all.
 _CONFLICT_ATTEMPTS = 8
 
 
-class Writes(LearnedEncodings, SearchIndexing):
+class Writer:
     """
     Storing results and recording offloads and compactions. With the search index on, a write leaves its text for the
-    search part to index after the commit (`SearchIndexing.index_written_texts`).
+    search index's upkeep to index after the commit (`SearchIndexing.index_written_texts`).
     """
+
+    def __init__(self, core: RepositoryCore, *, learning: Learning, indexing: SearchIndexing) -> None:
+        self._core = core
+        self._database = core.database
+        self._blobs = core.blobs
+        self._guard = core.guard
+        self._learning = learning
+        self._indexing = indexing
+        self._search_index_writes = core.search_index_writes
+        # Engine primitives where a round trip costs more than a statement (PostgreSQL); the local SQLite index has
+        # none and keeps its statements. A stored-writes statement trusts blob rows, so it needs a backend whose rows
+        # imply presence.
+        # With the search index on, a write also records its pending row: the one-statement write has no room for it.
+        recorder: StoredWriteRecorder | None = getattr(core.database, "record_stored_write", None)
+        fast = self._blobs.rows_imply_presence and not self._search_index_writes
+        self._record_stored_write = recorder if fast else None
+        # A lazy index (the local one) is created by the first write, before its first blob file: a first write that
+        # fails then leaves at most an empty index, never blob files in a folder without one.
+        self._create_index: Callable[[], None] | None = getattr(core.database, "create", None)
 
     def store(self, *, namespace: str, writes: Sequence[PreparedWrite]) -> None:
         """
@@ -38,32 +54,33 @@ class Writes(LearnedEncodings, SearchIndexing):
         :raises StoreClosedError: If the repository is closed.
         """
         # Refused before any blob file is written: on read-only media that would fail only halfway.
-        self._refuse_if_read_only("it cannot be written")
+        self._core.refuse_if_read_only("it cannot be written")
         try:
             with self._guard.held():
                 create_index = self._create_index
                 if create_index is not None:
                     create_index()
                     self._create_index = None  # an index, once there, stays: no later write needs to ask
-                if not self._scope_settled:
-                    self._settle_scope()
-                keyed_for = self._scope.blob_namespace(namespace)
+                core = self._core
+                if not core.scope_settled:
+                    core.settle_scope()
+                keyed_for = core.scope.blob_namespace(namespace)
                 for write in writes:
                     if write.keyed_for != keyed_for:
-                        raise _wrong_key(write, namespace, self._scope.name)
+                        raise _wrong_key(write, namespace, core.scope.name)
                 self._store(namespace, writes)
                 if self._blobs.learner is not None:
-                    self._train_if_due(namespace)
-                if self._search_index_writes and self._written_texts.due:
-                    self._index_written_texts()
+                    self._learning.train_if_due(namespace)
+                if self._search_index_writes and self._indexing.written_texts_due:
+                    self._indexing.index_written_texts()
         except CasStoreError:
             raise
-        except self._failures as error:
+        except self._core.failures as error:
             size = sum(len(write.data) for write in writes)
             where = (
                 f"the {self._database.kind} at {self._database.description} failed"
                 if isinstance(error, self._database.failures)
-                else f"the store at {self.description} failed"
+                else f"the store at {self._core.description} failed"
             )
             raise StorageError(
                 f"Could not store {len(writes)} result part(s) ({size} bytes): {where}: {error}. Nothing of this write "
@@ -179,7 +196,7 @@ class Writes(LearnedEncodings, SearchIndexing):
         for write in writes:
             was_visible = index.record_write(work, namespace, write)
             if self._search_index_writes:
-                self._leave_for_indexing(work, namespace, write)
+                self._indexing.leave_for_indexing(work, namespace, write)
             digest = write.digest
             if digest in staged or (was_visible and not needs_confirmation(digest)):
                 continue
@@ -188,19 +205,6 @@ class Writes(LearnedEncodings, SearchIndexing):
             missing = [digest for digest in sorted(set(to_confirm)) if not self._blobs.confirm(work, digest)]
             if missing:
                 raise _BlobsMissing(missing)
-
-    def _leave_for_indexing(self, work: UnitOfWork, namespace: str, write: PreparedWrite) -> None:
-        # The write's pending row, in its transaction (one insert), and its text kept in memory once it commits, for
-        # the next batch to index without reading the blob back. Binary content is indexed only if it is UTF-8 text.
-        if write.is_text:
-            text = write.data.decode("utf-8")
-        else:
-            found = searchable_text(write.data, is_text=False)
-            if found is None:
-                return
-            text = found
-        search_index.add_pending(work, self._search_text, namespace=namespace, digest=write.digest)
-        work.on_commit(partial(self._written_texts.add, WrittenText(namespace, write.digest, text)))
 
     def record_offloads(self, *, namespace: str, compaction_id: str, offloads: Sequence[OffloadRecord]) -> None:
         """Append a compaction's offloads to the `offloads` table, in one transaction."""

@@ -155,7 +155,7 @@ class RepositoryToolResultStore(ToolResultStore):
         short = [term for term in terms if len(term) < MIN_TERM_CHARS]
         if short:
             raise ValueError(f"Search terms must be at least {MIN_TERM_CHARS} characters: {short[0]!r} is not.")
-        return self._repository.search(
+        return self._repository.search.find(
             namespace=self.namespace, terms=list(terms), tool_name=tool_name, limit=limit, seconds=seconds
         )
 

@@ -1,4 +1,4 @@
-"""The history questions of the `Repository`: stats, log and report figures, with typed arguments."""
+"""`repository.history`: what happened (stats, log and report figures, with typed arguments) and what it takes."""
 
 from datetime import timedelta
 from typing import Any
@@ -13,8 +13,13 @@ from casstore.references import parse_reference
 from casstore.repository.core import RepositoryCore
 
 
-class HistoryQuestions(RepositoryCore):
-    """What happened: writes, offloads and compactions, asked of the index."""
+class History:
+    """What happened: writes, offloads and compactions, asked of the index; and the bytes the repository takes."""
+
+    def __init__(self, core: RepositoryCore) -> None:
+        self._core = core
+        self._index = core.index
+        self._database = core.database
 
     def summary(self) -> dict[str, Any]:
         """:returns: The view `dedup_summary`'s one row: writes, blobs, bytes and ratios over the whole store."""
@@ -72,7 +77,7 @@ class HistoryQuestions(RepositoryCore):
         with self._index() as connection:
             return index_queries.namespaces_holding(connection, digest=digest, reference=reference)
 
-    def history_mark(self) -> HistoryMark:
+    def mark(self) -> HistoryMark:
         """:returns: How far the history reaches now, for `figures_since` and `writes_since`."""
         with self._index() as connection:
             return index_queries.history_mark(connection)
@@ -117,7 +122,7 @@ class HistoryQuestions(RepositoryCore):
         except self._database.failures as error:
             if isinstance(error, self._database.damage):
                 raise
-            raise self._engine_failed(error) from error
+            raise self._core.engine_failed(error) from error
 
     def disk_bytes(self) -> int:
         """:returns: Bytes the repository occupies (for a local one: on disk as `du` counts them, index included)."""
@@ -129,4 +134,16 @@ class HistoryQuestions(RepositoryCore):
             its write-ahead log) and the `blobs/` folder on disk; for a shared one, casstore's tables in PostgreSQL
             and the objects under the prefix.
         """
-        return self._footprint()
+        return self._core.footprint()
+
+    def encoding_counts(self) -> dict[str, int]:
+        """:returns: How many blobs are stored `plain`, with a `dictionary`, as a `delta`; and how many dictionaries."""
+        with self._index() as connection:
+            return self._core.blobs.encodings(connection)
+
+    def learning_figures(self) -> dict[str, float]:
+        """:returns: How often this repository object trained a dictionary, and the seconds it took in all."""
+        learner = self._core.blobs.learner
+        if learner is None:
+            return {"trainings": 0.0, "training_seconds": 0.0}
+        return {"trainings": float(learner.trainings), "training_seconds": learner.training_seconds}
