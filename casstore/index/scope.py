@@ -38,7 +38,7 @@ def check_dedup_scope(value: object) -> str | None:
     :raises ValueError: If it is anything else.
     """
     if value is None or value in SCOPES:
-        return value  # type: ignore[return-value]
+        return value
     raise ValueError(
         f"`dedup_scope` must be 'store' (deduplicate across namespaces), 'namespace' (only within one) or None "
         f"(what the store's index records), got {value!r}."
