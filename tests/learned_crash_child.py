@@ -72,19 +72,20 @@ def main() -> None:
     root, mode, marker, at = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), int(sys.argv[4])
     learning.TRAIN_AFTER = TRAIN_AFTER
     from casstore import ContentAddressedToolResultStore
-    from casstore.blobs.catalog import BlobStore
+    from casstore.blobs.catalog import BlobCatalog
+    from casstore.blobs.collection import BlobCollection
     from casstore.maintenance.checks import collect_garbage
 
     if mode == "training":
         _stall_on(learning.Learner, "train", marker=marker, at=at)
     elif mode == "storing-dictionary":
-        _stall_on(BlobStore, "record_dictionary", marker=marker, at=at)
+        _stall_on(BlobCatalog, "record_dictionary", marker=marker, at=at)
     elif mode == "delta":
         _stall_on(
-            BlobStore, "put", marker=marker, at=at, when=lambda _self, _work, staged, **_: staged.encoding == "delta"
+            BlobCatalog, "put", marker=marker, at=at, when=lambda _self, _work, staged, **_: staged.encoding == "delta"
         )
     elif mode == "gc":
-        _stall_on(BlobStore, "delete_if_collectable", marker=marker, at=at)
+        _stall_on(BlobCollection, "delete_if_collectable", marker=marker, at=at)
         with ContentAddressedToolResultStore(root) as store:
             collect_garbage(store, namespace="alice", grace=timedelta(0))
         return

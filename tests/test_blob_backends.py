@@ -14,7 +14,7 @@ from pathlib import Path
 import obstore
 import pytest
 
-from casstore.blobs.catalog import BlobBackend
+from casstore.blobs.backend import BlobBackend
 from casstore.blobs.files import BlobDirectory
 from casstore.blobs.objects import ObjectBlobs, object_name
 from casstore.errors import StorageError, StoreClosedError

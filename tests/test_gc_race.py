@@ -225,7 +225,7 @@ def test_a_read_whose_blob_was_collected_and_stored_again_meanwhile_returns_the_
             finally:
                 store.write(key="r.txt", content=content)
 
-        blobs.load = collect_and_store_again_around_unlocked_loads  # type: ignore[method-assign]  # patched on purpose
+        blobs.load = collect_and_store_again_around_unlocked_loads  # patched on purpose
         for _ in range(3):
             assert store.read(reference) == content
         assert collections == [1, 1, 1]

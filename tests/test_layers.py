@@ -10,10 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import casstore.blobs.hints
-from casstore.blobs.catalog import BlobStore
 from casstore.blobs.files import BlobDirectory
 from casstore.blobs.frames import FrameCodec
 from casstore.blobs.hints import LAST_SEEN_RESOLUTION
+from casstore.blobs.store import BlobStore
 from casstore.errors import CorruptBlobError
 from casstore.index.database import Database
 from casstore.index.prepared import PreparedWrite

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from casstore import ContentAddressedToolResultStore, CorruptBlobError
 from casstore.blobs import learning as learning_module
-from casstore.blobs.catalog import BlobStore
+from casstore.blobs.collection import BlobCollection
 from casstore.blobs.frames import FrameCodec, FrameDictionary
 from casstore.blobs.learning import learner_for, tool_of
 from casstore.maintenance.checks import collect_garbage, verify
@@ -255,10 +255,10 @@ def test_a_base_that_a_delta_comes_to_need_after_gc_listed_it_is_kept(backend: B
     alice, bob = backend.open(namespace="alice"), backend.open(namespace="bob")
     base = alice.write(key="1_pytest_call_a.txt", content=listing(0))
     _age_everything(backend)
-    real = BlobStore.collectable
+    real = BlobCollection.collectable
     written: list[str] = []
 
-    def collectable_then_a_delta(self: BlobStore, connection: Any, *, grace: timedelta) -> list[tuple[str, int]]:
+    def collectable_then_a_delta(self: BlobCollection, connection: Any, *, grace: timedelta) -> list[tuple[str, int]]:
         candidates = real(self, connection, grace=grace)
         if not written:  # the first pass only: a delta against a candidate, while gc holds no lock
             assert digest_of(base) in {digest for digest, _ in candidates}
@@ -266,8 +266,9 @@ def test_a_base_that_a_delta_comes_to_need_after_gc_listed_it_is_kept(backend: B
         return candidates
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(BlobStore, "collectable", collectable_then_a_delta)
-        report = collect_garbage(alice, namespace="alice", grace=timedelta(0))
+        patch.setattr(BlobCollection, "collectable", collectable_then_a_delta)
+        collector = backend.open(namespace="alice")  # opened after the patch: a store binds its parts' verbs
+        report = collect_garbage(collector, namespace="alice", grace=timedelta(0))
     (delta,) = written
     assert encodings(backend)[digest_of(delta)] == ("delta", digest_of(base))
     assert report.writes_forgotten == 1 and report.blobs_deleted == 0

@@ -23,8 +23,7 @@ from casstore import (
     SchemaError,
     SharedToolResultStore,
 )
-from casstore.index import database as database_module
-from casstore.index import postgres_schema, schema
+from casstore.index import postgres_schema, schema, sqlite_file
 from casstore.index.database import Database
 from casstore.index.postgres_schema import MIGRATION_NAMES as POSTGRES_MIGRATION_NAMES
 from casstore.index.schema import MIGRATION_NAMES, MIGRATION_SET, MIGRATIONS
@@ -166,8 +165,8 @@ def _with_a_second_migration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
             added.replace("INTEGER PRIMARY KEY", "BIGSERIAL PRIMARY KEY") if folder == postgres_folder else added
         )
     migrations, names = schema.load_migrations(sqlite_folder)
-    monkeypatch.setattr(database_module, "MIGRATIONS", migrations)
-    monkeypatch.setattr(database_module, "MIGRATION_NAMES", names)
+    monkeypatch.setattr(sqlite_file, "MIGRATIONS", migrations)
+    monkeypatch.setattr(sqlite_file, "MIGRATION_NAMES", names)
     scripts = [(path.stem, path.read_text()) for path in sorted(postgres_folder.glob("*.sql"))]
     monkeypatch.setattr(postgres_schema, "migration_scripts", lambda: scripts)
     monkeypatch.setattr(postgres_schema, "MIGRATION_NAMES", tuple(name for name, _ in scripts))

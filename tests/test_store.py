@@ -21,7 +21,7 @@ from casstore import (
     ReferenceNotFoundError,
     StoreClosedError,
 )
-from casstore.index.database import NOW_SQL
+from casstore.index.work import NOW_SQL
 from tests.helpers import blake3_hex, blob_files, count_rows, snapshot
 from tests.reliability import forget_hints
 

@@ -2,7 +2,7 @@
 What a repository learns from the results it stores, in memory and bounded: samples of small results per tool, for
 training zstd dictionaries, and where an earlier version of a result is, for storing a new one as a delta.
 
-Nothing here touches the index or a blob: `BlobStore` asks it which base or dictionary to try, and tells it what it
+Nothing here touches the index or a blob: `BlobEncoder` asks it which base or dictionary to try, and tells it what it
 stored; the repository asks it whether a dictionary is due and trains one after the write that made it due, outside
 any transaction (docs/compression.md says when and why). Every figure below was chosen with
 `python -m benchmarks --size medium`; the page gives the run.

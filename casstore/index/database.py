@@ -8,27 +8,23 @@ transaction starts with `BEGIN IMMEDIATE` and waits (up to `busy_timeout`) for t
 
 A lazy `Database` (the local store's) creates nothing until its first write transaction: no folder, no `index.db`,
 no write-ahead log. Until then it answers every read from an empty stand-in (the schema in memory, no rows), and
-opens `index.db` as soon as another process has created it. This module is the one place an index file is created
-and its schema first applied (`Database._prepare`): a setting a new file must get before its first table belongs there.
+opens `index.db` as soon as another process has created it. Opening a file (its settings, schema check and
+migrations) is in `sqlite_file`; giving its free space back, in `sqlite_space`; the `UnitOfWork` a write transaction
+yields, in `work`.
 """
 
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from datetime import timedelta
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Protocol
-
-from sqlite_utils import Database as SqliteUtilsDatabase
 
 from casstore import forks
-from casstore.disk import disk_usage_of_file
-from casstore.errors import IndexDamagedError, ReadOnlyStoreError, SchemaError, StoreClosedError
-from casstore.index import read_only
-from casstore.index.schema import MIGRATION_NAMES, MIGRATION_SET, MIGRATIONS, unknown_migrations_message
+from casstore.errors import IndexDamagedError, ReadOnlyStoreError, SchemaError
+from casstore.index import read_only, sqlite_file, sqlite_space, sqlite_transaction
+from casstore.index.sqlite_transaction import Held, Transaction
+from casstore.index.work import UnitOfWork
 
 # How long a write waits for another process's write transaction before giving up.
 DEFAULT_BUSY_TIMEOUT_SECONDS = 60.0
@@ -36,25 +32,8 @@ DEFAULT_BUSY_TIMEOUT_SECONDS = 60.0
 # Pages `return_free_space` gives back to the file system per write transaction: 1 MiB of 4 KiB pages, so a writer
 # waits for at most one such step (measured: benchmarks/gc_disk.py, docs/gc.md).
 FREE_SPACE_STEP_PAGES = 256
-# How long the final checkpoint that shrinks the write-ahead log may wait for readers (writers wait meanwhile).
-_CHECKPOINT_WAIT_MS = 200
-_CHECKPOINT_TRIES = 5
-# How long gc waits, at most, for another connection's checkpoint to end before it reports the sizes.
-_CHECKPOINT_PATIENCE_SECONDS = 120.0
+# The longest pause gc takes between two of its transactions (`yield_to_writers`).
 _YIELD_MAX_SECONDS = 0.05
-# The most bytes the write-ahead log keeps on disk once it starts over: a bit more than the 1,000 pages after which
-# SQLite checkpoints it, so an ordinary log is never cut and a large one does not stay large.
-_JOURNAL_SIZE_LIMIT = 8 * 2**20
-
-# The time format of every timestamp column: UTC, sortable as text, and what SQLite's own `datetime()` compares with.
-NOW_SQL = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
-# The same, shifted by a parameter such as '-3600.0 seconds' (see `ago`).
-SHIFTED_NOW_SQL = "strftime('%Y-%m-%d %H:%M:%f', 'now', ?)"
-
-
-def ago(period: timedelta) -> str:
-    """:returns: The parameter for `SHIFTED_NOW_SQL` that means `period` before now."""
-    return f"-{period.total_seconds()} seconds"
 
 
 class Database:
@@ -98,7 +77,7 @@ class Database:
         # stand-in, and `_generation` is never this process's, so that every use takes the slow way (`_catch_up`).
         self._pending = lazy and not path.exists()
         if self._pending:
-            self._use(_empty_index(), pending=True)
+            self._use(sqlite_file.empty_index(), pending=True)
             return
         self._open_file()
 
@@ -120,7 +99,7 @@ class Database:
         this process cannot write (read-only media, or its permissions) is opened for reading only.
         """
         if create:  # the folder first; SQLite creates the file as it connects, and `_prepare` gives it its schema
-            self._make_folder()
+            sqlite_file.make_folder(self.path)
         try:
             self._connect()
             try:
@@ -138,14 +117,6 @@ class Database:
         if read_only.cannot_write(self.path) and read_only.refuses_writes(self._connection):
             # SQLite opened the file read-only by itself (its folder is writable, the file is not): say so up front.
             self.read_only = True
-
-    def _make_folder(self) -> None:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            if error.errno in read_only.READ_ONLY_ERRNOS:
-                raise read_only.store_error(self.path.parent, "its first write cannot create index.db") from error
-            raise
 
     def _open_read_only(self) -> None:
         """Open `path` for reading only (`read_only.reading_uri`, else `immutable_uri`); its schema must be current."""
@@ -177,68 +148,19 @@ class Database:
 
     def _connect(self) -> None:
         """Open a connection to `path` (read-only through `_read_only_uri` once set), owned by this process."""
-        try:
-            if self._read_only_uri is None:
-                connection = sqlite3.connect(
-                    self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
-                )
-            else:
-                connection = sqlite3.connect(
-                    self._read_only_uri,
-                    uri=True,
-                    timeout=self._busy_timeout,
-                    isolation_level=None,
-                    check_same_thread=False,
-                )
-                # SQLite opens lazily: the first statement finds out whether the file can be read this way.
-                connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
-            connection.execute(f"PRAGMA synchronous={'FULL' if self._durable else 'NORMAL'}")
-            # A log that grew large (a rebuild writes the whole index into it) is cut down when it starts over.
-            connection.execute(f"PRAGMA journal_size_limit = {_JOURNAL_SIZE_LIMIT}")
-            # Deleted means deleted: SQLite overwrites the bytes of what it deletes with zeros, so a frame gc deleted
-            # leaves no copy in a free page of index.db (or in the write-ahead log's copy of that page).
-            connection.execute("PRAGMA secure_delete = ON")
-        except sqlite3.Error as error:
-            raise _unusable(self.path, error) from error
+        connection = sqlite_file.connect(
+            self.path, read_only_uri=self._read_only_uri, busy_timeout=self._busy_timeout, durable=self._durable
+        )
         self._use(connection, pending=False)
 
     def _prepare(self) -> None:
-        connection = self._connection
-        try:
-            sqlite_utils_db = SqliteUtilsDatabase(connection, recursive_triggers=False, execute_plugins=False)
-            with _one_snapshot(connection):
-                _refuse_unknown_schema(sqlite_utils_db, self.path)
-            if self.read_only:
-                if MIGRATIONS.pending(sqlite_utils_db):
-                    raise read_only.store_error(
-                        self.path.parent,
-                        "its index was made by an older casstore and must be upgraded first, which writes it",
-                        readable=False,
-                    )
-                return
-            if connection.execute("PRAGMA page_count").fetchone()[0] == 0:
-                # A file being created: its first page, which the journal mode below writes, must already say that
-                # freed pages can be given back (`return_free_space`); SQLite fixes that before the first table.
-                connection.execute("PRAGMA auto_vacuum = INCREMENTAL")
-            deadline = time.monotonic() + self._busy_timeout
-            while connection.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                try:
-                    connection.execute("PRAGMA journal_mode=WAL")
-                except sqlite3.OperationalError as error:
-                    # While another process creating this file holds its write lock, SQLite refuses the switch at
-                    # once instead of waiting out the busy timeout: the wait is ours.
-                    if error.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.01)
-            if MIGRATIONS.pending(sqlite_utils_db):
-                # The write lock keeps processes opening a new root at once from applying a migration twice. A new
-                # index file gets its schema here, and only here.
-                with self.transaction():
-                    _refuse_unknown_schema(sqlite_utils_db, self.path)
-                    MIGRATIONS.apply(sqlite_utils_db)
-                    connection.execute(f"PRAGMA user_version = {len(MIGRATION_NAMES)}")
-        except sqlite3.DatabaseError as error:
-            raise _unusable(self.path, error) from error
+        sqlite_file.prepare(
+            self._connection,
+            self.path,
+            for_reading=self.read_only,
+            busy_timeout=self._busy_timeout,
+            transaction=self.transaction,
+        )
 
     @property
     def exists(self) -> bool:
@@ -284,11 +206,11 @@ class Database:
                 # SQLite forbids using a connection across fork(), and the lock may have been held by a thread that
                 # does not exist in the child. The inherited connection is kept, never used or closed: closing it
                 # could disturb the parent's locks on index.db.
-                _INHERITED_CONNECTIONS.append(self._connection)
+                sqlite_file.INHERITED_CONNECTIONS.append(self._connection)
                 self._owner = forks.generation
                 self._lock = threading.RLock()
                 if self._pending:
-                    self._use(_empty_index(), pending=True)
+                    self._use(sqlite_file.empty_index(), pending=True)
                 elif not self._closed:
                     self._connect()
         if self._pending:
@@ -296,11 +218,7 @@ class Database:
                 if self._pending and not self._closed and self.path.exists():
                     self._leave_pending(create=False)
 
-    def _held(self) -> "_Held":
-        """:returns: A context manager holding the connection for this thread (reopened first in a forked child)."""
-        return _Held(self)
-
-    def transaction(self, *, exclusive: bool = False) -> "_Transaction":
+    def transaction(self, *, exclusive: bool = False) -> "Transaction":
         """
         Run a write transaction: the thread lock, `BEGIN IMMEDIATE`, then `COMMIT`, or `ROLLBACK` on any error.
 
@@ -317,59 +235,44 @@ class Database:
             self.create()
         if self.read_only:
             raise self.read_only_error("it cannot be written")
-        return _Transaction(self)
+        return Transaction(self)
 
     def read_only_error(self, what: str) -> ReadOnlyStoreError:
         """:returns: The error that says the index is read-only and `what` follows from that."""
         return read_only.store_error(self.path.parent, what)
 
-    @contextmanager
-    def rolled_back(self) -> Iterator["UnitOfWork"]:
+    def rolled_back(self) -> AbstractContextManager[UnitOfWork]:
         """
         Run a write transaction that is always rolled back: a dry run sees its own changes and keeps none.
 
         :returns: A context manager yielding the transaction's `UnitOfWork` (its `on_commit` callbacks never run).
         """
-        with self._held() as connection:
-            # A read-only index takes no write lock (nothing can write it meanwhile); a statement that would change
-            # it fails, and is rolled back.
-            connection.execute("BEGIN" if self.read_only else "BEGIN IMMEDIATE")
-            try:
-                yield UnitOfWork(connection, self._statements)
-            finally:
-                if connection.in_transaction:
-                    connection.execute("ROLLBACK")
+        return sqlite_transaction.rolled_back(self)
 
-    @contextmanager
-    def snapshot(self) -> Iterator[sqlite3.Connection]:
+    def snapshot(self) -> AbstractContextManager[sqlite3.Connection]:
         """
         Run reads in one read transaction, so they all see the same committed state.
 
         :returns: A context manager yielding the connection.
         """
-        with self._held() as connection:
-            connection.execute("BEGIN")
-            try:
-                yield connection
-            finally:
-                if connection.in_transaction:
-                    connection.execute("COMMIT")
+        return sqlite_transaction.snapshot(self)
 
-    def reading(self) -> "_Held":
+    def reading(self) -> Held:
         """
-        Use the connection for reads outside a transaction (each statement sees the latest committed state).
+        Use the connection for reads outside a transaction (each statement sees the latest committed state); the
+        connection is held for this thread (reopened first in a forked child).
 
         :returns: A context manager yielding the connection.
         """
-        return _Held(self)
+        return Held(self)
 
     # Giving space back.
 
     @property
     def returns_free_space(self) -> bool:
         """Whether `index.db` can give freed pages back (`auto_vacuum=INCREMENTAL`), which `rebuild` makes so."""
-        with self._held() as connection:
-            return bool(connection.execute("PRAGMA auto_vacuum").fetchone()[0] == _INCREMENTAL)
+        with Held(self) as connection:
+            return bool(connection.execute("PRAGMA auto_vacuum").fetchone()[0] == sqlite_space.INCREMENTAL)
 
     def space_policy(self, *, rebuilt: bool) -> str:
         """:returns: What a collection's deleted rows become: `rebuilt`, `returned`, or `kept-until-rebuilt`."""
@@ -386,11 +289,7 @@ class Database:
             `casstore.disk.local_footprint`, the shared-memory file, which lives only while a connection does, is
             not counted.
         """
-        execute = work.connection.execute
-        pages = int(execute("PRAGMA page_count").fetchone()[0])
-        if rebuilt or execute("PRAGMA auto_vacuum").fetchone()[0] == _INCREMENTAL:
-            pages -= int(execute("PRAGMA freelist_count").fetchone()[0])
-        return pages * int(execute("PRAGMA page_size").fetchone()[0])
+        return sqlite_space.estimated_bytes(work.connection, rebuilt=rebuilt)
 
     def return_free_space(self, *, step_pages: int = FREE_SPACE_STEP_PAGES) -> bool:
         """
@@ -402,19 +301,8 @@ class Database:
         """
         if not self.returns_free_space:
             return False
-        script = f"BEGIN IMMEDIATE; PRAGMA incremental_vacuum({step_pages}); COMMIT;"
-        with self._held() as connection:
-            free = connection.execute("PRAGMA freelist_count").fetchone()[0]
-        # Bounded by what was free at the start: pages freed later (by another gc) are left for its own run.
-        for _ in range(-(-free // step_pages)):
-            with self._held() as connection:
-                if connection.execute("PRAGMA freelist_count").fetchone()[0] == 0:
-                    break
-                started = time.perf_counter()
-                # `executescript` steps the pragma to its end (`execute` would move one page).
-                _run_script(connection, script)
-            self.yield_to_writers(time.perf_counter() - started)
-        self._checkpoint()
+        sqlite_space.free_pages(self.reading, step_pages=step_pages, pause=self.yield_to_writers)
+        sqlite_space.checkpoint(self.reading, self._log)
         return True
 
     def yield_to_writers(self, held: float) -> None:
@@ -431,38 +319,10 @@ class Database:
         holds the write lock for the whole rebuild (writers wait; see docs/gc.md for how long on 1 GB) and needs
         free disk space of about twice the file while it runs.
         """
-        with self._held() as connection:
+        with Held(self) as connection:
             connection.execute("PRAGMA auto_vacuum = INCREMENTAL")
             connection.execute("VACUUM")
-        self._checkpoint()
-
-    def _checkpoint(self) -> None:
-        # A PASSIVE checkpoint copies the log into index.db beside readers and writers (and truncates the file once
-        # all of it is copied). The TRUNCATE one that follows empties the log, but holds writers off while it waits
-        # for readers of older pages: each try waits briefly, a few tries apart, and if readers are still there the
-        # log is cut down to `_JOURNAL_SIZE_LIMIT` when a later write starts it over (a log already that small gets
-        # one try). While another connection runs
-        # a checkpoint (a writer's automatic one, after a rebuild that put the whole index in the log), no try can
-        # run: gc waits for it, holding no lock, so that its report says what is on disk once it is done.
-        blocking_tries = 0
-        deadline = time.monotonic() + _CHECKPOINT_PATIENCE_SECONDS
-        while blocking_tries < _CHECKPOINT_TRIES and time.monotonic() < deadline:
-            with self._held() as connection:
-                connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                small = disk_usage_of_file(self._log) <= _JOURNAL_SIZE_LIMIT
-                timeout_ms = connection.execute("PRAGMA busy_timeout").fetchone()[0]
-                connection.execute(f"PRAGMA busy_timeout = {_CHECKPOINT_WAIT_MS}")
-                try:
-                    busy, log_frames, _ = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-                finally:
-                    connection.execute(f"PRAGMA busy_timeout = {timeout_ms}")
-            if not busy and log_frames <= 0:
-                return
-            if log_frames >= 0:  # it ran, and readers kept it from finishing
-                blocking_tries += 1
-                if small:
-                    return  # one try for a log this small, which is reused as it is
-            time.sleep(_CHECKPOINT_WAIT_MS / 1000)
+        sqlite_space.checkpoint(self.reading, self._log)
 
     def close(self) -> None:
         """Close the connection. Later use raises `StoreClosedError`; closing twice is harmless."""
@@ -474,197 +334,17 @@ class Database:
                 self._connection.close()
 
 
-_INCREMENTAL = 2  # `PRAGMA auto_vacuum`'s value for INCREMENTAL
-
-
-@contextmanager
-def _one_snapshot(connection: sqlite3.Connection) -> Iterator[None]:
-    """
-    The statements inside read one state of the index. Outside a transaction each statement reads the latest, so
-    another process committing a new index's schema between two of them would show its tables without the record
-    of its migrations: a casstore index taken for another application's database.
-    """
-    connection.execute("BEGIN")
-    try:
-        yield
-    finally:
-        connection.execute("ROLLBACK")
-
-
-def _run_script(connection: sqlite3.Connection, script: str) -> None:
-    try:
-        connection.executescript(script)
-    except BaseException:
-        if connection.in_transaction:
-            connection.execute("ROLLBACK")
-        raise
-
-
-class _Held:
-    """Holds a `Database`'s connection for one thread; a plain class, as this is on every read's path."""
-
-    __slots__ = ("_database",)
-
-    def __init__(self, database: Database) -> None:
-        self._database = database
-
-    def __enter__(self) -> sqlite3.Connection:
-        database = self._database
-        if database._generation != forks.generation:
-            database._catch_up()
-        database._lock.acquire()
-        if database._closed:
-            database._lock.release()
-            raise StoreClosedError("This casstore store is closed; open a new ContentAddressedToolResultStore.")
-        return database._connection
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: object, traceback: object) -> None:
-        self._database._lock.release()
-
-
-class _Statements(Protocol):
-    """What runs a statement: a connection or a cursor, of either engine."""
-
-    def execute(self, sql: str, parameters: Sequence[object], /) -> Any: ...
-
-
-class UnitOfWork:
-    """
-    One write transaction: its connection, and what the layers learned in it, published only if it commits.
-
-    A layer that learns something worth remembering beyond the transaction (the blob layer's note that a blob is
-    stored) registers it with `on_commit`; a transaction that rolls back publishes nothing, so no caller has to.
-    """
-
-    __slots__ = ("_committed", "_statements", "connection")
-
-    def __init__(self, connection: sqlite3.Connection, statements: _Statements | None = None) -> None:
-        """
-        :param connection: The transaction's connection.
-        :param statements: What runs `change`'s statements (a cursor kept for them); by default the connection.
-        """
-        self.connection = connection
-        self._statements = connection if statements is None else statements
-        self._committed: list[Callable[[], None]] = []
-
-    def change(self, sql: str, parameters: Sequence[object]) -> int:
-        """
-        Run a statement that returns no rows (an INSERT, UPDATE or DELETE without RETURNING).
-
-        :returns: How many rows the statement itself changed: SQLite's `changes()` or PostgreSQL's command tag, which
-            count no trigger's rows. An `INSERT ... ON CONFLICT DO NOTHING` that met its conflict changed 0.
-        """
-        return self._statements.execute(sql, parameters).rowcount
-
-    def on_commit(self, publish: Callable[[], None]) -> None:
-        """:param publish: Called once, after this transaction has committed; never if it rolls back."""
-        self._committed.append(publish)
-
-    def _publish(self) -> None:
-        for publish in self._committed:
-            publish()
-
-
-class _Transaction(_Held):
-    """A write transaction on a held connection; a plain class, as this is on every write's path."""
-
-    __slots__ = ("_work",)
-
-    def __enter__(self) -> UnitOfWork:  # type: ignore[override]
-        connection = _Held.__enter__(self)
-        statements = self._database._statements
-        try:
-            statements.execute("BEGIN IMMEDIATE")
-        except BaseException:
-            self._database._lock.release()
-            raise
-        self._work = UnitOfWork(connection, statements)
-        return self._work
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: object, traceback: object) -> None:
-        database = self._database
-        connection = database._connection
-        try:
-            if exc_type is None:
-                try:
-                    database._statements.execute("COMMIT")
-                except BaseException:
-                    if connection.in_transaction:
-                        connection.execute("ROLLBACK")
-                    raise
-            elif connection.in_transaction:
-                connection.execute("ROLLBACK")
-        finally:
-            database._lock.release()
-        if exc_type is None and self._work._committed:
-            self._work._publish()
-
-
 # `Database._generation` while a lazy index waits for its first write: no process's generation.
 _PENDING = -1
 
 
-# The empty schema in memory, made once per process and copied for each stand-in (a copy takes about 30 µs; applying
-# the migrations, milliseconds, which a server making a store per request should not pay for each).
-_EMPTY_TEMPLATE: list[sqlite3.Connection] = []
-_EMPTY_TEMPLATE_LOCK = threading.Lock()
-
-
-def _empty_index() -> sqlite3.Connection:
-    """:returns: An index in memory with the whole schema and no rows: what a store never written to holds."""
-    with _EMPTY_TEMPLATE_LOCK:
-        if not _EMPTY_TEMPLATE:
-            template = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-            MIGRATIONS.apply(SqliteUtilsDatabase(template, recursive_triggers=False, execute_plugins=False))
-            _EMPTY_TEMPLATE.append(template)
-        connection = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        _EMPTY_TEMPLATE[0].backup(connection)
-    return connection
-
-
-# Connections inherited across fork(): kept alive so that they are never closed in the child.
-_INHERITED_CONNECTIONS: list[sqlite3.Connection] = []
+# Held while a forked child takes its own connection (`Database._catch_up`).
 _FORK_LOCK = threading.Lock()
 
 
 def _reset_fork_lock() -> None:
-    global _FORK_LOCK, _EMPTY_TEMPLATE_LOCK  # noqa: PLW0603 - a lock held at fork time must not stay held in the child
+    global _FORK_LOCK  # noqa: PLW0603 - a lock held at fork time must not stay held in the child
     _FORK_LOCK = threading.Lock()
-    _EMPTY_TEMPLATE_LOCK = threading.Lock()
-    # Like any connection, the template is not used across fork(); the child makes its own (and never closes this).
-    _INHERITED_CONNECTIONS.extend(_EMPTY_TEMPLATE)
-    _EMPTY_TEMPLATE.clear()
 
 
 os.register_at_fork(after_in_child=_reset_fork_lock)
-
-
-# SQLite's primary result codes for a file that is damaged or not a database at all, and for one held by others.
-_DAMAGED = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
-_HELD = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
-
-
-def _unusable(path: Path, error: sqlite3.Error) -> SchemaError:
-    code = getattr(error, "sqlite_errorcode", 0) & 0xFF
-    if code in _HELD:
-        return SchemaError(f"{path} is locked by another process ({error}); try again when it is done.")
-    message = (
-        f"{path} is not a usable casstore index ({error}). If it is damaged, move it aside: see 'Recovery' in "
-        f"casstore's docs/gc.md."
-    )
-    return IndexDamagedError(message) if code in _DAMAGED else SchemaError(message)
-
-
-def _refuse_unknown_schema(sqlite_utils_db: SqliteUtilsDatabase, path: Path) -> None:
-    applied = [migration.name for migration in MIGRATIONS.applied(sqlite_utils_db)]
-    unknown = [name for name in applied if name not in MIGRATION_NAMES]
-    if unknown:
-        raise SchemaError(unknown_migrations_message(str(path), unknown, what=f"in set '{MIGRATION_SET}'"))
-    if not applied and _has_foreign_tables(sqlite_utils_db):
-        raise SchemaError(
-            f"{path} is a SQLite database but not a casstore index. Point the store at an empty or casstore folder."
-        )
-
-
-def _has_foreign_tables(sqlite_utils_db: SqliteUtilsDatabase) -> bool:
-    return bool(set(sqlite_utils_db.table_names()) - {MIGRATIONS.migrations_table})

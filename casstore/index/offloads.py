@@ -16,8 +16,8 @@ from datetime import timedelta
 
 from casstore.hook_keys import HookKey, parse_hook_key
 from casstore.index import queries as index_queries
-from casstore.index.database import SHIFTED_NOW_SQL, ago
 from casstore.index.queries import OffloadEntry
+from casstore.index.work import SHIFTED_NOW_SQL, ago
 
 HOOK = "hook"
 # A hook's key starts with its step, a number: only writes whose key starts with a digit are read and parsed.

@@ -35,9 +35,9 @@ from urllib.parse import urlsplit
 
 from casstore import forks
 from casstore.errors import StorageError, StoreClosedError
-from casstore.index.database import NOW_SQL, SHIFTED_NOW_SQL, UnitOfWork
 from casstore.index.postgres_connect import check_url, wait_until_connectable
 from casstore.index.postgres_schema import migrate
+from casstore.index.work import NOW_SQL, SHIFTED_NOW_SQL, UnitOfWork
 from casstore.references import reference_kind
 
 try:

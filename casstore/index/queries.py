@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from casstore.index.database import SHIFTED_NOW_SQL, ago
+from casstore.index.work import SHIFTED_NOW_SQL, ago
 from casstore.references import reference_kind
 
 

@@ -12,7 +12,6 @@ import heapq
 import sqlite3
 from dataclasses import dataclass, field
 
-from casstore.index.database import NOW_SQL
 from casstore.index.offloads import HookToolOffloads, hook_tool_offloads
 from casstore.index.report_savings import (
     CompactionMark,
@@ -32,6 +31,7 @@ from casstore.index.report_writes import (
     namespace_activity,
     result_row,
 )
+from casstore.index.work import NOW_SQL
 
 
 @dataclass

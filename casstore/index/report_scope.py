@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from casstore.index.database import SHIFTED_NOW_SQL, ago
+from casstore.index.work import SHIFTED_NOW_SQL, ago
 
 # How many characters of a timestamp name a bucket, finest first, and the seconds such a bucket spans at least (so
 # that a span of S seconds meets at most ceil(S / seconds) + 1 buckets).

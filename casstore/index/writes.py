@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from casstore.index.database import NOW_SQL, SHIFTED_NOW_SQL, UnitOfWork, ago
 from casstore.index.prepared import PreparedWrite
 from casstore.index.queries import WritePosition
+from casstore.index.work import NOW_SQL, SHIFTED_NOW_SQL, UnitOfWork, ago
 from casstore.references import reference_kind
 
 _WRITE_COLUMNS = "namespace, key, digest, kind, extension, size, written_at"

@@ -36,7 +36,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Protocol, Self
 
-from casstore.blobs.catalog import BlobBackend, WaitingBlobs
+from casstore.blobs.backend import BlobBackend
+from casstore.blobs.collection import WaitingBlobs
 from casstore.blobs.files import BlobDirectory
 from casstore.disk import local_footprint
 from casstore.errors import ReadOnlyStoreError

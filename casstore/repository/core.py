@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from casstore import search as search_index
-from casstore.blobs.catalog import BlobBackend, BlobStore
+from casstore.blobs.backend import BlobBackend
 from casstore.blobs.frames import FrameCodec
 from casstore.blobs.learning import learner_for
+from casstore.blobs.store import BlobStore
 from casstore.errors import (
     CorruptBlobError,
     IndexDamagedError,
@@ -23,8 +24,9 @@ from casstore.errors import (
 )
 from casstore.index import read_only
 from casstore.index import scope as dedup_scopes
-from casstore.index.database import Database, UnitOfWork
+from casstore.index.database import Database
 from casstore.index.scope import DedupScope
+from casstore.index.work import UnitOfWork
 from casstore.repository.guard import OpenGuard
 
 INDEX_FILE_NAME = "index.db"

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from casstore.blobs.catalog import WaitingBlobs
+from casstore.blobs.collection import WaitingBlobs
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,8 +9,8 @@ from functools import partial
 
 from casstore import search as search_index
 from casstore.errors import CasStoreError, CorruptBlobError, StoreClosedError
-from casstore.index.database import UnitOfWork
 from casstore.index.prepared import PreparedWrite
+from casstore.index.work import UnitOfWork
 from casstore.repository.core import ROWS_PER_TRANSACTION, RepositoryCore
 from casstore.search import WrittenText, searchable_text
 

@@ -11,12 +11,12 @@ from datetime import timedelta
 from typing import Any
 
 from casstore import search as search_index
-from casstore.blobs.catalog import WaitingBlobs
+from casstore.blobs.collection import WaitingBlobs
 from casstore.errors import CorruptBlobError
 from casstore.index import queries as index_queries
 from casstore.index import writes as index
-from casstore.index.database import UnitOfWork
 from casstore.index.queries import NeededBlob
+from casstore.index.work import UnitOfWork
 from casstore.repository.core import ROWS_PER_TRANSACTION, RepositoryCore
 from casstore.repository.findings import BlobCheck, Collection, CollectionPreview, IntegritySnapshot
 from casstore.repository.indexing import SearchIndexing

@@ -4,12 +4,13 @@ import random
 import time
 from collections.abc import Callable, Sequence
 
-from casstore.blobs.catalog import LearnedFrameRefused, StagedBlob
+from casstore.blobs.catalog import LearnedFrameRefused
+from casstore.blobs.encoder import StagedBlob
 from casstore.blobs.hints import LAST_SEEN_RESOLUTION
 from casstore.errors import CasStoreError, StorageError
 from casstore.index import writes as index
-from casstore.index.database import UnitOfWork, ago
 from casstore.index.prepared import PreparedWrite
+from casstore.index.work import UnitOfWork, ago
 from casstore.index.writes import CompactionRecord, OffloadRecord
 from casstore.repository.core import RepositoryCore, StoredWriteRecorder
 from casstore.repository.indexing import SearchIndexing

@@ -11,7 +11,7 @@ reads through its connection; the engine's trigrams are added and removed throug
 from dataclasses import dataclass
 from typing import Any
 
-from casstore.index.database import NOW_SQL, UnitOfWork
+from casstore.index.work import NOW_SQL, UnitOfWork
 from casstore.search.engine import SearchText
 
 _ADD_DOCUMENT_SQL = (

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from casstore.index.database import UnitOfWork
+from casstore.index.work import UnitOfWork
 from casstore.search.exact_match import Grading
 
 # Characters in a trigram, FTS5's `trigram` tokenizer's unit: a term shorter than this cannot be looked up.

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
-from casstore.index.database import UnitOfWork
+from casstore.index.work import UnitOfWork
 from casstore.search.engine import MIN_TERM_CHARS, SearchTimeout
 from casstore.search.exact_match import Grading
 

@@ -9,7 +9,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from casstore.index.database import UnitOfWork
+from casstore.index.work import UnitOfWork
 from casstore.search.documents import add, add_entry
 from casstore.search.engine import SearchText
 

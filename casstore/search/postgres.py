@@ -22,8 +22,8 @@ from typing import Any
 import psycopg
 
 from casstore.errors import SearchUnavailableError
-from casstore.index.database import UnitOfWork
 from casstore.index.postgres_schema import MIGRATION_LOCK_KEY
+from casstore.index.work import UnitOfWork
 from casstore.search.engine import SearchTimeout
 from casstore.search.exact_match import EXACT, INSIDE, SCATTERED, Grading
 
