@@ -5,8 +5,10 @@ under `store` scope identical content is stored once. The scope is chosen when a
 index, and read from there by every later opener.
 """
 
+import contextlib
 import json
 import random
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -278,3 +280,25 @@ def test_a_blob_is_verified_with_the_key_of_the_namespace_its_row_names(backend:
     with pytest.raises(CorruptBlobError, match="another digest"):
         other.read(reference)
     assert not verify(other).clean
+
+
+def test_under_namespace_scope_the_search_index_holds_each_namespaces_copy_apart(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    alice = ContentAddressedToolResultStore(root, namespace="alice", dedup_scope="namespace", search_index=True)
+    mallory = ContentAddressedToolResultStore(root, namespace="mallory", search_index=True)
+    eve = ContentAddressedToolResultStore(root, namespace="eve", search_index=True)
+    content = SECRET_TEMPLATE.format(employee=17, salary=3900)
+    try:
+        theirs = alice.write(key="1_payroll_call_1.txt", content=content)
+        mine = mallory.write(key="1_payroll_call_1.txt", content=content)
+        found_by_alice = alice.search(terms=["employee 17"]).hits
+        found_by_mallory = mallory.search(terms=["employee 17"]).hits
+        assert [hit.reference for hit in found_by_alice] == [theirs]
+        assert [hit.reference for hit in found_by_mallory] == [mine]
+        assert eve.search(terms=["employee 17"]).hits == []
+    finally:
+        for store in (alice, mallory, eve):
+            store.close()
+    with contextlib.closing(sqlite3.connect(root / "index.db")) as connection:
+        documents = {row[0] for row in connection.execute("SELECT digest FROM search_documents")}
+    assert documents == {digest_of(theirs), digest_of(mine)}
