@@ -160,15 +160,14 @@ def adopt(connection: _Connection, source: DedupScope, *, index: str) -> DedupSc
     :returns: The target's scope, now the source's.
     :raises ValueError: If the target holds blobs and hashes otherwise than the source.
     """
-    found = recorded(connection)
+    found = recorded(connection) or DedupScope()  # an index that records none is of `store` scope
     if found == source:
         return found
     if connection.execute(_ANY_BLOB).fetchone() is not None:
-        theirs = "with another secret" if found is not None and found.name == source.name else ""
+        theirs = f"{found.name!r}" + (" with another secret" if found.name == source.name else "")
         raise ValueError(
-            f"Cannot copy into {index}: its dedup scope is {found.name if found else STORE!r} {theirs}, and the "
-            f"source's is {source.name!r}; a copy keeps references, so both must hash alike. Copy into a new, empty "
-            "store: it takes the source's scope."
+            f"Cannot copy into {index}: its dedup scope is {theirs}, and the source's is {source.name!r}; a copy keeps "
+            "references, so both must hash alike. Copy into a new, empty store: it takes the source's scope."
         )
     connection.execute("DELETE FROM store_settings WHERE name IN ('dedup_scope', 'dedup_secret')")
     if source.secret is not None:

@@ -258,6 +258,7 @@ def test_a_copy_of_a_namespace_scoped_store_keeps_its_scope_and_references(tmp_p
     with ContentAddressedToolResultStore(tmp_path / "target", namespace="alice") as target:
         report = copy_store(source, target)
         assert report.complete and target.repository.dedup_scope == "namespace"
+        assert copy_store(source, target).blobs_copied == 0  # run again, it adds only what is missing
         for reference, content in list(references.items())[:2]:
             assert target.read(reference) == content
         assert verify(target).clean
@@ -266,6 +267,10 @@ def test_a_copy_of_a_namespace_scoped_store_keeps_its_scope_and_references(tmp_p
         other.write(key="a.txt", content="already here")
         with pytest.raises(ValueError, match="hash alike"):
             copy_store(source, other)
+    with ContentAddressedToolResultStore(tmp_path / "another", dedup_scope="namespace") as another:
+        another.write(key="a.txt", content="already here")
+        with pytest.raises(ValueError, match="with another secret"):
+            copy_store(source, another)
     source.close()
     mallory.close()
 
