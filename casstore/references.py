@@ -166,12 +166,12 @@ def content_digest(data: bytes, key: bytes | None = None) -> str:
         None for the plain digest.
     :returns: The 64-hex BLAKE3 digest of `data` (keyed BLAKE3 with `key`).
     """
+    if key is None:
+        if len(data) < _PARALLEL_HASH_BYTES:
+            return blake3.blake3(data).hexdigest()  # every write's path under `store` scope: no arguments to parse
+        return blake3.blake3(data, max_threads=blake3.blake3.AUTO).hexdigest()
     threads = blake3.blake3.AUTO if len(data) >= _PARALLEL_HASH_BYTES else 1
-    if key is not None:
-        return blake3.blake3(data, key=key, max_threads=threads).hexdigest()
-    if threads == 1:
-        return blake3.blake3(data).hexdigest()  # every write's path: no arguments to parse
-    return blake3.blake3(data, max_threads=threads).hexdigest()
+    return blake3.blake3(data, key=key, max_threads=threads).hexdigest()
 
 
 # BLAKE3's key derivation mode, with a context string of its own: a namespace's key says nothing about another's,

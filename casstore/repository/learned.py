@@ -29,7 +29,7 @@ class Learning:
         # after it use it. A failure here loses nothing and fails no write; it is logged, and plain frames go on.
         learner = self._blobs.learner
         assert learner is not None
-        job = learner.due(self._core.scope.blob_namespace(namespace))
+        job = learner.due(None if self._core.scope.secret is None else namespace)  # a namespace's own, if scoped
         if job is None:
             return
         failures: tuple[type[Exception], ...] = (CasStoreError, *self._core.failures)

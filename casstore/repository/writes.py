@@ -65,7 +65,9 @@ class Writer:
                 core = self._core
                 if not core.scope_settled:
                     core.settle_scope()
-                keyed_for = core.scope.blob_namespace(namespace)
+                # Every part was hashed for this namespace under its scope (a digest keyed otherwise names no blob of
+                # it): the namespace under `namespace` scope, whose scope alone has a secret; None under `store`.
+                keyed_for = None if core.scope.secret is None else namespace
                 for write in writes:
                     if write.keyed_for != keyed_for:
                         raise _wrong_key(write, namespace, core.scope.name)
