@@ -307,3 +307,14 @@ def test_under_namespace_scope_the_search_index_holds_each_namespaces_copy_apart
     with contextlib.closing(sqlite3.connect(root / "index.db")) as connection:
         documents = {row[0] for row in connection.execute("SELECT digest FROM search_documents")}
     assert documents == {digest_of(theirs), digest_of(mine)}
+
+
+def test_a_write_prepared_for_one_namespace_is_refused_in_another(backend: Backend) -> None:
+    alice = backend.open(namespace="alice", dedup_scope="namespace")
+    mallory = backend.open(namespace="mallory")
+    prepared = alice.prepare_write(key="a.txt", content="hashed with alice's key")
+    before = backend.snapshot()
+    with pytest.raises(ValueError, match="hashed for namespace 'alice', but is written in namespace 'mallory'"):
+        mallory.write_prepared(prepared)
+    assert backend.snapshot() == before
+    assert alice.read(alice.write_prepared(prepared)) == "hashed with alice's key"
