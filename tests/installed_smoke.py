@@ -1,6 +1,6 @@
 """
-A script that uses an installed casstore end to end; `test_dependency_floors.py` runs it in a virtualenv holding every
-runtime dependency at its declared floor.
+A script that uses an installed casstore end to end; `tests/packaging/test_dependency_floors.py` runs it in a
+virtualenv holding every runtime dependency at its declared floor.
 
     python installed_smoke.py WORK_DIR EXPECTED_MODULE ...
 

@@ -56,7 +56,7 @@ class ServerStartError(RuntimeError):
 
 # The fixed ports of docs/shared-store.md's "try it on one machine" servers: PostgreSQL, and SeaweedFS's S3 gateway,
 # master, volume and filer (HTTP, then gRPC). No test server takes one, so the test that runs the page's commands
-# (tests/test_shared_docs.py) finds them free while other test workers run servers of their own beside it.
+# (tests/docs/test_shared_store_page.py) finds them free while other test workers run servers of their own beside it.
 DOCS_PORTS = frozenset({5432, 8333, 9333, 8080, 8888, 18333, 19333, 18080, 18888})
 
 

@@ -39,6 +39,8 @@ class StoreFactory(Protocol):
         inline_max: int = DEFAULT_INLINE_MAX,
         compression_level: int = 3,
         learn: bool = True,
+        search_index: bool = False,
+        *,
         dedup_scope: str | None = None,
     ) -> RepositoryToolResultStore:
         """:returns: An opened store."""
@@ -56,7 +58,14 @@ class Backend:
         self._opened: list[RepositoryToolResultStore] = []
 
     def _make(
-        self, namespace: str, inline_max: int, compression_level: int, learn: bool, dedup_scope: str | None
+        self,
+        namespace: str,
+        inline_max: int,
+        compression_level: int,
+        learn: bool,
+        search_index: bool,
+        *,
+        dedup_scope: str | None,
     ) -> RepositoryToolResultStore:
         raise NotImplementedError
 
@@ -66,10 +75,12 @@ class Backend:
         inline_max: int = DEFAULT_INLINE_MAX,
         compression_level: int = 3,
         learn: bool = True,
+        search_index: bool = False,
+        *,
         dedup_scope: str | None = None,
     ) -> RepositoryToolResultStore:
         """:returns: A new store object on this backend's index and blobs, closed when the test ends."""
-        store = self._make(namespace, inline_max, compression_level, learn, dedup_scope)
+        store = self._make(namespace, inline_max, compression_level, learn, search_index, dedup_scope=dedup_scope)
         self._opened.append(store)
         return store
 
@@ -123,7 +134,14 @@ class LocalBackend(Backend):
         create_store(root)  # the index exists from the start, as the shared store's tables do
 
     def _make(
-        self, namespace: str, inline_max: int, compression_level: int, learn: bool, dedup_scope: str | None
+        self,
+        namespace: str,
+        inline_max: int,
+        compression_level: int,
+        learn: bool,
+        search_index: bool,
+        *,
+        dedup_scope: str | None,
     ) -> RepositoryToolResultStore:
         return ContentAddressedToolResultStore(
             self.root,
@@ -131,6 +149,7 @@ class LocalBackend(Backend):
             inline_max=inline_max,
             compression_level=compression_level,
             learn=learn,
+            search_index=search_index,
             dedup_scope=dedup_scope,
         )
 
@@ -179,10 +198,16 @@ class SharedBackend(Backend):
         self.bucket, self.prefix = open_bucket(s3)
 
     def _make(
-        self, namespace: str, inline_max: int, compression_level: int, learn: bool, dedup_scope: str | None
+        self,
+        namespace: str,
+        inline_max: int,
+        compression_level: int,
+        learn: bool,
+        search_index: bool,
+        *,
+        dedup_scope: str | None,
     ) -> RepositoryToolResultStore:
         return SharedToolResultStore(
-            dedup_scope=dedup_scope,
             index_url=Secret.from_env_var(INDEX_URL_VARIABLE),
             blob_url=self.s3.url,
             blob_options=self.s3.options,
@@ -190,6 +215,8 @@ class SharedBackend(Backend):
             inline_max=inline_max,
             compression_level=compression_level,
             learn=learn,
+            search_index=search_index,
+            dedup_scope=dedup_scope,
         )
 
     @property

@@ -2,7 +2,7 @@
 `BlobBackend`: the one small interface behind which blobs too large for the index are kept, by digest.
 
 Two backends implement it: a folder (`files.BlobDirectory`) and an object store (`objects.ObjectBlobs`); both run the
-same contract tests (`tests/test_blob_backends.py`). A third place holds blobs, the index itself (table
+same contract tests (`tests/blobs/test_backend_contract.py`). A third place holds blobs, the index itself (table
 `blob_frames`, written by `catalog.BlobCatalog.put`), and it is deliberately not a `BlobBackend`: a frame kept there
 is written in the caller's write transaction, together with the row that says how to decode it, where a backend
 writes outside any transaction (`encoder.BlobEncoder.stage`), before the row that names it commits.

@@ -1,7 +1,8 @@
 """
 What every table, view and column of the index means, and the questions the docs ask of it, as data: the source of
-`casstore datasette-metadata`, kept equal to the docs by tests/test_datasette.py (every column of a fresh index is
-described here, every column the docs' tables list is here, and every question in the docs is here, SQL and all).
+`casstore datasette-metadata`, kept equal to the docs by tests/history/test_datasette_metadata.py (every column of
+a fresh index is described here, every column the docs' tables list is here, and every question in the docs is here,
+SQL and all).
 """
 
 from dataclasses import dataclass

@@ -3,7 +3,7 @@ Makes the checked-in index of the first schema version (`index.db` and `blobs/` 
 commit 1826268 ("Review fixes: fork-safe connection, ..."): migrations 0001 to 0003, as they still read today. The
 first commit, 107e11c, had another 0001 (frames in `blobs`, no `blob_frames` or `visible_references`), rewritten in
 1468c18 and 1826268, so 1826268 is the earliest code whose index today's migrations can upgrade.
-`tests/test_migrations.py` opens a copy with today's code.
+`tests/index/test_migrations.py` opens a copy with today's code.
 
 Made so, from the repository root (the old commit's `migrations/` installs as `casstore.migrations`):
 

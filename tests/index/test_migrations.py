@@ -1,0 +1,303 @@
+"""
+The schema: one baseline migration per engine, plain tables, the same on both; later migrations apply on top, an
+index of a development version or of a newer release is refused and left as it was.
+"""
+
+import contextlib
+import shutil
+import sqlite3
+import subprocess
+import sys
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+import pytest
+import sqlite_utils
+
+from casstore import (
+    ContentAddressedToolResultStore,
+    CorruptBlobError,
+    IndexDamagedError,
+    SchemaError,
+    SharedToolResultStore,
+)
+from casstore.index import postgres_schema, schema, sqlite_file
+from casstore.index.database import Database
+from casstore.index.postgres_schema import MIGRATION_NAMES as POSTGRES_MIGRATION_NAMES
+from casstore.index.schema import MIGRATION_NAMES, MIGRATION_SET, MIGRATIONS
+from casstore.maintenance.checks import verify
+from casstore.stores.local import RepositoryToolResultStore
+from tests.helpers import create_store, tree_fingerprint
+from tests.servers import S3Location
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+MIGRATIONS_FOLDER = REPOSITORY / "migrations"
+INDEX_V1 = REPOSITORY / "tests" / "data" / "index-v1"
+
+
+def _applied(root: Path) -> list[str]:
+    db = sqlite_utils.Database(root / "index.db")
+    try:
+        return [migration.name for migration in MIGRATIONS.applied(db)]
+    finally:
+        db.close()
+
+
+def test_a_new_store_applies_the_baseline(store: ContentAddressedToolResultStore) -> None:
+    assert _applied(store.root) == list(MIGRATION_NAMES)
+    assert MIGRATION_NAMES[0] == "0001_baseline"
+    with contextlib.closing(sqlite3.connect(store.root / "index.db")) as connection:
+        assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert connection.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATION_NAMES)
+
+
+# The tables and views a person queries (docs/schema.md), besides the search index's own (`search_*`).
+TABLES = {
+    "blobs",
+    "blob_frames",
+    "writes",
+    "dictionaries",
+    "dictionary_samples",
+    "offloads",
+    "compactions",
+    "store_settings",
+}
+VIEWS = {"dedup_summary", "namespace_summary", "repeated_results", "offload_summary", "offloaded_parts"}
+
+
+def test_the_schema_is_plain_tables_no_trigger_and_read_only_views(store: ContentAddressedToolResultStore) -> None:
+    store.write(key="a.txt", content="seen")
+    with contextlib.closing(sqlite3.connect(store.root / "index.db")) as connection:
+        kinds = connection.execute(
+            "SELECT type, name FROM sqlite_master "
+            "WHERE type IN ('table', 'view', 'trigger') AND name NOT LIKE 'sqlite_%'"
+        ).fetchall()
+        tables = {name for kind, name in kinds if kind == "table" and not name.startswith(("search_", "_sqlite"))}
+        assert tables == TABLES
+        assert {name for kind, name in kinds if kind == "view"} == VIEWS
+        assert [name for kind, name in kinds if kind == "trigger"] == []
+        # A view takes no write: nothing is written through one.
+        for view in VIEWS:
+            with pytest.raises(sqlite3.OperationalError, match="cannot modify"):
+                connection.execute(f"DELETE FROM {view}")
+
+
+def test_both_engines_have_the_same_tables_and_columns(
+    store: ContentAddressedToolResultStore, postgres_url: str, s3_bucket_url: S3Location
+) -> None:
+    store.write(key="a.txt", content="seen")
+    with contextlib.closing(sqlite3.connect(store.root / "index.db")) as connection:
+        sqlite_columns = {
+            name: [row[1] for row in connection.execute(f"SELECT * FROM pragma_table_xinfo('{name}')")]
+            for name in TABLES | VIEWS
+        }
+    SharedToolResultStore(
+        index_url=postgres_url, blob_url=s3_bucket_url.url, blob_options=s3_bucket_url.options
+    ).close()
+    with contextlib.closing(psycopg.connect(postgres_url, autocommit=True)) as connection:
+        postgres_columns = {
+            name: [
+                row[0]
+                for row in connection.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() "
+                    "AND table_name = %s ORDER BY ordinal_position",
+                    (name,),
+                )
+            ]
+            for name in TABLES | VIEWS
+        }
+    assert postgres_columns == sqlite_columns
+    assert sqlite_columns["writes"][:8] == [
+        "id",
+        "namespace",
+        "key",
+        "digest",
+        "kind",
+        "extension",
+        "size",
+        "written_at",
+    ]
+    assert "reference" in sqlite_columns["writes"]
+
+
+def test_an_index_of_a_development_version_is_refused_and_left_byte_for_byte(store_root: Path) -> None:
+    """`tests/data/index-v1` was written by a development version of casstore, before the baseline schema."""
+    shutil.copytree(INDEX_V1, store_root, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    before = tree_fingerprint(store_root)
+    with pytest.raises(SchemaError, match="development version of casstore") as refused:
+        ContentAddressedToolResultStore(store_root)
+    assert "Start a new store" in str(refused.value)
+    assert not isinstance(refused.value, IndexDamagedError)
+    assert tree_fingerprint(store_root) == before
+
+
+def test_a_shared_index_of_a_development_version_is_refused_unchanged(
+    postgres_url: str, s3_bucket_url: S3Location
+) -> None:
+    with contextlib.closing(psycopg.connect(postgres_url, autocommit=True)) as connection:
+        connection.execute("CREATE TABLE _casstore_migrations (id SERIAL PRIMARY KEY, name TEXT, applied_at TEXT)")
+        connection.execute("INSERT INTO _casstore_migrations (name, applied_at) VALUES ('0001_blobs_and_writes', 'x')")
+        connection.execute("CREATE TABLE write_log (id SERIAL PRIMARY KEY, key TEXT)")
+    with pytest.raises(SchemaError, match="development version of casstore"):
+        SharedToolResultStore(index_url=postgres_url, blob_url=s3_bucket_url.url, blob_options=s3_bucket_url.options)
+    with contextlib.closing(psycopg.connect(postgres_url, autocommit=True)) as connection:
+        tables = {row[0] for row in connection.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
+    assert tables == {"_casstore_migrations", "write_log"}
+
+
+# A migration this release does not know: the one after its last.
+NOTES_MIGRATION = f"{len(MIGRATION_NAMES) + 1:04d}_notes"
+
+
+def _with_a_second_migration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make casstore's migrations its own plus `NOTES_MIGRATION` (on both engines), from a temporary folder."""
+    added = (
+        "ALTER TABLE writes ADD COLUMN note TEXT;\nCREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL);\n"
+    )
+    sqlite_folder, postgres_folder = tmp_path / "migrations", tmp_path / "migrations-postgresql"
+    for folder, source in ((sqlite_folder, MIGRATIONS_FOLDER), (postgres_folder, MIGRATIONS_FOLDER / "postgresql")):
+        folder.mkdir(parents=True)
+        for script in source.glob("*.sql"):
+            shutil.copy(script, folder)
+        (folder / f"{NOTES_MIGRATION}.sql").write_text(
+            added.replace("INTEGER PRIMARY KEY", "BIGSERIAL PRIMARY KEY") if folder == postgres_folder else added
+        )
+    migrations, names = schema.load_migrations(sqlite_folder)
+    monkeypatch.setattr(sqlite_file, "MIGRATIONS", migrations)
+    monkeypatch.setattr(sqlite_file, "MIGRATION_NAMES", names)
+    scripts = [(path.stem, path.read_text()) for path in sorted(postgres_folder.glob("*.sql"))]
+    monkeypatch.setattr(postgres_schema, "migration_scripts", lambda: scripts)
+    monkeypatch.setattr(postgres_schema, "MIGRATION_NAMES", tuple(name for name, _ in scripts))
+
+
+def test_a_later_migration_applies_to_a_store_with_data_and_an_older_release_refuses_it(
+    store_root: Path, tmp_path: Path, postgres_url: str, s3_bucket_url: S3Location
+) -> None:
+    def local() -> RepositoryToolResultStore:
+        return ContentAddressedToolResultStore(store_root)
+
+    def shared() -> RepositoryToolResultStore:
+        return SharedToolResultStore(
+            index_url=postgres_url, blob_url=s3_bucket_url.url, blob_options=s3_bucket_url.options
+        )
+
+    def local_applied() -> list[str]:
+        return _applied(store_root)
+
+    def shared_applied() -> list[str]:
+        return _postgres_applied(postgres_url)
+
+    engines: list[tuple[Callable[[], RepositoryToolResultStore], Callable[[], list[str]]]] = [
+        (local, local_applied),
+        (shared, shared_applied),
+    ]
+    for open_store, applied in engines:
+        with open_store() as store:
+            reference = store.write(key="a.txt", content="written under the baseline")
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            _with_a_second_migration(tmp_path / open_store.__name__, monkeypatch)
+            with open_store() as store:
+                assert store.read(reference) == "written under the baseline"
+                later = store.write(key="b.txt", content="written after the new migration")
+                assert verify(store).clean
+            assert applied() == [*MIGRATION_NAMES, NOTES_MIGRATION]
+        # This release does not know it: it refuses the index a newer casstore migrated, and changes nothing.
+        with pytest.raises(SchemaError, match="newer casstore") as refused:
+            open_store()
+        assert NOTES_MIGRATION in str(refused.value) and "nothing was changed" in str(refused.value)
+        assert applied() == [*MIGRATION_NAMES, NOTES_MIGRATION]
+        assert later
+
+
+def _postgres_applied(url: str) -> list[str]:
+    with contextlib.closing(psycopg.connect(url, autocommit=True)) as connection:
+        return [row[0] for row in connection.execute("SELECT name FROM _casstore_migrations ORDER BY id")]
+
+
+def test_an_index_from_a_newer_release_is_refused_and_left_unchanged(store_root: Path) -> None:
+    create_store(store_root)
+    with sqlite3.connect(store_root / "index.db") as connection:
+        connection.execute(
+            "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) VALUES (?, ?, ?)",
+            (MIGRATION_SET, "9999_from_the_future", "2030-01-01"),
+        )
+    before = tree_fingerprint(store_root)
+    with pytest.raises(SchemaError, match="newer casstore") as refused:
+        ContentAddressedToolResultStore(store_root)
+    assert not isinstance(refused.value, IndexDamagedError)  # nothing is damaged: casstore is too old
+    assert tree_fingerprint(store_root) == before
+
+
+def test_a_foreign_sqlite_database_is_refused(store_root: Path) -> None:
+    store_root.mkdir()
+    with sqlite3.connect(store_root / "index.db") as connection:
+        connection.execute("CREATE TABLE customers (name TEXT)")
+    before = tree_fingerprint(store_root)
+    with pytest.raises(SchemaError, match="not a casstore index") as refused:
+        ContentAddressedToolResultStore(store_root)
+    assert not isinstance(refused.value, IndexDamagedError)
+    assert tree_fingerprint(store_root) == before
+
+
+def test_a_file_that_is_not_sqlite_is_refused(store_root: Path) -> None:
+    store_root.mkdir()
+    (store_root / "index.db").write_bytes(b"this is not a database" * 100)
+    before = tree_fingerprint(store_root)
+    with pytest.raises(IndexDamagedError, match="not a usable casstore index") as refused:
+        ContentAddressedToolResultStore(store_root)
+    # Both a refusal to open and damaged storage, so code expecting either catches it.
+    assert isinstance(refused.value, SchemaError) and isinstance(refused.value, CorruptBlobError)
+    assert tree_fingerprint(store_root) == before
+
+
+@pytest.mark.slow
+def test_processes_opening_a_new_root_at_once_apply_the_schema_once(store_root: Path) -> None:
+    script = (
+        "import sys; from casstore import ContentAddressedToolResultStore as S; "
+        "s = S(sys.argv[1]); s.write(key='k.txt', content='same'); s.close()"
+    )
+    processes = [subprocess.Popen([sys.executable, "-c", script, str(store_root)]) for _ in range(6)]
+    assert [process.wait(timeout=60) for process in processes] == [0] * 6
+    assert _applied(store_root) == list(MIGRATION_NAMES)
+    with Database(store_root / "index.db", durable=False).reading() as connection:
+        assert connection.execute("SELECT count(*) FROM writes").fetchone()[0] == 6
+
+
+@pytest.mark.slow
+def test_the_wheel_ships_migrations_inside_casstore_only(tmp_path: Path) -> None:
+    # Built from a copy without build output: setuptools reuses `build/lib`, where a renamed migration would linger.
+    source = tmp_path / "source"
+    leftovers = shutil.ignore_patterns("build", ".venv", "*.egg-info", ".git", "__pycache__", ".*cache")
+    shutil.copytree(REPOSITORY, source, ignore=leftovers)
+    wheels = tmp_path / "wheels"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", str(wheels), str(source)],
+        check=True,
+    )
+    (wheel,) = wheels.glob("casstore-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    sql_files = sorted(name for name in names if name.endswith(".sql"))
+    postgres = [f"casstore/migrations/postgresql/{name}.sql" for name in POSTGRES_MIGRATION_NAMES]
+    assert sql_files == sorted([f"casstore/migrations/{name}.sql" for name in MIGRATION_NAMES] + postgres)
+    # Each PostgreSQL migration is named like its SQLite counterpart.
+    assert list(POSTGRES_MIGRATION_NAMES) == list(MIGRATION_NAMES)
+    assert not [name for name in names if name.startswith("migrations/")]
+    assert {"casstore/py.typed", "casstore/compactor/py.typed"} <= set(names)
+    # One top-level name: the compactor ships inside casstore, never as a `compactor` package of its own.
+    assert {name.split("/")[0] for name in names if not name.startswith("casstore-")} == {"casstore"}
+
+
+def test_an_index_locked_by_another_process_says_so(store_root: Path) -> None:
+    create_store(store_root)
+    holder = sqlite3.connect(store_root / "index.db", isolation_level=None)
+    try:
+        holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+        holder.execute("BEGIN EXCLUSIVE")
+        with pytest.raises(SchemaError, match="is locked by another process") as refused:
+            Database(store_root / "index.db", durable=False, busy_timeout=0.1)
+        assert not isinstance(refused.value, IndexDamagedError)  # held, not damaged
+    finally:
+        holder.close()
+    Database(store_root / "index.db", durable=False).close()  # usable again once released
