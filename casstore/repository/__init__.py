@@ -298,11 +298,6 @@ class Repository:
         """`store` (content deduplicated across namespaces) or `namespace` (only within one): docs/dedup-scope.md."""
         return self._core.dedup_scope().name
 
-    @property
-    def dedup_scope_recorded(self) -> bool:
-        """Whether the index records the dedup scope (then it never changes; until then the first write records it)."""
-        return self._core.scope_settled
-
     def digest_key(self, namespace: str) -> bytes | None:
         """:returns: The key the digests of `namespace`'s writes are keyed with; None under `store` scope."""
         core = self._core

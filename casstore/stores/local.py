@@ -60,11 +60,6 @@ class RepositoryToolResultStore(ToolResultStore):
         """
         self.namespace = namespace
         self._repository = repository
-        # This namespace's digest key, kept once the index records the store's dedup scope (which never changes
-        # after): the repository is asked until then. A key kept wrongly could only make `write` refuse, never
-        # store a blob under another digest (the writer checks every prepared write's key).
-        self._digest_key: bytes | None = None
-        self._digest_key_known = False
 
     def prepare_write(self, *, key: str, content: str | bytes) -> PreparedWrite:
         """
@@ -79,13 +74,8 @@ class RepositoryToolResultStore(ToolResultStore):
         :raises InvalidContentError: If `content` is a `str` that cannot be encoded as UTF-8.
         :raises InvalidKeyError: If `key` is empty, too long, or contains NUL or a lone surrogate.
         """
-        if self._digest_key_known:
-            digest_key = self._digest_key
-        else:
-            repository = self._repository
-            digest_key = self._digest_key = repository.digest_key(self.namespace)
-            self._digest_key_known = repository.dedup_scope_recorded
-        return prepare(key=key, content=content, namespace=self.namespace, digest_key=digest_key)
+        namespace = self.namespace
+        return prepare(key=key, content=content, namespace=namespace, digest_key=self._repository.digest_key(namespace))
 
     def write_prepared(self, prepared: PreparedWrite) -> str:
         """
