@@ -23,11 +23,12 @@ from casstore.errors import (
     UnsafeBlobError,
 )
 from casstore.index.prepared import PreparedWrite
-from casstore.index.writes import CompactionRecord, OffloadRecord
+from casstore.index.writes import ArchiveRecord, CompactionRecord, OffloadRecord
 from casstore.stores.local import ContentAddressedToolResultStore
 from casstore.stores.shared import SharedToolResultStore
 
 __all__ = [
+    "ArchiveRecord",
     "BlobLocationError",
     "CasStoreError",
     "CompactionRecord",

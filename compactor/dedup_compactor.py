@@ -9,7 +9,7 @@ offload in the store's history.
 import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 from uuid import uuid4
 
 from haystack import logging
@@ -20,7 +20,7 @@ from haystack.hooks.tool_result_offloading.types import ToolResultStore
 from haystack.token_counters import TokenCounter
 from haystack.utils.deserialization import deserialize_component_inplace
 
-from casstore import CompactionRecord, OffloadRecord, PreparedWrite
+from casstore import CompactionRecord, OffloadRecord
 from casstore.compactor.offload_strategies import CASSTORE_TOOL_NAMES, tool_name_list
 from casstore.compactor.parts import Part, key_part, result_parts
 from casstore.compactor.pointers import (
@@ -35,33 +35,9 @@ from casstore.compactor.pointers import (
     pointer_text,
 )
 from casstore.compactor.steps import protected_result_positions
+from casstore.compactor.store_protocols import CompactionHistoryStore, HistoryStore, PreparingStore
 
 logger = logging.getLogger(__name__)
-
-
-@runtime_checkable
-class _PreparingStore(Protocol):
-    """A store that can tell a write's reference before storing anything (`ContentAddressedToolResultStore`)."""
-
-    def prepare_write(self, *, key: str, content: str | bytes) -> PreparedWrite: ...
-
-    def write_prepared_many(self, prepared: list[PreparedWrite]) -> list[str]: ...
-
-
-@runtime_checkable
-class _HistoryStore(Protocol):
-    """A store that keeps a history of offloads (`ContentAddressedToolResultStore`)."""
-
-    def record_offloads(self, *, compaction_id: str, offloads: list[OffloadRecord]) -> None: ...
-
-
-@runtime_checkable
-class _CompactionHistoryStore(Protocol):
-    """A store that also keeps what each compaction did to the conversation (`ContentAddressedToolResultStore`)."""
-
-    def record_compaction(
-        self, *, compaction_id: str, compaction: CompactionRecord, offloads: list[OffloadRecord]
-    ) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,9 +247,9 @@ class DedupOffloadCompactor(Compactor):
             return None
         marks = _Marks(
             original_tokens=original_tokens,
-            compaction_id=compaction.compaction_id if isinstance(self.store, _HistoryStore) else None,
+            compaction_id=compaction.compaction_id if isinstance(self.store, HistoryStore) else None,
         )
-        preparing = isinstance(self.store, _PreparingStore)
+        preparing = isinstance(self.store, PreparingStore)
         # A content-addressed key is only recorded, so it names the call. Other stores get a random part, which keeps
         # keys unique across runs sharing the store, with or without a tool call id.
         key_id = key_part(result.origin.id or uuid4().hex) if preparing else uuid4().hex
@@ -282,7 +258,7 @@ class DedupOffloadCompactor(Compactor):
         except Exception as error:  # such as an image whose base64 payload does not decode
             _warn_failed_write(message, self.store, error)
             return None
-        if isinstance(self.store, _PreparingStore):
+        if isinstance(self.store, PreparingStore):
             offloaded = self._offload_prepared(message, parts, self.store, marks, token_counter)
         else:
             offloaded = self._offload_written(message, parts, compaction, marks, token_counter)
@@ -304,7 +280,7 @@ class DedupOffloadCompactor(Compactor):
         self,
         message: ChatMessage,
         parts: list[Part],
-        store: _PreparingStore,
+        store: PreparingStore,
         marks: _Marks,
         token_counter: TokenCounter,
     ) -> tuple[ChatMessage, list[str], int] | None:
@@ -376,11 +352,11 @@ class DedupOffloadCompactor(Compactor):
     def _record_history(self, compaction: _Compaction, record: CompactionRecord) -> None:
         """Append one `compact` call (and its offloads) to the store's history, if it keeps one."""
         try:
-            if isinstance(self.store, _CompactionHistoryStore):
+            if isinstance(self.store, CompactionHistoryStore):
                 self.store.record_compaction(
                     compaction_id=compaction.compaction_id, compaction=record, offloads=compaction.offloads
                 )
-            elif compaction.offloads and isinstance(self.store, _HistoryStore):
+            elif compaction.offloads and isinstance(self.store, HistoryStore):
                 self.store.record_offloads(compaction_id=compaction.compaction_id, offloads=compaction.offloads)
         except Exception as error:
             # The results are stored and referenced; only the history row is missing, so the run goes on.

@@ -43,8 +43,8 @@ def copy(root: Path, to_index: str, to_blobs: str, as_json: bool) -> None:
     else:
         click.echo(
             f"copied {report.blobs_copied} blobs ({format_bytes(report.blob_bytes_copied)}), "
-            f"{report.writes_copied} writes, {report.offloads_copied} offloads and {report.compactions_copied} "
-            f"compactions from {root} to {target.repository.description}"
+            f"{report.writes_copied} writes, {report.offloads_copied} offloads, {report.compactions_copied} "
+            f"compactions and {report.archives_copied} archives from {root} to {target.repository.description}"
         )
         for digest in report.unreadable_blobs:
             click.echo(f"not copied  blob {digest}: it does not verify in the source (see casstore verify)")

@@ -95,7 +95,10 @@ def log(
     limit: int,
     as_json: bool,
 ) -> None:
-    """The offload history, newest first: one line per result the compactor or per part the hook offloaded."""
+    """
+    The offload history, newest first: one line per result the compactor or per part the hook offloaded, and per
+    archive of the step archive.
+    """
     period = since
     with _open(location) as store:
         _require_namespace(store, namespace)
@@ -120,6 +123,11 @@ def _log_line(entry: history.OffloadEntry) -> str:
     call = f"call={entry.tool_call_id or '-'}"
     if entry.source == "compactor":
         return f"{entry.tool_name}  {call}  saved {entry.saved_tokens}/{entry.original_tokens} tokens"
+    if entry.source == "archive":
+        steps = "no steps" if entry.first_step is None else f"steps {entry.first_step}-{entry.last_step}"
+        return (
+            f"archive  {steps} ({entry.messages} messages)  saved {entry.saved_tokens}/{entry.original_tokens} tokens"
+        )
     # The hook's key may not tell its tool apart from its call id: then the key's stem says what was offloaded.
     what = entry.tool_name if entry.tool_name is not None else f"key={(entry.key or '').rpartition('.')[0]}"
     part = "" if entry.part is None else f"  part={entry.part}"

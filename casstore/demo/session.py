@@ -3,8 +3,9 @@
 
 A scripted model (`MockChatGenerator`) behaves like a coding agent exploring a folder: it lists folders, reads files,
 searches, re-reads files it has seen, and now and then reads an offloaded result back by its reference. The tools do
-real file I/O; `CompactionHook` with `DedupOffloadCompactor` over a `ContentAddressedToolResultStore` keeps the
-conversation under a small context window. At the end the summary compares the run's bytes with what Haystack's
+real file I/O; `CompactionHook` with a `CompactorChain` of `DedupOffloadCompactor` and `StepArchiveCompactor` over a
+`ContentAddressedToolResultStore` keeps the conversation under a small context window: older results are offloaded,
+and older steps archived when that is not enough. At the end the summary compares the run's bytes with what Haystack's
 `FileSystemToolResultStore` would have written for the same results (measured by writing them there).
 """
 
@@ -44,7 +45,8 @@ DEFAULT_STEPS = 80
 CONTEXT_WINDOW = 16_000
 PREVIEW_CHARS = 120
 _REFERENCE_IN_POINTER = re.compile(r"at '(blake3/[^']+)'")
-_OVER_WINDOW = " (over it: offloading shrinks tool results only, and this many steps' own messages outgrew the window)"
+_WITHIN_WINDOW = " (within it at every step)"
+_OVER_WINDOW = " (over it: the newest step alone outgrew the window, and compaction always keeps it)"
 # Printed after a run, for a person to paste.
 EXPLORE_QUERIES = (
     "SELECT * FROM dedup_summary",
@@ -67,6 +69,8 @@ class DemoSummary:
     results_offloaded: int
     compactions: int
     tokens_saved: int
+    archives: int
+    steps_archived: int
     context_window: int
     peak_context_tokens: int
     logical_bytes: int
@@ -135,7 +139,14 @@ class ScriptedCodingAgent:
     """The demo's model: a seeded, deterministic plan of tool calls that looks like a coding agent's."""
 
     def __init__(
-        self, *, corpus: Path, steps: int, read_tool: Tool, files: list[str] | None = None, seed: int = 7
+        self,
+        *,
+        corpus: Path,
+        steps: int,
+        read_tool: Tool,
+        files: list[str] | None = None,
+        seed: int = 7,
+        read_backs: bool = True,
     ) -> None:
         """
         :param corpus: The folder being explored.
@@ -143,6 +154,8 @@ class ScriptedCodingAgent:
         :param read_tool: The read-back tool, whose first required parameter takes a reference.
         :param files: `text_files(corpus)`, if the caller has it already.
         :param seed: The plan's random seed.
+        :param read_backs: Now and then read back a reference the conversation shows; False re-reads a file instead,
+            so that runs under compactors that leave references and compactors that leave none follow one plan.
         """
         self.files = files if files is not None else text_files(corpus)
         self.folders = sorted(
@@ -152,6 +165,7 @@ class ScriptedCodingAgent:
         self.read_tool_name = read_tool.name
         self.reference_parameter = read_tool.parameters.get("required", ["reference"])[0]
         self.random = random.Random(seed)
+        self.read_backs_allowed = read_backs
         self.step = 0
         self.calls = 0
         self.read_backs = 0
@@ -179,7 +193,7 @@ class ScriptedCodingAgent:
         references += [
             r for m in messages if m.tool_call_result for r in _REFERENCE_IN_POINTER.findall(_result_text(m))
         ]
-        if choice < 0.10 and references:
+        if choice < 0.10 and references and self.read_backs_allowed:
             self.read_backs += 1
             arguments: dict[str, Any] = {self.reference_parameter: self.random.choice(references)}
             if self.random.random() < 0.5:
@@ -238,7 +252,7 @@ def run_demo(
     :raises DemoArgumentError: If `corpus` holds no text files, or `namespace` is not a valid namespace; nothing is
         created then.
     """
-    from casstore.compactor import DedupOffloadCompactor, make_read_tool
+    from casstore.compactor import CompactorChain, DedupOffloadCompactor, StepArchiveCompactor, make_read_tool
 
     corpus = (corpus or default_corpus()).resolve()
     steps = DEFAULT_STEPS if steps is None else steps
@@ -266,10 +280,17 @@ def run_demo(
         model.on_step = progress
         with warnings.catch_warnings():  # Haystack marks CompactionHook experimental; nothing for a demo user to do
             warnings.simplefilter("ignore", ExperimentalWarning)
+            # Offloading shrinks tool results; what still does not fit (the steps' own messages) is archived.
+            chain = CompactorChain(
+                compactors=[
+                    DedupOffloadCompactor(
+                        store=store, min_tokens=100, preview_chars=PREVIEW_CHARS, context_window=CONTEXT_WINDOW
+                    ),
+                    StepArchiveCompactor(store=store, search_tool_name=None, context_window=CONTEXT_WINDOW),
+                ]
+            )
             hook = CompactionHook(
-                compactor=DedupOffloadCompactor(
-                    store, min_tokens=100, preview_chars=PREVIEW_CHARS, context_window=CONTEXT_WINDOW
-                ),
+                compactor=chain,
                 context_window=CONTEXT_WINDOW,
                 compact_at=0.7,
                 compact_to=0.4,
@@ -377,9 +398,10 @@ def print_summary(summary: DemoSummary, *, command: str | None = None, store_fla
         f"this run, in namespace {summary.namespace} (its own writes and the blobs they reference):",
         f"  tool results           {summary.tool_results} ({summary.read_backs} read back from the store)",
         f"  results offloaded      {summary.results_offloaded} in {summary.compactions} compactions",
-        f"  tokens saved           {summary.tokens_saved}",
+        f"  tokens saved           {summary.tokens_saved} (by offloading)",
+        f"  steps archived         {summary.steps_archived} in {summary.archives} archives (readable by reference)",
         f"  context peak           {summary.peak_context_tokens} of a {summary.context_window}-token window"
-        + ("" if summary.peak_context_tokens <= summary.context_window else _OVER_WINDOW),
+        + (_WITHIN_WINDOW if summary.peak_context_tokens <= summary.context_window else _OVER_WINDOW),
         f"  logical bytes          {format_bytes(summary.logical_bytes)} offloaded",
         f"  unique bytes           {format_bytes(summary.unique_bytes)} (each distinct result once)",
         f"  stored bytes           {format_bytes(summary.stored_bytes)} (compressed)",

@@ -9,7 +9,9 @@ from pathlib import Path
 
 from haystack.tools.tool import Tool
 
-MAX_FILE_CHARS = 200_000
+# As a coding agent's read tool caps what it returns, a file is cut at 24,000 characters (about 6,000 tokens): two
+# reads in one step then fit the demo's window, which its protected newest step must.
+MAX_FILE_CHARS = 24_000
 MAX_SEARCH_MATCHES = 200
 
 
@@ -37,7 +39,9 @@ def make_file_tools(root: Path) -> list[Tool]:
 
     def read_file(path: str) -> str:
         text = _inside(root, path).read_text(encoding="utf-8", errors="replace")
-        return text if len(text) <= MAX_FILE_CHARS else text[:MAX_FILE_CHARS] + "\n[... truncated]"
+        if len(text) <= MAX_FILE_CHARS:
+            return text
+        return f"{text[:MAX_FILE_CHARS]}\n[... truncated at {MAX_FILE_CHARS} of {len(text)} characters]"
 
     def search_text(text: str, path: str = ".") -> str:
         matches: list[str] = []

@@ -9,6 +9,7 @@ preview is escaped (`casstore.history.charts.escape`) before it is part of the m
 """
 
 from casstore.history.charts import escape, format_bytes
+from casstore.history.report_archives import archives_section
 from casstore.history.report_compactions import hook_section, savings_section, timeline_section, tools_section
 from casstore.history.report_markup import amount, period
 from casstore.history.report_storage import bytes_section, namespaces_section, results_section
@@ -40,6 +41,7 @@ def render_page(
         savings_section(figures),
         tools_section(figures),
         hook_section(figures),
+        archives_section(figures),
         bytes_section(figures),
         results_section(
             "repeated",

@@ -95,8 +95,8 @@ RELATIONS: dict[str, Relation] = {
         view=True,
     ),
     "compactions": Relation(
-        "One row per compact call of DedupOffloadCompactor that found the conversation over its target: what the "
-        "compaction did to the conversation.",
+        "One row per compact call of DedupOffloadCompactor that found the conversation over its target, and per "
+        "archive of StepArchiveCompactor: what the compaction did to the conversation.",
         {
             "id": "increasing row id",
             "compaction_id": "the call's id, shared by its offloads (offloads.compaction_id); unique",
@@ -109,6 +109,43 @@ RELATIONS: dict[str, Relation] = {
             "context_window",
             "compacted_at": f"when ({_TIMES})",
         },
+    ),
+    "archives": Relation(
+        "One row per transcript StepArchiveCompactor wrote: the messages it took out of the conversation, stored as "
+        "one readable text (with its images and files beside it), which the note left in their place names.",
+        {
+            "id": "increasing row id",
+            "compaction_id": "the compact call that archived them (compactions.compaction_id; in the note's meta as "
+            "meta['casstore']['compaction_id'])",
+            "namespace": "the store's namespace",
+            "refs": "JSON array of references: the transcript first, then each image or file stored beside it",
+            "messages": "messages archived, an earlier archive's note included",
+            "first_step": "the first step archived, numbered across the run; NULL when no step was among them",
+            "last_step": "the last step archived; NULL when no step was among them",
+            "original_tokens": "tokens of the archived messages",
+            "saved_tokens": "tokens the conversation lost by the archive, the note that replaced them counted",
+            "archived_at": f"when ({_TIMES})",
+        },
+    ),
+    "archived_parts": Relation(
+        "One row per part of each archive (its transcript, then its images and files), with the blob its reference "
+        "names, as offloaded_parts has for offloads.",
+        {
+            "archive_id": "archives.id",
+            "compaction_id": "as in archives",
+            "namespace": "as in archives",
+            "first_step": "as in archives",
+            "last_step": "as in archives",
+            "messages": "as in archives",
+            "part": "the part's place in archives.refs, from 0 (0 is the transcript)",
+            "reference": "the part's reference",
+            "digest": "blobs.digest of its content; NULL if that blob is gone",
+            "size": "its content bytes; NULL if that blob is gone",
+            "stored_size": "its stored bytes; NULL if that blob is gone",
+            "stored_in": "where it is stored (as blobs.stored_in); NULL if that blob is gone",
+            "archived_at": f"as in archives ({_TIMES})",
+        },
+        view=True,
     ),
     "dedup_summary": Relation(
         "One row: what dedup and compression saved over the whole store.",

@@ -46,23 +46,30 @@ def offload_entries(
     since: timedelta | None,
     limit: int | None,
 ) -> list[OffloadEntry]:
-    """:returns: The compactor's and the hook's offloads matching every filter given, newest first, at most `limit`."""
+    """
+    :returns: The compactor's and the hook's offloads and the step archive's archives (which have no tool: only
+        without `tool`) matching every filter given, newest first, at most `limit`.
+    """
     compacted = index_queries.offload_entries(connection, namespace=namespace, tool=tool, since=since, limit=limit)
     hooked = itertools.islice(hook_entries(connection, namespace=namespace, tool=tool, since=since), limit)
-    # Both come newest first; at one moment, the compactor's entry comes first.
-    merged = heapq.merge(compacted, hooked, key=lambda entry: entry.offloaded_at, reverse=True)
+    archived = (
+        index_queries.archive_entries(connection, namespace=namespace, since=since, limit=limit) if tool is None else []
+    )
+    # All come newest first; at one moment, the compactor's entry comes first, then the archive's.
+    merged = heapq.merge(compacted, archived, hooked, key=lambda entry: entry.offloaded_at, reverse=True)
     return list(itertools.islice(merged, limit))
 
 
 def offload_count(
     connection: sqlite3.Connection, *, namespace: str | None, tool: str | None, since: timedelta | None
 ) -> int:
-    """:returns: How many of the compactor's and the hook's offloads match every filter given."""
+    """:returns: How many of the compactor's and the hook's offloads (and archives, without `tool`) match."""
     where, parameters = _hook_filter(namespace=namespace, tool=tool, since=since)
     # Only the keys, in no order: what a count needs of each write, about a third of the time of whole entries.
     keys = connection.execute(f"SELECT key FROM writes WHERE {where}", parameters)
     hooked = sum(1 for (key,) in keys if _names(parse_hook_key(key), tool))
-    return index_queries.offload_count(connection, namespace=namespace, tool=tool, since=since) + hooked
+    archived = index_queries.archive_count(connection, namespace=namespace, since=since) if tool is None else 0
+    return index_queries.offload_count(connection, namespace=namespace, tool=tool, since=since) + hooked + archived
 
 
 def hook_entries(

@@ -60,6 +60,7 @@ CASSTORE_TABLES = (
     "dictionary_samples",
     "offloads",
     "compactions",
+    "archives",
     "search_documents",
     "search_text",
     "search_entries",

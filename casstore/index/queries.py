@@ -18,7 +18,9 @@ from casstore.references import reference_kind
 class OffloadEntry:
     """
     One entry of the offload history: a result `DedupOffloadCompactor` offloaded (`source` "compactor", a row of
-    `offloads`), or a part of one Haystack's `ToolResultOffloadHook` wrote (`source` "hook", a row of `writes`).
+    `offloads`), a part of one Haystack's `ToolResultOffloadHook` wrote (`source` "hook", a row of `writes`), or a
+    transcript `StepArchiveCompactor` wrote (`source` "archive", a row of `archives`: no tool, its references the
+    transcript's first, its steps in `first_step` and `last_step`, its messages in `messages`).
 
     The hook measures no tokens and belongs to no compaction: its `original_tokens`, `saved_tokens` and
     `compaction_id` are None. Its `key` is the key it wrote; `tool_name` is None when the key does not tell the tool
@@ -37,6 +39,9 @@ class OffloadEntry:
     source: str = "compactor"
     key: str | None = None
     part: int | None = None
+    first_step: int | None = None
+    last_step: int | None = None
+    messages: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +50,7 @@ class HistoryMark:
 
     last_write: int
     last_offload: int
+    last_archive: int = 0
 
 
 def summary(connection: sqlite3.Connection) -> dict[str, Any]:
@@ -147,6 +153,55 @@ def offload_count(
     )
 
 
+def archive_entries(
+    connection: sqlite3.Connection, *, namespace: str | None, since: timedelta | None, limit: int | None
+) -> list[OffloadEntry]:
+    """:returns: The archives matching every filter given, newest first, at most `limit` of them."""
+    where, parameters = _archive_filter(namespace=namespace, since=since)
+    limit_clause = ""
+    if limit is not None:
+        limit_clause = " LIMIT ?"
+        parameters.append(limit)
+    rows = _rows(
+        connection, f"SELECT * FROM archives WHERE {where} ORDER BY archived_at DESC, id DESC{limit_clause}", parameters
+    )
+    return [
+        OffloadEntry(
+            offloaded_at=row["archived_at"],
+            namespace=row["namespace"],
+            tool_name=None,
+            tool_call_id=None,
+            original_tokens=row["original_tokens"],
+            saved_tokens=row["saved_tokens"],
+            references=json.loads(row["refs"]),
+            compaction_id=row["compaction_id"],
+            source="archive",
+            first_step=row["first_step"],
+            last_step=row["last_step"],
+            messages=row["messages"],
+        )
+        for row in rows
+    ]
+
+
+def archive_count(connection: sqlite3.Connection, *, namespace: str | None, since: timedelta | None) -> int:
+    """:returns: How many archives match every filter given."""
+    where, parameters = _archive_filter(namespace=namespace, since=since)
+    return int(connection.execute(f"SELECT count(*) FROM archives WHERE {where}", parameters).fetchone()[0])
+
+
+def _archive_filter(*, namespace: str | None, since: timedelta | None) -> tuple[str, list[object]]:
+    clauses: list[str] = ["1 = 1"]
+    parameters: list[object] = []
+    if namespace is not None:
+        clauses.append("namespace = ?")
+        parameters.append(namespace)
+    if since is not None:
+        clauses.append(f"archived_at >= {SHIFTED_NOW_SQL}")
+        parameters.append(ago(since))
+    return " AND ".join(clauses), parameters
+
+
 def _offload_filter(
     *, namespace: str | None, tool: str | None, since: timedelta | None
 ) -> tuple[list[str], list[object]]:
@@ -180,22 +235,29 @@ def namespaces_holding(connection: sqlite3.Connection, *, digest: str, reference
 
 
 def history_mark(connection: sqlite3.Connection) -> HistoryMark:
-    """:returns: The highest `writes` and `offloads` ids so far (0 when empty)."""
+    """:returns: The highest `writes`, `offloads` and `archives` ids so far (0 when empty)."""
     row = connection.execute(
-        "SELECT (SELECT coalesce(max(id), 0) FROM writes), (SELECT coalesce(max(id), 0) FROM offloads)"
+        "SELECT (SELECT coalesce(max(id), 0) FROM writes), (SELECT coalesce(max(id), 0) FROM offloads), "
+        "(SELECT coalesce(max(id), 0) FROM archives)"
     ).fetchone()
-    return HistoryMark(last_write=int(row[0]), last_offload=int(row[1]))
+    return HistoryMark(last_write=int(row[0]), last_offload=int(row[1]), last_archive=int(row[2]))
 
 
 def figures_since(connection: sqlite3.Connection, *, namespace: str, mark: HistoryMark) -> dict[str, int]:
     """
-    :returns: What `namespace` did after `mark`: `results_offloaded`, `compactions`, `tokens_saved`, and the
-        `logical_bytes` of its writes with the `unique_bytes` and `stored_bytes` of the blobs they reference.
+    :returns: What `namespace` did after `mark`: `results_offloaded`, `compactions` (that offloaded), `tokens_saved`
+        (by offloading), `archives` and `steps_archived`, and the `logical_bytes` of its writes with the
+        `unique_bytes` and `stored_bytes` of the blobs they reference.
     """
     offloaded, compactions, saved = connection.execute(
         "SELECT count(*), count(DISTINCT compaction_id), CAST(coalesce(sum(saved_tokens), 0) AS BIGINT) FROM offloads "
         "WHERE namespace = ? AND id > ?",
         (namespace, mark.last_offload),
+    ).fetchone()
+    archives, steps_archived = connection.execute(
+        "SELECT count(*), CAST(coalesce(sum(last_step - first_step + 1), 0) AS BIGINT) FROM archives "
+        "WHERE namespace = ? AND id > ?",
+        (namespace, mark.last_archive),
     ).fetchone()
     logical, unique, stored = connection.execute(
         """
@@ -209,6 +271,8 @@ def figures_since(connection: sqlite3.Connection, *, namespace: str, mark: Histo
         "results_offloaded": offloaded,
         "compactions": compactions,
         "tokens_saved": saved,
+        "archives": archives,
+        "steps_archived": steps_archived,
         "logical_bytes": logical,
         "unique_bytes": unique,
         "stored_bytes": stored,
@@ -303,6 +367,8 @@ def retention_cut(needed: list[NeededBlob], *, max_size: int) -> WritePosition |
 WriteRow = tuple[str, str, str, str, int, str, str]
 OffloadRow = tuple[str, str, str, str | None, str, int, int, str]
 CompactionRow = tuple[str, str, int, int, int, int | None, str]
+# `(compaction_id, namespace, refs, messages, first_step, last_step, original_tokens, saved_tokens, archived_at)`.
+ArchiveRow = tuple[str, str, str, int, int | None, int | None, int, int, str]
 
 
 def write_rows(connection: sqlite3.Connection) -> Counter[WriteRow]:
@@ -322,6 +388,15 @@ def offload_rows(connection: sqlite3.Connection) -> Counter[OffloadRow]:
         "saved_tokens, offloaded_at"
     )
     return Counter({tuple(row[:8]): int(row[8]) for row in rows})
+
+
+def archive_rows(connection: sqlite3.Connection) -> Counter[ArchiveRow]:
+    """:returns: How many archives there are of each row's values (its id aside)."""
+    columns = (
+        "compaction_id, namespace, refs, messages, first_step, last_step, original_tokens, saved_tokens, archived_at"
+    )
+    rows = connection.execute(f"SELECT {columns}, count(*) FROM archives GROUP BY {columns}")
+    return Counter({tuple(row[:-1]): int(row[-1]) for row in rows})
 
 
 def compaction_rows(connection: sqlite3.Connection) -> dict[str, CompactionRow]:

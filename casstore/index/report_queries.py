@@ -4,8 +4,8 @@ over all history or a recent period, in the SQL both engines share (SQLite's spe
 translates it).
 
 Here: every figure the report draws, read in one consistent state of the index (`report_figures`). The questions are
-asked by `report_savings` (compactions, what they saved, per tool) and `report_writes` (results, bytes over time,
-namespaces), over a `report_scope.Scope`.
+asked by `report_savings` (compactions, what they saved, per tool), `report_archives` (the step archive's transcripts)
+and `report_writes` (results, bytes over time, namespaces), over a `report_scope.Scope`.
 """
 
 import heapq
@@ -13,6 +13,7 @@ import sqlite3
 from dataclasses import dataclass, field
 
 from casstore.index.offloads import HookToolOffloads, hook_tool_offloads
+from casstore.index.report_archives import ArchiveRow, archives
 from casstore.index.report_savings import (
     CompactionMark,
     SavingMark,
@@ -54,6 +55,9 @@ class ReportFigures:
     namespaces_total: int
     known_namespaces: list[str] = field(default_factory=list)
     hook_tools: list[HookToolOffloads] = field(default_factory=list)
+    # The newest archives of the step archive (at most the rows limit), and how many there are in the scope.
+    archives: list[ArchiveRow] = field(default_factory=list)
+    archives_total: int = 0
 
     @property
     def empty(self) -> bool:
@@ -72,6 +76,7 @@ def report_figures(
     :returns: The report's figures.
     """
     now = connection.execute(f"SELECT {NOW_SQL}").fetchone()[0]
+    archives_total, newest_archives = archives(connection, scope, rows_limit)
     compactions, compaction_bucket, timeline = compaction_timeline(connection, scope, series_limit)
     saving_bucket, savings = compaction_savings(connection, scope, series_limit)
     # One pass over the writes per distinct result answers three questions: the rankings, and unique bytes over time.
@@ -102,4 +107,6 @@ def report_figures(
         namespaces_total=len(namespaces),
         known_namespaces=known,
         hook_tools=hook_tool_offloads(connection, namespace=scope.namespace, since=scope.since),
+        archives=newest_archives,
+        archives_total=archives_total,
     )

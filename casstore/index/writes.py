@@ -61,6 +61,24 @@ class CompactionRecord:
     context_window: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ArchiveRecord:
+    """
+    One transcript `StepArchiveCompactor` wrote for the messages it took out of the conversation, for `archives`.
+
+    `references` holds the transcript's reference first, then those of the images and files stored beside it.
+    `first_step` and `last_step` number the archived steps across the run (None when no step was among the
+    messages); `saved_tokens` is what the conversation lost in tokens, the note that replaced them counted.
+    """
+
+    references: Sequence[str]
+    messages: int
+    first_step: int | None
+    last_step: int | None
+    original_tokens: int
+    saved_tokens: int
+
+
 def record_write(work: UnitOfWork, namespace: str, write: PreparedWrite) -> bool:
     """
     Append one write to the history, which makes its reference visible in `namespace`, inside the caller's
@@ -147,6 +165,38 @@ def record_compaction(work: UnitOfWork, *, namespace: str, compaction_id: str, c
     )
 
 
+def record_archive(work: UnitOfWork, *, namespace: str, compaction_id: str, archive: ArchiveRecord) -> None:
+    """Append one row to `archives`, inside the caller's transaction."""
+    work.connection.execute(
+        f"INSERT INTO archives (compaction_id, namespace, refs, messages, first_step, last_step, original_tokens, "
+        f"saved_tokens, archived_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, {NOW_SQL})",
+        (
+            compaction_id,
+            namespace,
+            json.dumps(list(archive.references)),
+            archive.messages,
+            archive.first_step,
+            archive.last_step,
+            archive.original_tokens,
+            archive.saved_tokens,
+        ),
+    )
+
+
+def import_archives(work: UnitOfWork, rows: Sequence[tuple[object, ...]]) -> None:
+    """
+    Append archives copied from another store, with their own times, inside the caller's transaction.
+
+    :param rows: `(compaction_id, namespace, refs, messages, first_step, last_step, original_tokens, saved_tokens,
+        archived_at)` for each archive, as `archives` holds them.
+    """
+    work.connection.executemany(
+        "INSERT INTO archives (compaction_id, namespace, refs, messages, first_step, last_step, original_tokens, "
+        "saved_tokens, archived_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+
+
 def import_compactions(work: UnitOfWork, rows: Sequence[tuple[str, str, int, int, int, int | None, str]]) -> None:
     """
     Append compactions copied from another store, with their own times, inside the caller's transaction; a
@@ -194,8 +244,14 @@ def forget(
     connection = work.connection
     counts = []
     digests: set[str] = set()
-    # Compactions go with their offloads, by the same rule; they are not counted apart (gc reports writes and offloads).
-    for table, column in (("writes", "written_at"), ("offloads", "offloaded_at"), ("compactions", "compacted_at")):
+    # Compactions and archives go with their offloads, by the same rule; they are not counted apart (gc reports writes
+    # and offloads).
+    for table, column in (
+        ("writes", "written_at"),
+        ("offloads", "offloaded_at"),
+        ("compactions", "compacted_at"),
+        ("archives", "archived_at"),
+    ):
         clauses: list[str] = []
         parameters: list[object] = []
         if namespace is not None:

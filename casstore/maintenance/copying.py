@@ -2,17 +2,19 @@
 `copy_store`: move a store's content and history into another, such as a local store into a shared one when a user
 outgrows one machine.
 
-Every blob, write, offload and compaction is copied with its namespace and its times. A copy compares what the
-target holds with what the source holds, row by row (a write is its namespace, key, content, kind, size, reference
-and time; a compaction is its id), and adds only what is missing, so running it twice adds nothing, and a copy that
-was interrupted (even by `SIGKILL`) finishes when run again, with nothing lost or duplicated: blobs go first, each
-committed alone; writes, offloads and compactions follow in batches, each batch one transaction, and a batch's writes
-are appended only once their blobs are there. A target that already had writes of its own keeps them; writes of the
-same values in both count once per copy in the source.
+Every blob, write, offload, compaction and archive is copied with its namespace and its times. A copy compares what the
+target holds with what the source holds, row by row (a write is its namespace, key, content, kind, size, reference and
+time; a compaction is its id), and adds only what is missing, so running it twice adds nothing, and a copy that was
+interrupted (even by `SIGKILL`) finishes when run again, with nothing lost or duplicated: blobs go first, each committed
+alone; writes, offloads, compactions and archives follow in batches, each batch one transaction, and a batch's writes
+are appended only once their blobs are there. A target that already had writes of its own keeps them; writes of the same
+values in both count once per copy in the source.
 """
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from casstore.errors import CorruptBlobError
 from casstore.repository import HasRepository, Repository, WriteRow, repository_of
@@ -30,6 +32,7 @@ class CopyReport:
     writes_copied: int = 0
     offloads_copied: int = 0
     compactions_copied: int = 0
+    archives_copied: int = 0
     unreadable_blobs: list[str] = field(default_factory=list)
     writes_skipped: int = 0
 
@@ -46,12 +49,12 @@ def copy_store(
     progress: Callable[[str, int, int], None] | None = None,
 ) -> CopyReport:
     """
-    Copy every blob, write, offload and compaction of `source` that `target` lacks.
+    Copy every blob, write, offload, compaction and archive of `source` that `target` lacks.
 
     :param source: The store to copy from (any namespace; a store's own namespace is not used).
     :param target: The store to copy into.
-    :param progress: Called as `progress(stage, done, total)` with stage `blobs`, `writes`, `offloads` or
-        `compactions`.
+    :param progress: Called as `progress(stage, done, total)` with stage `blobs`, `writes`, `offloads`,
+        `compactions` or `archives`.
     :raises ValueError: If `target` holds blobs and its dedup scope (or secret) is not `source`'s: a copy keeps
         references, so a store of `namespace` scope copies only into an empty store or a copy of itself.
     :returns: The counts. A source blob that does not verify is not copied, nor are the writes that reference it;
@@ -94,18 +97,15 @@ def copy_store(
         if progress is not None:
             progress("writes", min(start + _BATCH, len(missing_writes)), len(missing_writes))
 
-    offloads_in_target = target.copies.offload_rows()
-    missing_offloads = [
-        row
-        for row, count in sorted(source.copies.offload_rows().items(), key=lambda item: (item[0][7], item[0][0]))
-        for _ in range(count - offloads_in_target.get(row, 0))
-    ]
-    for start in range(0, len(missing_offloads), _BATCH):
-        offloads = missing_offloads[start : start + _BATCH]
-        target.copies.import_offloads(offloads)
-        report.offloads_copied += len(offloads)
-        if progress is not None:
-            progress("offloads", min(start + _BATCH, len(missing_offloads)), len(missing_offloads))
+    # Offloads in the order of their time (the row's 8th value).
+    report.offloads_copied = _copy_counted_rows(
+        "offloads",
+        in_source=source.copies.offload_rows(),
+        in_target=target.copies.offload_rows(),
+        import_rows=target.copies.import_offloads,
+        time_column=7,
+        progress=progress,
+    )
 
     # A compaction's id is unique, so one present in the target is the same compaction.
     compactions_in_target = target.copies.compaction_rows()
@@ -120,4 +120,39 @@ def copy_store(
         report.compactions_copied += len(compactions)
         if progress is not None:
             progress("compactions", min(start + _BATCH, len(missing_compactions)), len(missing_compactions))
+    # Archives in the order of their time (the row's 9th value).
+    report.archives_copied = _copy_counted_rows(
+        "archives",
+        in_source=source.copies.archive_rows(),
+        in_target=target.copies.archive_rows(),
+        import_rows=target.copies.import_archives,
+        time_column=8,
+        progress=progress,
+    )
     return report
+
+
+def _copy_counted_rows(
+    stage: str,
+    *,
+    in_source: "Counter[Any]",
+    in_target: "Counter[Any]",
+    import_rows: Callable[[list[Any]], None],
+    time_column: int,
+    progress: Callable[[str, int, int], None] | None,
+) -> int:
+    """
+    Import each row the source holds more often than the target, in batches, oldest first.
+
+    :returns: How many rows were imported.
+    """
+    missing = [
+        row
+        for row, count in sorted(in_source.items(), key=lambda item: (str(item[0][time_column]), item[0][0]))
+        for _ in range(count - in_target.get(row, 0))
+    ]
+    for start in range(0, len(missing), _BATCH):
+        import_rows(missing[start : start + _BATCH])
+        if progress is not None:
+            progress(stage, min(start + _BATCH, len(missing)), len(missing))
+    return len(missing)

@@ -44,10 +44,11 @@ from casstore.errors import ReadOnlyStoreError
 from casstore.index.database import Database
 from casstore.index.prepared import PreparedWrite, prepare
 from casstore.index.queries import CompactionRow, OffloadEntry, OffloadRow, WriteRow
+from casstore.index.report_archives import ArchiveRow
 from casstore.index.report_queries import ReportFigures
 from casstore.index.report_writes import ResultRow
 from casstore.index.scope import NAMESPACE, DedupScope, check_dedup_scope
-from casstore.index.writes import CompactionRecord, OffloadRecord
+from casstore.index.writes import ArchiveRecord, CompactionRecord, OffloadRecord
 from casstore.repository.copies import Copies
 from casstore.repository.core import (
     BLOB_DIRECTORY_NAME,
@@ -72,6 +73,8 @@ __all__ = [
     "BLOB_DIRECTORY_NAME",
     "INDEX_FILE_NAME",
     "MIN_TERM_CHARS",
+    "ArchiveRecord",
+    "ArchiveRow",
     "BlobCheck",
     "Collection",
     "CollectionPreview",
@@ -258,6 +261,14 @@ class Repository:
         """
         self._writer.record_compaction(
             namespace=namespace, compaction_id=compaction_id, compaction=compaction, offloads=offloads
+        )
+
+    def record_archive(
+        self, *, namespace: str, compaction_id: str, compaction: CompactionRecord, archive: ArchiveRecord
+    ) -> None:
+        """Append a compaction to the `compactions` table and the transcript it archived to `archives`, together."""
+        self._writer.record_archive(
+            namespace=namespace, compaction_id=compaction_id, compaction=compaction, archive=archive
         )
 
     def close(self) -> None:

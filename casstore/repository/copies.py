@@ -7,7 +7,7 @@ from casstore.errors import CorruptBlobError
 from casstore.index import queries as index_queries
 from casstore.index import scope as dedup_scopes
 from casstore.index import writes as index
-from casstore.index.queries import CompactionRow, OffloadRow, WriteRow
+from casstore.index.queries import ArchiveRow, CompactionRow, OffloadRow, WriteRow
 from casstore.index.scope import DedupScope
 from casstore.repository.core import RepositoryCore
 
@@ -83,6 +83,11 @@ class Copies:
         with self._index() as connection:
             return index_queries.offload_rows(connection)
 
+    def archive_rows(self) -> "Counter[ArchiveRow]":
+        """:returns: How many archives there are of each row's values."""
+        with self._index() as connection:
+            return index_queries.archive_rows(connection)
+
     def compaction_rows(self) -> dict[str, CompactionRow]:
         """:returns: Every compaction's `(compaction_id, namespace, tokens_before, tokens_after, target_tokens,
         context_window, compacted_at)`, by id."""
@@ -107,6 +112,11 @@ class Copies:
         """Append offloads copied from another store, with their own times, in one transaction."""
         with self._guard.held(), self._database.transaction() as work:
             index.import_offloads(work, rows)
+
+    def import_archives(self, rows: Sequence[ArchiveRow]) -> None:
+        """Append archives copied from another store, with their own times, in one transaction."""
+        with self._guard.held(), self._database.transaction() as work:
+            index.import_archives(work, rows)
 
     def import_compactions(self, rows: Sequence[CompactionRow]) -> None:
         """Append compactions copied from another store, with their own times, in one transaction (ids held already

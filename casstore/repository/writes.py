@@ -11,7 +11,7 @@ from casstore.errors import CasStoreError, StorageError
 from casstore.index import writes as index
 from casstore.index.prepared import PreparedWrite
 from casstore.index.work import UnitOfWork, ago
-from casstore.index.writes import CompactionRecord, OffloadRecord
+from casstore.index.writes import ArchiveRecord, CompactionRecord, OffloadRecord
 from casstore.repository.core import RepositoryCore, StoredWriteRecorder
 from casstore.repository.indexing import SearchIndexing
 from casstore.repository.learned import Learning
@@ -233,6 +233,14 @@ class Writer:
             index.record_compaction(work, namespace=namespace, compaction_id=compaction_id, compaction=compaction)
             if offloads:
                 index.record_offloads(work, namespace=namespace, compaction_id=compaction_id, offloads=offloads)
+
+    def record_archive(
+        self, *, namespace: str, compaction_id: str, compaction: CompactionRecord, archive: ArchiveRecord
+    ) -> None:
+        """Append a compaction to the `compactions` table and the transcript it archived to `archives`, together."""
+        with self._guard.held(), self._database.transaction() as work:
+            index.record_compaction(work, namespace=namespace, compaction_id=compaction_id, compaction=compaction)
+            index.record_archive(work, namespace=namespace, compaction_id=compaction_id, archive=archive)
 
 
 def _wrong_key(write: PreparedWrite, namespace: str, scope: str) -> ValueError:

@@ -20,6 +20,7 @@ from casstore.repository import (
     BLOB_DIRECTORY_NAME,
     INDEX_FILE_NAME,
     MIN_TERM_CHARS,
+    ArchiveRecord,
     CompactionRecord,
     OffloadRecord,
     PreparedWrite,
@@ -181,6 +182,19 @@ class RepositoryToolResultStore(ToolResultStore):
         """
         self._repository.record_compaction(
             namespace=self.namespace, compaction_id=compaction_id, compaction=compaction, offloads=offloads
+        )
+
+    def record_archive(self, *, compaction_id: str, compaction: CompactionRecord, archive: ArchiveRecord) -> None:
+        """
+        Append what one `StepArchiveCompactor` call did to the index: a `compactions` row and an `archives` row for the
+        transcript it wrote, in one transaction.
+
+        :param compaction_id: The call's id, also in the note's meta (`meta["casstore"]["compaction_id"]`).
+        :param compaction: The conversation's tokens before and after the call, its target and the model's window.
+        :param archive: The transcript's references, the messages and steps it holds and the tokens they took.
+        """
+        self._repository.record_archive(
+            namespace=self.namespace, compaction_id=compaction_id, compaction=compaction, archive=archive
         )
 
     @property

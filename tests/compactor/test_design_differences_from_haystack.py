@@ -1,6 +1,7 @@
 """
 The design-only differences from Haystack's `FileSystemToolResultStore` and `ToolResultOffloadCompactor`, as
-docs/compactor.md lists them, shown side by side: each row of its two tables holds, for Haystack's class and for ours.
+docs/haystack-differences.md lists them, shown side by side: each row of its two tables holds, for Haystack's class
+and for ours.
 Two rows are shown where their subject is tested at length: damage (tests/reliability/test_damaged_blobs.py) and a
 result of several parts whose write fails part-way (tests/reliability/test_resource_faults.py).
 """
@@ -26,8 +27,8 @@ from casstore.compactor import DedupOffloadCompactor, make_read_tool
 from tests.compactor_helpers import PayloadCounter, tool_call, tool_result
 from tests.helpers import blake3_hex, count_rows
 
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "compactor.md"
-SECTION = "## Differences from Haystack's own classes, by design"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "haystack-differences.md"
+SECTION = "# Differences from Haystack's own classes, by design"
 
 
 @pytest.fixture

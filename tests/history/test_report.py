@@ -129,8 +129,12 @@ def test_the_page_has_a_mark_per_datum_and_tables_with_the_same_numbers(demo_roo
     assert [cell.replace(",", "") for cell in cells] == values
     assert len(_marks(page, "lines", "series")) == 4
     assert len(re.findall(r"<tr>", _section(page, "bytes"))) == len(figures.bytes_over_time) + 1
+    # One bar per archive the demo's step archive wrote, newest first in the table beside it.
+    archives = _section(page, "archives")
+    assert len(re.findall(r'data-kind="archive"', archives)) == len(figures.archives) == figures.archives_total > 0
+    assert all(row.reference in archives for row in figures.archives)
     assert (
-        page.count("<svg ") == 7
+        page.count("<svg ") == 8
         and "<script" not in page
         and "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
     )

@@ -98,11 +98,15 @@ def test_a_demo_report_loads_quietly_with_a_mark_for_each_datum(
     repeated = _rows(root, "SELECT count(*) FROM repeated_results")[0][0]
     assert loaded.count("#repeated .mark") == min(repeated, 20) > 0
     assert loaded.count("#namespaces .mark") == 1
+    # One bar per archive of the step archive, and its transcript's reference in the table beside it.
+    archives = _rows(root, "SELECT refs FROM archives")
+    assert loaded.count("#archives .mark") == len(archives) > 0
+    assert {json.loads(refs)[0] for (refs,) in archives} == set(loaded.texts("#archives tbody td:last-child"))
     # Every chart has a title and labelled axes, and is drawn (it has a size on the screen).
     for chart in loaded.page.locator("svg.chart").all():
         assert chart.locator("title").first.text_content()
         assert chart.bounding_box()["width"] > 300
-    assert loaded.count("svg.chart") == 7
+    assert loaded.count("svg.chart") == 8
     assert loaded.count("svg.chart .axis-label") >= 7
     shot = keep_screenshot(loaded, tmp_path, "report-demo.png")
     assert shot.stat().st_size > 50_000  # a page with charts, not a blank one

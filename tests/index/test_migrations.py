@@ -46,8 +46,7 @@ def _applied(root: Path) -> list[str]:
 
 
 def test_a_new_store_applies_the_baseline(store: ContentAddressedToolResultStore) -> None:
-    assert _applied(store.root) == list(MIGRATION_NAMES)
-    assert MIGRATION_NAMES[0] == "0001_baseline"
+    assert _applied(store.root) == list(MIGRATION_NAMES) == ["0001_baseline", "0002_archives", "0003_blob_namespaces"]
     with contextlib.closing(sqlite3.connect(store.root / "index.db")) as connection:
         assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert connection.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATION_NAMES)
@@ -62,9 +61,17 @@ TABLES = {
     "dictionary_samples",
     "offloads",
     "compactions",
+    "archives",
     "store_settings",
 }
-VIEWS = {"dedup_summary", "namespace_summary", "repeated_results", "offload_summary", "offloaded_parts"}
+VIEWS = {
+    "dedup_summary",
+    "namespace_summary",
+    "repeated_results",
+    "offload_summary",
+    "offloaded_parts",
+    "archived_parts",
+}
 
 
 def test_the_schema_is_plain_tables_no_trigger_and_read_only_views(store: ContentAddressedToolResultStore) -> None:
@@ -147,12 +154,12 @@ def test_a_shared_index_of_a_development_version_is_refused_unchanged(
     assert tables == {"_casstore_migrations", "write_log"}
 
 
-# A migration this release does not know: the one after its last.
-NOTES_MIGRATION = f"{len(MIGRATION_NAMES) + 1:04d}_notes"
+# The migration a newer release would add, after this release's own.
+LATER = f"{len(MIGRATION_NAMES) + 1:04d}_notes"
 
 
-def _with_a_second_migration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make casstore's migrations its own plus `NOTES_MIGRATION` (on both engines), from a temporary folder."""
+def _with_a_later_migration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make casstore's migrations this release's plus `LATER` (on both engines), from a temporary folder."""
     added = (
         "ALTER TABLE writes ADD COLUMN note TEXT;\nCREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL);\n"
     )
@@ -161,7 +168,7 @@ def _with_a_second_migration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         folder.mkdir(parents=True)
         for script in source.glob("*.sql"):
             shutil.copy(script, folder)
-        (folder / f"{NOTES_MIGRATION}.sql").write_text(
+        (folder / f"{LATER}.sql").write_text(
             added.replace("INTEGER PRIMARY KEY", "BIGSERIAL PRIMARY KEY") if folder == postgres_folder else added
         )
     migrations, names = schema.load_migrations(sqlite_folder)
@@ -197,17 +204,18 @@ def test_a_later_migration_applies_to_a_store_with_data_and_an_older_release_ref
         with open_store() as store:
             reference = store.write(key="a.txt", content="written under the baseline")
         with pytest.MonkeyPatch.context() as monkeypatch:
-            _with_a_second_migration(tmp_path / open_store.__name__, monkeypatch)
+            _with_a_later_migration(tmp_path / open_store.__name__, monkeypatch)
             with open_store() as store:
                 assert store.read(reference) == "written under the baseline"
-                later = store.write(key="b.txt", content="written after the new migration")
+                later = store.write(key="b.txt", content="written after the later migration")
                 assert verify(store).clean
-            assert applied() == [*MIGRATION_NAMES, NOTES_MIGRATION]
-        # This release does not know it: it refuses the index a newer casstore migrated, and changes nothing.
+            assert applied() == [*MIGRATION_NAMES, LATER]
+        # This release does not know the later migration: it refuses the index a newer casstore migrated, and
+        # changes nothing.
         with pytest.raises(SchemaError, match="newer casstore") as refused:
             open_store()
-        assert NOTES_MIGRATION in str(refused.value) and "nothing was changed" in str(refused.value)
-        assert applied() == [*MIGRATION_NAMES, NOTES_MIGRATION]
+        assert LATER in str(refused.value) and "nothing was changed" in str(refused.value)
+        assert applied() == [*MIGRATION_NAMES, LATER]
         assert later
 
 

@@ -60,6 +60,7 @@ CASSTORE_TABLES = {
     "dictionary_samples",
     "offloads",
     "compactions",
+    "archives",
     "search_documents",
     "search_text",
     "search_entries",
@@ -69,7 +70,14 @@ CASSTORE_TABLES = {
     "store_settings",
     "_casstore_migrations",
 }
-CASSTORE_VIEWS = {"dedup_summary", "namespace_summary", "repeated_results", "offload_summary", "offloaded_parts"}
+CASSTORE_VIEWS = {
+    "dedup_summary",
+    "namespace_summary",
+    "repeated_results",
+    "offload_summary",
+    "offloaded_parts",
+    "archived_parts",
+}
 PROCESSES = 8
 
 
