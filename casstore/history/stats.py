@@ -85,7 +85,7 @@ def stats(source: Repository | HasRepository, *, namespace: str | None = None) -
     return StoreStats(
         scope="store" if namespace is None else "namespace",
         namespace=namespace,
-        dedup_scope=repository.dedup_scope,
+        dedup_scope=repository.dedup_scope.name,
         blobs=totals["blobs"],
         writes=totals["writes"],
         logical_bytes=logical,

@@ -305,15 +305,13 @@ class Repository:
         return self._core.read_only_error(what)
 
     @property
-    def dedup_scope(self) -> str:
-        """`store` (content deduplicated across namespaces) or `namespace` (only within one): docs/dedup-scope.md."""
-        return self._core.dedup_scope().name
-
-    def digest_key(self, namespace: str) -> bytes | None:
-        """:returns: The key the digests of `namespace`'s writes are keyed with; None under `store` scope."""
+    def dedup_scope(self) -> DedupScope:
+        """
+        The store's dedup scope (docs/dedup-scope.md): its `name`, `store` (content deduplicated across namespaces) or
+        `namespace` (only within one), and `key_for(namespace)`, the key a namespace's digests are keyed with.
+        """
         core = self._core
-        scope = core.scope if core.scope_read else core.dedup_scope()
-        return scope.key_for(namespace)
+        return core.scope if core.scope_read else core.dedup_scope()
 
     @property
     def searchable(self) -> bool:

@@ -76,7 +76,8 @@ class RepositoryToolResultStore(ToolResultStore):
         :raises InvalidKeyError: If `key` is empty, too long, or contains NUL or a lone surrogate.
         """
         namespace = self.namespace
-        return prepare(key=key, content=content, namespace=namespace, digest_key=self._repository.digest_key(namespace))
+        digest_key = self._repository.dedup_scope.key_for(namespace)
+        return prepare(key=key, content=content, namespace=namespace, digest_key=digest_key)
 
     def write_prepared(self, prepared: PreparedWrite) -> str:
         """

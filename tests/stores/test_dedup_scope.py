@@ -107,13 +107,13 @@ def test_under_store_scope_identical_content_in_two_namespaces_is_one_blob(backe
     before = blob_rows(backend)
     assert mallory.write(key="1_payroll_call_1.txt", content=content) == theirs
     assert set(blob_rows(backend)) == set(before) == {content_digest(content.encode())}
-    assert mallory.repository.dedup_scope == "store"
+    assert mallory.repository.dedup_scope.name == "store"
 
 
 def test_the_scope_is_recorded_when_the_store_is_made_and_read_by_every_later_opener(backend: Backend) -> None:
     made = backend.open(namespace="alice", dedup_scope="namespace")
     later = backend.open(namespace="bob")
-    assert (made.repository.dedup_scope, later.repository.dedup_scope) == ("namespace", "namespace")
+    assert (made.repository.dedup_scope.name, later.repository.dedup_scope.name) == ("namespace", "namespace")
     assert later.to_dict()["init_parameters"]["dedup_scope"] is None
     assert made.to_dict()["init_parameters"]["dedup_scope"] == "namespace"
     settings_rows = dict(backend.rows("SELECT name, value FROM store_settings"))
@@ -257,7 +257,7 @@ def test_a_copy_of_a_namespace_scoped_store_keeps_its_scope_and_references(tmp_p
     }
     with ContentAddressedToolResultStore(tmp_path / "target", namespace="alice") as target:
         report = copy_store(source, target)
-        assert report.complete and target.repository.dedup_scope == "namespace"
+        assert report.complete and target.repository.dedup_scope.name == "namespace"
         assert copy_store(source, target).blobs_copied == 0  # run again, it adds only what is missing
         for reference, content in list(references.items())[:2]:
             assert target.read(reference) == content
