@@ -84,7 +84,7 @@ def fill(root: Path, *, writes: int, compactions: int, namespaces: int, days: fl
     seconds = days * 86_400
     with closing(sqlite3.connect(root / "index.db")) as connection, connection:
         for table, column, rows in (
-            ("writes", "written_at", writes),
+            ("write_rows", "written_at", writes),
             ("offloads", "offloaded_at", None),
             ("compactions", "compacted_at", compactions),
         ):

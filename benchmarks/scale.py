@@ -185,11 +185,11 @@ def age_older_half(root: Path) -> dict[str, Any]:
     """Date the older half of `writes` (by id) a day back, as sqlite3 would. :returns: How many, how long it took."""
     began = time.perf_counter()
     with closing(sqlite3.connect(root / "index.db", isolation_level=None)) as connection:
-        (total,) = connection.execute("SELECT count(*) FROM writes").fetchone()
+        (total,) = connection.execute("SELECT count(*) FROM write_rows").fetchone()
         connection.execute("BEGIN IMMEDIATE")
         connection.execute(
-            "UPDATE writes SET written_at = strftime('%Y-%m-%d %H:%M:%f', written_at, '-1 day') "
-            "WHERE id IN (SELECT id FROM writes ORDER BY id LIMIT ?)",
+            "UPDATE write_rows SET written_at = strftime('%Y-%m-%d %H:%M:%f', written_at, '-1 day') "
+            "WHERE id IN (SELECT id FROM write_rows ORDER BY id LIMIT ?)",
             (total // 2,),
         )
         connection.execute("COMMIT")

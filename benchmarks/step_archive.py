@@ -40,7 +40,7 @@ from haystack.utils.experimental import ExperimentalWarning
 
 from casstore import ContentAddressedToolResultStore
 from casstore.compactor import CompactorChain, DedupOffloadCompactor, StepArchiveCompactor, make_read_tool
-from casstore.demo.session import ScriptedCodingAgent, default_corpus
+from casstore.demo.agent import ScriptedCodingAgent, default_corpus
 from casstore.demo.tools import make_file_tools
 from casstore.disk import disk_usage
 

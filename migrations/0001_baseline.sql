@@ -26,7 +26,7 @@ CREATE TABLE dictionary_samples (
 
 -- One row per stored blob (distinct content), wherever its frame is, and how to decode it.
 CREATE TABLE blobs (
-    id INTEGER PRIMARY KEY,
+    id INTEGER PRIMARY KEY AUTOINCREMENT,                    -- never reused: write_rows name blobs by id
     digest TEXT NOT NULL UNIQUE,                             -- BLAKE3 of the content
     size INTEGER NOT NULL,                                   -- content bytes, uncompressed
     stored_size INTEGER NOT NULL,                            -- bytes of the zstd frame that holds it
@@ -47,23 +47,36 @@ CREATE TABLE blob_frames (
     frame BLOB NOT NULL
 );
 
--- One row per write(): who wrote which content under which key, and the reference it got. A reference is visible
--- (readable) in a namespace while a row of that namespace names it.
-CREATE TABLE writes (
+-- One row per write(): who wrote which blob under which key. A reference is visible (readable) in a namespace
+-- while a row of that namespace names its blob. The blob is named by its id, not its digest: the digest is kept once,
+-- in `blobs`, and the view `writes` shows it.
+CREATE TABLE write_rows (
     id INTEGER PRIMARY KEY,
     namespace TEXT NOT NULL,
     key TEXT NOT NULL,                                       -- the key the caller passed, only recorded
-    digest TEXT NOT NULL,                                    -- blobs.digest of the content
+    blob_id INTEGER NOT NULL,                                 -- blobs.id of the content
     kind TEXT NOT NULL CHECK (kind IN ('text', 'binary')),   -- written as str or as bytes
     extension TEXT NOT NULL,                                 -- the reference's extension, such as '.txt', or ''
     size INTEGER NOT NULL,                                   -- content bytes
-    written_at TEXT NOT NULL,
-    reference TEXT GENERATED ALWAYS AS (
-        'blake3/' || CASE kind WHEN 'binary' THEN 'bin/' ELSE '' END || substr(digest, 1, 2) || '/'
-        || substr(digest, 3) || extension
-    ) VIRTUAL
+    written_at TEXT NOT NULL
 );
-CREATE INDEX writes_by_digest ON writes (digest, namespace);
+CREATE INDEX write_rows_by_blob ON write_rows (blob_id, namespace);
+
+-- The writes as users query them: each row of `write_rows` with its blob's digest and its reference. Read-only.
+CREATE VIEW writes AS
+SELECT
+    w.id,
+    w.namespace,
+    w.key,
+    b.digest,
+    w.kind,
+    w.extension,
+    w.size,
+    w.written_at,
+    'blake3/' || CASE w.kind WHEN 'binary' THEN 'bin/' ELSE '' END || substr(b.digest, 1, 2) || '/'
+    || substr(b.digest, 3) || w.extension AS reference
+FROM write_rows w
+JOIN blobs b ON b.id = w.blob_id;
 
 -- One row per tool result a compactor replaced by references.
 CREATE TABLE offloads (

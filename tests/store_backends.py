@@ -180,7 +180,7 @@ class LocalBackend(Backend):
 
     def fail_writes_of_key(self, key: str) -> None:
         self.execute(
-            f"CREATE TRIGGER fail_key BEFORE INSERT ON writes WHEN NEW.key = '{key}' "
+            f"CREATE TRIGGER fail_key BEFORE INSERT ON write_rows WHEN NEW.key = '{key}' "
             "BEGIN SELECT RAISE(ABORT, 'no space left on device'); END"
         )
 
@@ -254,7 +254,7 @@ class SharedBackend(Backend):
             "CREATE FUNCTION fail_key() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
             f"IF NEW.key = '{key}' THEN RAISE EXCEPTION 'no space left on device'; END IF; RETURN NEW; END $$"
         )
-        self.execute("CREATE TRIGGER fail_key BEFORE INSERT ON writes FOR EACH ROW EXECUTE FUNCTION fail_key()")
+        self.execute("CREATE TRIGGER fail_key BEFORE INSERT ON write_rows FOR EACH ROW EXECUTE FUNCTION fail_key()")
 
     def close(self) -> None:
         try:

@@ -21,7 +21,7 @@ from casstore.blobs.memory import VerifiedContent
 from casstore.index.work import SHIFTED_NOW_SQL, UnitOfWork, ago
 
 # A blob is referenced while a write names it.
-_REFERENCED = "SELECT 1 FROM writes w WHERE w.digest = blobs.digest"
+_REFERENCED = "SELECT 1 FROM write_rows w WHERE w.blob_id = blobs.id"
 # A blob gc may delete: no write names it, no kept blob is a delta on it, and it was not seen within the grace period
 # (the parameter is the grace's `ago`).
 _COLLECTABLE = (

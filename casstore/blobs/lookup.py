@@ -29,7 +29,7 @@ _LOCATION_WITH_NAMESPACE = _LOCATION.replace(" FROM blobs b", ", b.namespace FRO
 # statement, so a read sees both in one state of the index.
 _READABLE_SQL = (
     f"SELECT {_LOCATION_WITH_NAMESPACE} WHERE b.digest = ? "
-    "AND EXISTS (SELECT 1 FROM writes w WHERE w.digest = b.digest AND w.namespace = ? AND w.kind = ? "
+    "AND EXISTS (SELECT 1 FROM write_rows w WHERE w.blob_id = b.id AND w.namespace = ? AND w.kind = ? "
     "AND w.extension = ?)"
 )
 # Asked only when a read found nothing: whether the reference is visible all the same, its blob row missing (a damaged

@@ -52,8 +52,8 @@ def _print_verify_report(report: maintenance.VerifyReport) -> None:
         click.echo(f"corrupt  {digest}  {message}")
     for digest in report.missing:
         click.echo(f"missing  {digest}")
-    for namespace, reference in report.dangling_writes:
-        click.echo(f"no blob  {reference}  (written in namespace {namespace!r})")
+    for namespace, key in report.dangling_writes:
+        click.echo(f"no blob  for key {key!r}  (written in namespace {namespace!r})")
     if report.stray_files:
         click.echo(
             f"orphan   {report.stray_files} blob or temporary files ({format_bytes(report.stray_bytes)}) "

@@ -1,1 +1,4 @@
-"""`casstore demo`: a scripted Haystack `Agent` run over a real folder (`session`), with its tools (`tools`)."""
+"""
+`casstore demo`: a scripted Haystack `Agent` run over a real folder (`session`), its model (`agent`) and its file
+tools (`tools`).
+"""

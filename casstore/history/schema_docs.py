@@ -45,11 +45,26 @@ RELATIONS: dict[str, Relation] = {
         "that refreshing last_seen or summing sizes never touches the frames' pages.",
         {"blob_id": "blobs.id", "frame": "the blob's exact stored bytes: a zstd frame, its content size inside"},
     ),
-    "writes": Relation(
-        "One row per call to write: the offload history. A reference is visible (readable) in a namespace while a "
-        "row of that namespace names it.",
+    "write_rows": Relation(
+        "One row per call to write: the offload history, naming its blob by id (the view writes shows the digest "
+        "and the reference). A reference is visible (readable) in a namespace while a row of that namespace names "
+        "its blob.",
         {
             "id": "increasing row id",
+            "namespace": "the writing store's namespace",
+            "key": "the key the caller passed (Haystack's look like 3_read_file_call_1.txt); only recorded",
+            "blob_id": "blobs.id of the content",
+            "kind": "text or binary",
+            "extension": "the reference's extension, such as .txt, or empty",
+            "size": "content bytes of this write",
+            "written_at": f"when ({_TIMES})",
+        },
+    ),
+    "writes": Relation(
+        "One row per call to write, as people query it: write_rows with its blob's digest and the reference write "
+        "returned. A read-only view.",
+        {
+            "id": "increasing row id (write_rows.id)",
             "namespace": "the writing store's namespace",
             "key": "the key the caller passed (Haystack's look like 3_read_file_call_1.txt); only recorded",
             "digest": "the content's digest (blobs.digest)",
@@ -59,6 +74,7 @@ RELATIONS: dict[str, Relation] = {
             "written_at": f"when ({_TIMES})",
             "reference": "what write returned (made from digest, kind and extension)",
         },
+        view=True,
     ),
     "offloads": Relation(
         "One row per tool result that DedupOffloadCompactor replaced by references.",

@@ -17,7 +17,7 @@ _SCRIPTS_PACKAGE = "casstore.migrations.postgresql"
 MIGRATION_LOCK_KEY = 0x63617373_6D696772  # "cassmigr"
 _MIGRATIONS_TABLE = "_casstore_migrations"
 # Tables whose presence without a record of casstore's migrations means the database holds something else.
-_CASSTORE_TABLES = ("blobs", "blob_frames", "writes", "dictionaries", "offloads", "compactions")
+_CASSTORE_TABLES = ("blobs", "blob_frames", "write_rows", "writes", "dictionaries", "offloads", "compactions")
 
 
 def migration_scripts() -> list[tuple[str, str]]:

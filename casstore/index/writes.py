@@ -18,19 +18,21 @@ from casstore.index.queries import WritePosition
 from casstore.index.work import NOW_SQL, SHIFTED_NOW_SQL, UnitOfWork, ago
 from casstore.references import reference_kind
 
-_WRITE_COLUMNS = "namespace, key, digest, kind, extension, size, written_at"
-# A write, appended only if its blob has a row: then the caller needs no look-up of its own to know the blob is there
-# (it looks only when `last_seen` is due, or the blob is a file that can vanish). A row counts: the statement runs in
-# the caller's transaction, and gc deletes a blob only in one of its own, after the last write naming it is gone.
+_WRITE_COLUMNS = "namespace, key, blob_id, kind, extension, size, written_at"
+# A write names its blob by id, so it is appended only if its blob has a row: then the caller needs no look-up of its
+# own to know the blob is there (it looks only when `last_seen` is due, or the blob is a file that can vanish). A row
+# counts: the statement runs in the caller's transaction, and gc deletes a blob only in one of its own, after the last
+# write naming it is gone.
 _APPEND_IF_STORED_SQL = (
-    f"INSERT INTO writes ({_WRITE_COLUMNS}) SELECT ?, ?, ?, ?, ?, ?, {NOW_SQL} "
-    "WHERE EXISTS (SELECT 1 FROM blobs WHERE digest = ?)"
+    f"INSERT INTO write_rows ({_WRITE_COLUMNS}) SELECT ?, ?, id, ?, ?, ?, {NOW_SQL} FROM blobs WHERE digest = ?"
 )
-_APPEND_SQL = f"INSERT INTO writes ({_WRITE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, {NOW_SQL})"
-_IS_VISIBLE_SQL = "SELECT 1 FROM writes WHERE digest = ? AND namespace = ? AND kind = ? AND extension = ? LIMIT 1"
+_IS_VISIBLE_SQL = (
+    "SELECT 1 FROM blobs b JOIN write_rows w ON w.blob_id = b.id "
+    "WHERE b.digest = ? AND w.namespace = ? AND w.kind = ? AND w.extension = ? LIMIT 1"
+)
 # What nothing keeps: no write names the blob, no kept blob is a delta on it.
 _UNREFERENCED_SQL = (
-    "SELECT digest FROM blobs b WHERE NOT EXISTS (SELECT 1 FROM writes w WHERE w.digest = b.digest) "
+    "SELECT digest FROM blobs b WHERE NOT EXISTS (SELECT 1 FROM write_rows w WHERE w.blob_id = b.id) "
     "AND NOT EXISTS (SELECT 1 FROM blobs d WHERE d.base_id = b.id)"
 )
 
@@ -82,28 +84,28 @@ class ArchiveRecord:
 def record_write(work: UnitOfWork, namespace: str, write: PreparedWrite) -> bool:
     """
     Append one write to the history, which makes its reference visible in `namespace`, inside the caller's
-    transaction.
+    transaction, if its blob has a row.
 
-    :returns: Whether the blob's row was there: then the caller needs no look-up to know it is stored.
+    :returns: Whether the blob's row was there (and the write recorded): then the caller needs no look-up to know it
+        is stored. If not, nothing was recorded: the caller stores the blob and records the write again.
     """
     kind, extension = reference_kind(write.reference)
-    row = (namespace, write.key, write.digest, kind, extension, len(write.data))
-    if work.change(_APPEND_IF_STORED_SQL, (*row, write.digest)):
-        return True
-    work.change(_APPEND_SQL, row)
-    return False
+    return bool(
+        work.change(_APPEND_IF_STORED_SQL, (namespace, write.key, kind, extension, len(write.data), write.digest))
+    )
 
 
 def import_writes(work: UnitOfWork, rows: Sequence[tuple[str, str, str, str, int, str, str]]) -> None:
     """
-    Append writes copied from another store, with their own times, inside the caller's transaction.
+    Append writes copied from another store, with their own times, inside the caller's transaction, after their
+    blobs' rows (a write whose blob has no row is not recorded).
 
     :param rows: `(namespace, key, digest, kind, size, reference, written_at)` for each write, as `writes` holds them.
     """
     work.connection.executemany(
-        f"INSERT INTO writes ({_WRITE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO write_rows ({_WRITE_COLUMNS}) SELECT ?, ?, id, ?, ?, ?, ? FROM blobs WHERE digest = ?",
         [
-            (namespace, key, digest, kind, reference_kind(reference)[1], size, written_at)
+            (namespace, key, kind, reference_kind(reference)[1], size, written_at, digest)
             for namespace, key, digest, kind, size, reference, written_at in rows
         ],
     )
@@ -243,11 +245,11 @@ def forget(
         return Forgotten()
     connection = work.connection
     counts = []
-    digests: set[str] = set()
+    blob_ids: set[int] = set()
     # Compactions and archives go with their offloads, by the same rule; they are not counted apart (gc reports writes
     # and offloads).
     for table, column in (
-        ("writes", "written_at"),
+        ("write_rows", "written_at"),
         ("offloads", "offloaded_at"),
         ("compactions", "compacted_at"),
         ("archives", "archived_at"),
@@ -260,7 +262,7 @@ def forget(
         if older_than is not None:
             clauses.append(f"{column} < {SHIFTED_NOW_SQL}")
             parameters.append(ago(older_than))
-        if through is not None and table == "writes":
+        if through is not None and table == "write_rows":
             # Row values order the two columns as one key: ties of `written_at` are broken by the row id.
             clauses.append("(written_at, id) <= (?, ?)")
             parameters.extend((through.written_at, through.write_id))
@@ -268,13 +270,24 @@ def forget(
             clauses.append(f"{column} <= ?")
             parameters.append(through.written_at)
         statement = f"DELETE FROM {table} WHERE {' AND '.join(clauses)}"
-        if with_digests and table == "writes":
-            rows = connection.execute(f"{statement} RETURNING digest", parameters).fetchall()
-            digests.update(row[0] for row in rows)
+        if with_digests and table == "write_rows":
+            rows = connection.execute(f"{statement} RETURNING blob_id", parameters).fetchall()
+            blob_ids.update(row[0] for row in rows)
             counts.append(len(rows))
         else:
             counts.append(connection.execute(statement, parameters).rowcount)
-    return Forgotten(writes=counts[0], offloads=counts[1], digests=frozenset(digests))
+    return Forgotten(writes=counts[0], offloads=counts[1], digests=_digests_of(connection, blob_ids))
+
+
+def _digests_of(connection: sqlite3.Connection, blob_ids: set[int]) -> frozenset[str]:
+    # In batches: an engine limits the parameters of one statement.
+    ordered = sorted(blob_ids)
+    digests: set[str] = set()
+    for start in range(0, len(ordered), 500):
+        batch = ordered[start : start + 500]
+        marks = ", ".join("?" * len(batch))
+        digests.update(row[0] for row in connection.execute(f"SELECT digest FROM blobs WHERE id IN ({marks})", batch))
+    return frozenset(digests)
 
 
 def unreferenced_digests(connection: sqlite3.Connection) -> list[str]:
@@ -285,11 +298,14 @@ def unreferenced_digests(connection: sqlite3.Connection) -> list[str]:
 
 
 def dangling_writes(connection: sqlite3.Connection) -> list[tuple[str, str]]:
-    """:returns: `(namespace, reference)` of writes whose blob row is missing."""
+    """
+    :returns: `(namespace, key)` of writes whose blob row is missing (a damaged index: the row, and with it the
+        digest the write named, was deleted by hand).
+    """
     return [
         (row[0], row[1])
         for row in connection.execute(
-            "SELECT namespace, reference FROM writes w "
-            "WHERE NOT EXISTS (SELECT 1 FROM blobs b WHERE b.digest = w.digest) ORDER BY id"
+            "SELECT namespace, key FROM write_rows w "
+            "WHERE NOT EXISTS (SELECT 1 FROM blobs b WHERE b.id = w.blob_id) ORDER BY id"
         )
     ]

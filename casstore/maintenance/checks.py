@@ -31,14 +31,14 @@ class VerifyReport:
     """
     What `verify` found.
 
-    `ok` is False when content is lost or at risk: a blob or a trained dictionary that does not verify (`corrupt`,
-    by digest: a blob that needs a damaged dictionary or base is listed too), a referenced blob whose
-    file or row is gone (`missing`), a write whose blob row is gone (`dangling_writes`). `clean` is False as well when
-    the store holds orphans, which are garbage rather than damage and which `gc` removes: blob or temporary files no
-    row points at (`stray_files`; files changed since `verify` started belong to writes in flight and are not
-    counted) and rows of unreferenced blobs whose file is gone (`stale_rows`, as a crash during `gc` can leave).
-    `unreferenced_blobs` counts blobs no write references any more, healthy, which `gc` deletes once they are older
-    than its grace period: information, not a finding.
+    `ok` is False when content is lost or at risk: a blob or a trained dictionary that does not verify (`corrupt`, by
+    digest: a blob that needs a damaged dictionary or base is listed too), a referenced blob whose file or row is gone
+    (`missing`), a write whose blob row is gone (`dangling_writes`, by namespace and key). `clean` is False as well when
+    the store holds orphans, which are garbage rather than damage and which `gc` removes: blob or temporary files no row
+    points at (`stray_files`; files changed since `verify` started belong to writes in flight and are not counted) and
+    rows of unreferenced blobs whose file is gone (`stale_rows`, as a crash during `gc` can leave). `unreferenced_blobs`
+    counts blobs no write references any more, healthy, which `gc` deletes once they are older than its grace period:
+    information, not a finding.
 
     The search index is checked against the blobs too: `search_mismatched` counts documents whose blob is gone or
     whose trigrams do not hold their blob's text, and namespace entries of no document or of a forgotten reference

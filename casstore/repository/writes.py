@@ -195,19 +195,23 @@ class Writer:
             for digest in sorted(staged):
                 self._blobs.put(work, staged[digest], stored_under_lock=stored_under_lock)
         to_confirm = []
+        unrecorded = set()
         needs_confirmation = self._blobs.needs_confirmation
         for write in writes:
-            was_visible = index.record_write(work, namespace, write)
+            digest = write.digest
+            # A write names its blob by id: without the blob's row nothing is recorded, and the transaction goes
+            # again with the blob staged.
+            if not index.record_write(work, namespace, write):
+                unrecorded.add(digest)
+                continue
             if self._search_index_writes:
                 self._indexing.leave_for_indexing(work, namespace, write)
-            digest = write.digest
-            if digest in staged or (was_visible and not needs_confirmation(digest)):
-                continue
-            to_confirm.append(digest)
-        if to_confirm:
-            missing = [digest for digest in sorted(set(to_confirm)) if not self._blobs.confirm(work, digest)]
-            if missing:
-                raise _BlobsMissing(missing)
+            if digest not in staged and needs_confirmation(digest):
+                to_confirm.append(digest)
+        if to_confirm or unrecorded:
+            missing = {digest for digest in set(to_confirm) if not self._blobs.confirm(work, digest)}
+            if missing or unrecorded:
+                raise _BlobsMissing(sorted(missing | unrecorded))
 
     def record_offloads(self, *, namespace: str, compaction_id: str, offloads: Sequence[OffloadRecord]) -> None:
         """Append a compaction's offloads to the `offloads` table, in one transaction."""

@@ -75,7 +75,7 @@ class Fts5Text:
 
     exact = False
     # Writers are serialized by SQLite's write lock: the highest id is the caller's write.
-    last_write_sql = "SELECT max(id) FROM writes"
+    last_write_sql = "SELECT max(id) FROM write_rows"
     json_refs_sql = "json_each(o.refs) part"
     contains_sql = "instr({}, ?) > 0"
 

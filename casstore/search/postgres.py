@@ -59,7 +59,7 @@ class TrigramText:
 
     exact = True
     # The id the caller's session gave its write just now; other sessions' ids (higher, maybe) are not it.
-    last_write_sql = "SELECT currval(pg_get_serial_sequence('writes', 'id'))"
+    last_write_sql = "SELECT currval(pg_get_serial_sequence('write_rows', 'id'))"
     json_refs_sql = "jsonb_array_elements_text(o.refs::jsonb) AS part(value)"
     contains_sql = "strpos({}, ?) > 0"
 

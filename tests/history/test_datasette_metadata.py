@@ -93,7 +93,7 @@ def _docs_column_tables() -> dict[str, set[str]]:
 
 def test_every_column_the_docs_list_is_described_as_there() -> None:
     tables = _docs_column_tables()
-    assert {"blobs", "writes", "offloads", "compactions"} <= set(tables)
+    assert {"blobs", "write_rows", "offloads", "compactions"} <= set(tables)
     for name, columns in tables.items():
         assert columns <= set(RELATIONS[name].columns), name
 

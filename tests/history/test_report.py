@@ -312,7 +312,7 @@ def test_nothing_to_show_is_a_clear_page(tmp_path: Path, setup: str, arguments: 
             store.record_compaction(compaction_id="c", compaction=CompactionRecord(9, 3, 4))
     if setup == "old":
         with contextlib.closing(sqlite3.connect(root / "index.db")) as connection, connection:
-            for table, column in (("writes", "written_at"), ("compactions", "compacted_at")):
+            for table, column in (("write_rows", "written_at"), ("compactions", "compacted_at")):
                 connection.execute(f"UPDATE {table} SET {column} = '2020-01-01 00:00:00.000'")
     output = tmp_path / "report.html"
     result = CliRunner().invoke(cli, ["report", "--root", str(root), "-o", str(output), *arguments])

@@ -137,7 +137,7 @@ def _old_store(root: Path) -> None:
         store.write(key="a.txt", content="a result")
         store.record_compaction(compaction_id="c", compaction=CompactionRecord(9, 3, 4))
     with contextlib.closing(sqlite3.connect(root / "index.db")) as connection, connection:
-        connection.execute("UPDATE writes SET written_at = '2020-01-01 00:00:00.000'")
+        connection.execute("UPDATE write_rows SET written_at = '2020-01-01 00:00:00.000'")
         connection.execute("UPDATE compactions SET compacted_at = '2020-01-01 00:00:00.000'")
 
 

@@ -14,7 +14,6 @@ import pytest
 
 from casstore import (
     ContentAddressedToolResultStore,
-    CorruptBlobError,
     ReferenceNotFoundError,
     SharedToolResultStore,
 )
@@ -31,7 +30,7 @@ def test_a_reference_stays_visible_until_its_last_write_is_forgotten(backend: Ba
     assert a.write(key="new.txt", content="shared result\n" * 10) == shared
     assert b.write(key="old.txt", content="shared result\n" * 10) == shared
     only_old = a.write(key="old2.txt", content="only old\n" * 10)
-    backend.execute("UPDATE writes SET written_at = '2020-01-01 00:00:00.000' WHERE key IN ('old.txt', 'old2.txt')")
+    backend.execute("UPDATE write_rows SET written_at = '2020-01-01 00:00:00.000' WHERE key IN ('old.txt', 'old2.txt')")
     assert backend.rows("SELECT count(*) FROM writes WHERE written_at < '2021-01-01'") == [(3,)]
     collect_garbage(a, older_than=timedelta(days=1))
     assert a.read(shared) == "shared result\n" * 10  # its newer write is kept
@@ -63,29 +62,32 @@ def test_a_write_row_reads_as_what_write_returned(backend: Backend) -> None:
     ]
 
 
-def test_a_reference_whose_blob_row_is_deleted_says_so_and_a_write_mends_it(backend: Backend) -> None:
+def test_writes_whose_blob_row_is_deleted_are_reported_and_name_no_later_blob(backend: Backend) -> None:
     store = backend.open(namespace="alice")
     other = backend.open(namespace="bob")
     content = "kept in the index\n" * 40
     reference = store.write(key="a.txt", content=content)
     other.write(key="a.txt", content=content)
     digest = blake3_hex(content.encode())
-    backend.execute("DELETE FROM blobs WHERE digest = ?", (digest,))  # damage, by hand
-    later = store.write(key="b.txt", content="written after the damage\n" * 40)  # may take the freed id
-    with pytest.raises(CorruptBlobError) as raised:
+    backend.execute("DELETE FROM blobs WHERE digest = ?", (digest,))  # damage, by hand: the writes lose their blob
+    later = store.write(key="b.txt", content="written after the damage\n" * 40)  # never takes the freed id
+    with pytest.raises(ReferenceNotFoundError):
         backend.open(namespace="alice").read(reference)
-    assert raised.value.missing and raised.value.digest == digest
-    report = verify(store)
-    assert sorted(report.dangling_writes) == [("alice", reference), ("bob", reference)] and not report.ok
-    collect_garbage(store, grace=timedelta(0))  # nothing it may delete: the writes stay, still damaged
-    assert backend.rows("SELECT count(*) FROM writes WHERE digest = ?", (digest,)) == [(2,)]
-    # Writing the content again stores the blob anew: every write of it reads again.
-    assert backend.open(namespace="alice").write(key="again.txt", content=content) == reference
-    assert backend.rows("SELECT count(*) FROM blobs WHERE digest = ?", (digest,)) == [(1,)]
-    for namespace in ("alice", "bob"):
-        assert backend.open(namespace=namespace).read(reference) == content
     assert backend.open(namespace="alice").read(later) == "written after the damage\n" * 40
-    assert verify(store).clean
+    with pytest.raises(ReferenceNotFoundError):
+        backend.open(namespace="bob").read(later)  # bob's damaged writes do not name the later blob
+    report = verify(store)
+    assert sorted(report.dangling_writes) == [("alice", "a.txt"), ("bob", "a.txt")] and not report.ok
+    collect_garbage(store, grace=timedelta(0))  # nothing it may delete: the writes stay, still damaged
+    assert backend.rows("SELECT count(*) FROM write_rows") == [(3,)]
+    # Writing the content again stores the blob anew, for the writes made from then on.
+    assert backend.open(namespace="alice").write(key="again.txt", content=content) == reference
+    assert backend.open(namespace="alice").read(reference) == content
+    with pytest.raises(ReferenceNotFoundError):
+        backend.open(namespace="bob").read(reference)
+    # Forgetting a namespace forgets its damaged writes with the rest.
+    collect_garbage(backend.open(namespace="bob"), namespace="bob", grace=timedelta(0))
+    assert verify(store).dangling_writes == [("alice", "a.txt")]
 
 
 def test_times_are_utc_whatever_the_postgresql_sessions_time_zone(postgres_url: str, s3_bucket_url: S3Location) -> None:
@@ -105,7 +107,7 @@ def test_times_are_utc_whatever_the_postgresql_sessions_time_zone(postgres_url: 
             assert connection.execute("SHOW timezone").fetchone() == ("Asia/Kolkata",)
             shown = connection.execute("SELECT written_at FROM writes ORDER BY id").fetchall()
             # A person's text time in their session's zone means that moment: the row is older than an hour.
-            connection.execute("UPDATE writes SET written_at = '2020-01-01 05:30:00' WHERE key = 'old.txt'")
+            connection.execute("UPDATE write_rows SET written_at = '2020-01-01 05:30:00' WHERE key = 'old.txt'")
         for (moment,) in shown:
             assert before - timedelta(seconds=1) <= moment <= after + timedelta(seconds=1), (moment, before, after)
         # What casstore shows is UTC, whatever the session's zone.

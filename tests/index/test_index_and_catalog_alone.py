@@ -18,6 +18,7 @@ from casstore.errors import CorruptBlobError
 from casstore.index.database import Database
 from casstore.index.prepared import PreparedWrite
 from casstore.index.queries import WritePosition
+from casstore.index.work import UnitOfWork
 from casstore.index.writes import (
     Forgotten,
     OffloadRecord,
@@ -219,51 +220,64 @@ def test_the_index_records_writes_and_answers_visibility(database: Database) -> 
     digest = "a" * 64
     reference = f"blake3/aa/{'a' * 62}.txt"
     write = PreparedWrite(reference, "k.txt", digest, True, b"abc")
+    insert_blob = (
+        "INSERT INTO blobs (digest, size, stored_size, stored_in, first_seen, last_seen) "
+        "VALUES (?, 3, 3, 'index', 'now', 'now')"
+    )
     with database.transaction() as work:
+        # Without its blob's row, a write is not recorded, and says its blob is not stored.
+        assert record_write(work, "alice", write) is False
         # A write is recorded in the transaction that stores or finds its blob's row.
-        work.connection.execute(
-            "INSERT INTO blobs (digest, size, stored_size, stored_in, first_seen, last_seen) "
-            "VALUES (?, 3, 3, 'index', 'now', 'now')",
-            (digest,),
-        )
+        work.connection.execute(insert_blob, (digest,))
         stored = [record_write(work, namespace, write) for namespace in ("alice", "alice", "bob")]
         assert stored == [True, True, True]  # each found the blob's row in the statement that recorded it
         record_offloads(
             work, namespace="alice", compaction_id="c", offloads=[OffloadRecord("tool", None, [reference], 10, 5)]
         )
-        work.connection.execute("DELETE FROM blobs WHERE digest = ?", (digest,))  # then lost: the writes dangle
-        # Without its blob row, a write is recorded and says its blob is not stored.
-        assert record_write(work, "alice", write) is False
     with database.reading() as connection:
         assert is_visible(connection, namespace="alice", digest=digest, reference=reference)
         assert not is_visible(connection, namespace="carol", digest=digest, reference=reference)
         assert not is_visible(connection, namespace="alice", digest=digest, reference=reference + "x")
-        assert dangling_writes(connection) == [("alice", reference)] * 2 + [("bob", reference), ("alice", reference)]
+        assert dangling_writes(connection) == []
         assert connection.execute("SELECT count(DISTINCT namespace) FROM writes").fetchone()[0] == 2
+        assert connection.execute("SELECT DISTINCT reference FROM writes").fetchall() == [(reference,)]
     with database.transaction() as work:
         assert forget(work, namespace=None, older_than=None) == Forgotten(0, 0)  # nothing named, nothing forgotten
-        assert forget(work, namespace="alice", older_than=None) == Forgotten(3, 1)
+        assert forget(work, namespace="alice", older_than=None, with_digests=True) == Forgotten(
+            2, 1, frozenset([digest])
+        )
     with database.reading() as connection:
         assert not is_visible(connection, namespace="alice", digest=digest, reference=reference)
         assert is_visible(connection, namespace="bob", digest=digest, reference=reference)
     with database.transaction() as work:
-        assert forget(work, namespace="bob", older_than=None) == Forgotten(1, 0)
-        work.connection.execute(
-            "INSERT INTO blobs (digest, size, stored_size, stored_in, first_seen, last_seen) "
-            "VALUES (?, 3, 3, 'index', 'now', 'now')",
-            (digest,),
-        )
+        work.connection.execute("DELETE FROM blobs WHERE digest = ?", (digest,))  # damage: bob's write dangles
+        work.connection.execute(insert_blob, ("b" * 64,))  # a later blob never takes the lost one's id
     with database.reading() as connection:
-        assert unreferenced_digests(connection) == [digest]
+        assert dangling_writes(connection) == [("bob", "k.txt")]
         assert connection.execute("SELECT count(*) FROM writes").fetchone()[0] == 0
+    with database.transaction() as work:
+        assert forget(work, namespace="bob", older_than=None) == Forgotten(1, 0)
+        work.connection.execute(insert_blob, (digest,))
+    with database.reading() as connection:
+        assert sorted(unreferenced_digests(connection)) == [digest, "b" * 64]
+        assert connection.execute("SELECT count(*) FROM write_rows").fetchone()[0] == 0
+
+
+def _add_blob_row(work: UnitOfWork, digest: str) -> None:
+    work.connection.execute(
+        "INSERT INTO blobs (digest, size, stored_size, stored_in, first_seen, last_seen) "
+        "VALUES (?, 1, 1, 'index', 'now', 'now')",
+        (digest,),
+    )
 
 
 def test_forgetting_by_age_keeps_recent_writes(database: Database) -> None:
     reference = f"blake3/bb/{'b' * 62}.txt"
     with database.transaction() as work:
+        _add_blob_row(work, "b" * 64)
         for key in ("old.txt", "new.txt"):
-            record_write(work, "ns", PreparedWrite(reference, key, "b" * 64, True, b"b"))
-        work.connection.execute("UPDATE writes SET written_at = '2020-01-01 00:00:00.000' WHERE key = 'old.txt'")
+            assert record_write(work, "ns", PreparedWrite(reference, key, "b" * 64, True, b"b"))
+        work.connection.execute("UPDATE write_rows SET written_at = '2020-01-01 00:00:00.000' WHERE key = 'old.txt'")
     with database.transaction() as work:
         assert forget(work, namespace=None, older_than=LAST_SEEN_RESOLUTION * 3600) == Forgotten(1, 0)
     with database.reading() as connection:
@@ -274,8 +288,10 @@ def test_forgetting_through_a_write_breaks_ties_of_time_by_row_id(database: Data
     with database.transaction() as work:
         for number in range(4):
             digest = f"{number}" * 64
-            record_write(work, "ns", PreparedWrite(f"blake3/{digest[:2]}/{digest[2:]}.txt", "k", digest, True, b"x"))
-        work.connection.execute("UPDATE writes SET written_at = '2020-01-01 00:00:00.000'")  # one time for all
+            _add_blob_row(work, digest)
+            write = PreparedWrite(f"blake3/{digest[:2]}/{digest[2:]}.txt", "k", digest, True, b"x")
+            assert record_write(work, "ns", write)
+        work.connection.execute("UPDATE write_rows SET written_at = '2020-01-01 00:00:00.000'")  # one time for all
         second = work.connection.execute("SELECT id FROM writes ORDER BY id LIMIT 1 OFFSET 1").fetchone()[0]
     with database.transaction() as work:
         forgotten = forget(

@@ -56,7 +56,7 @@ def test_a_new_store_applies_the_baseline(store: ContentAddressedToolResultStore
 TABLES = {
     "blobs",
     "blob_frames",
-    "writes",
+    "write_rows",
     "dictionaries",
     "dictionary_samples",
     "offloads",
@@ -65,6 +65,7 @@ TABLES = {
     "store_settings",
 }
 VIEWS = {
+    "writes",
     "dedup_summary",
     "namespace_summary",
     "repeated_results",
@@ -161,7 +162,8 @@ LATER = f"{len(MIGRATION_NAMES) + 1:04d}_notes"
 def _with_a_later_migration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Make casstore's migrations this release's plus `LATER` (on both engines), from a temporary folder."""
     added = (
-        "ALTER TABLE writes ADD COLUMN note TEXT;\nCREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL);\n"
+        "ALTER TABLE write_rows ADD COLUMN note TEXT;\n"
+        "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL);\n"
     )
     sqlite_folder, postgres_folder = tmp_path / "migrations", tmp_path / "migrations-postgresql"
     for folder, source in ((sqlite_folder, MIGRATIONS_FOLDER), (postgres_folder, MIGRATIONS_FOLDER / "postgresql")):

@@ -20,7 +20,7 @@ _REFERENCE = f"blake3/cc/{'c' * 62}.txt"
 
 # An audit table with a trigger on the table a write inserts into: each trigger's row is a change of the connection's,
 # not of the statement that fired it.
-_TABLES = ("writes", "offloads")
+_TABLES = ("write_rows", "offloads")
 _SQLITE_TRIGGERS = [
     "CREATE TABLE audit (what TEXT)",
     *(
@@ -76,16 +76,17 @@ def _add_blob(database: IndexDatabase) -> None:
 def test_a_write_says_whether_its_blob_is_stored(index_database: IndexDatabase, triggers: bool) -> None:
     if triggers:
         _add_triggers(index_database)
-    # No blob row: each write is recorded all the same, and says so, so that its blob is stored or looked up.
+    # No blob row: no write is recorded, and each says so, so that its blob is stored or looked up.
     with index_database.transaction() as work:
         assert [record_write(work, namespace, _write(key)) for namespace, key in _WRITES] == [False] * 4
+        assert work.connection.execute("SELECT count(*) FROM write_rows").fetchone()[0] == 0
     _add_blob(index_database)
     with index_database.transaction() as work:
         assert [record_write(work, namespace, _write(key)) for namespace, key in _WRITES] == [True] * 4
-        assert work.connection.execute("SELECT count(*) FROM writes").fetchone()[0] == 8
+        assert work.connection.execute("SELECT count(*) FROM writes").fetchone()[0] == 4
     with index_database.transaction() as work:
         forgotten = forget(work, namespace="alice", older_than=None)
-        assert (forgotten.writes, forgotten.offloads) == (4, 0)
+        assert (forgotten.writes, forgotten.offloads) == (2, 0)
         work.connection.execute("DELETE FROM blobs")  # as gc does once nothing names it
     with index_database.transaction() as work:
         assert record_write(work, "bob", _write("again.txt")) is False

@@ -121,7 +121,9 @@ def test_a_write_that_goes_again_after_gc_took_a_part_still_refreshes_the_others
         with closing(sqlite3.connect(store_root / "index.db")) as connection, connection:  # both written long ago
             connection.execute("UPDATE blobs SET last_seen = '2020-01-01 00:00:00.000'")
             connection.execute(
-                "UPDATE writes SET written_at = '2020-01-01 00:00:00.000' WHERE digest = ?", [collected.digest]
+                "UPDATE write_rows SET written_at = '2020-01-01 00:00:00.000' "
+                "WHERE blob_id = (SELECT id FROM blobs WHERE digest = ?)",
+                [collected.digest],
             )
         assert collect_garbage(store, older_than=timedelta(days=1), grace=timedelta(0)).blobs_deleted == 1
         forget_hints(store)  # so the store looks a up again
@@ -140,7 +142,7 @@ def test_a_write_that_failed_leaves_nothing_trusted(store_root: Path) -> None:
         # trigger lives on the connection that made it: the store's own.
         with store.repository._core.database.transaction() as work:
             work.connection.execute(
-                "CREATE TEMP TRIGGER fail_boom BEFORE INSERT ON writes WHEN NEW.key = 'boom.txt' "
+                "CREATE TEMP TRIGGER fail_boom BEFORE INSERT ON write_rows WHEN NEW.key = 'boom.txt' "
                 "BEGIN SELECT RAISE(ABORT, 'no space left'); END"
             )
         forget_hints(store)  # so the write looks a up again, and refreshes it in the transaction that fails

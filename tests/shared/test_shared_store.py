@@ -55,7 +55,7 @@ INDEX_URL_VARIABLE = "CASSTORE_INDEX_URL"
 CASSTORE_TABLES = {
     "blobs",
     "blob_frames",
-    "writes",
+    "write_rows",
     "dictionaries",
     "dictionary_samples",
     "offloads",
@@ -71,6 +71,7 @@ CASSTORE_TABLES = {
     "_casstore_migrations",
 }
 CASSTORE_VIEWS = {
+    "writes",
     "dedup_summary",
     "namespace_summary",
     "repeated_results",
@@ -265,7 +266,7 @@ def test_processes_connecting_to_a_fresh_database_at_once_apply_each_migration_o
     assert sorted(outcomes) == sorted(("ok", f"written by process {number}") for number in range(PROCESSES))
     rows = _state(postgres_url)["rows"]
     assert [row[1] for row in rows["_casstore_migrations"]] == list(MIGRATION_NAMES)
-    assert len(rows["writes"]) == PROCESSES
+    assert len(rows["write_rows"]) == PROCESSES
 
 
 def test_a_database_with_a_migration_this_release_does_not_know_is_refused_unchanged(
