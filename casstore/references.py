@@ -159,11 +159,31 @@ def _shorten(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else f"{text[:limit]}..."
 
 
-def content_digest(data: bytes) -> str:
+def content_digest(data: bytes, key: bytes | None = None) -> str:
     """
     :param data: The content bytes.
-    :returns: The 64-hex BLAKE3 digest of `data`.
+    :param key: A namespace's 32-byte digest key (`namespace_key`), for a store whose dedup scope is `namespace`;
+        None for the plain digest.
+    :returns: The 64-hex BLAKE3 digest of `data` (keyed BLAKE3 with `key`).
     """
-    if len(data) >= _PARALLEL_HASH_BYTES:
+    if key is None:
+        if len(data) < _PARALLEL_HASH_BYTES:
+            return blake3.blake3(data).hexdigest()  # every write's path under `store` scope: no arguments to parse
         return blake3.blake3(data, max_threads=blake3.blake3.AUTO).hexdigest()
-    return blake3.blake3(data).hexdigest()
+    threads = blake3.blake3.AUTO if len(data) >= _PARALLEL_HASH_BYTES else 1
+    return blake3.blake3(data, key=key, max_threads=threads).hexdigest()
+
+
+# BLAKE3's key derivation mode, with a context string of its own: a namespace's key says nothing about another's,
+# nor about the store's secret.
+_NAMESPACE_KEY_CONTEXT = "casstore 2026 dedup scope: the digest key of one namespace"
+
+
+def namespace_key(secret: bytes, namespace: str) -> bytes:
+    """
+    :param secret: The store's random dedup secret (32 bytes, kept in its index).
+    :param namespace: A checked namespace.
+    :returns: The 32-byte key the digests of `namespace`'s writes are keyed with under `namespace` dedup scope.
+    """
+    material = secret + namespace.encode("utf-8")
+    return blake3.blake3(material, derive_key_context=_NAMESPACE_KEY_CONTEXT).digest()

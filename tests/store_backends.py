@@ -40,6 +40,8 @@ class StoreFactory(Protocol):
         compression_level: int = 3,
         learn: bool = True,
         search_index: bool = False,
+        *,
+        dedup_scope: str | None = None,
     ) -> RepositoryToolResultStore:
         """:returns: An opened store."""
         ...
@@ -56,7 +58,14 @@ class Backend:
         self._opened: list[RepositoryToolResultStore] = []
 
     def _make(
-        self, namespace: str, inline_max: int, compression_level: int, learn: bool, search_index: bool
+        self,
+        namespace: str,
+        inline_max: int,
+        compression_level: int,
+        learn: bool,
+        search_index: bool,
+        *,
+        dedup_scope: str | None,
     ) -> RepositoryToolResultStore:
         raise NotImplementedError
 
@@ -67,9 +76,11 @@ class Backend:
         compression_level: int = 3,
         learn: bool = True,
         search_index: bool = False,
+        *,
+        dedup_scope: str | None = None,
     ) -> RepositoryToolResultStore:
         """:returns: A new store object on this backend's index and blobs, closed when the test ends."""
-        store = self._make(namespace, inline_max, compression_level, learn, search_index)
+        store = self._make(namespace, inline_max, compression_level, learn, search_index, dedup_scope=dedup_scope)
         self._opened.append(store)
         return store
 
@@ -123,7 +134,14 @@ class LocalBackend(Backend):
         create_store(root)  # the index exists from the start, as the shared store's tables do
 
     def _make(
-        self, namespace: str, inline_max: int, compression_level: int, learn: bool, search_index: bool
+        self,
+        namespace: str,
+        inline_max: int,
+        compression_level: int,
+        learn: bool,
+        search_index: bool,
+        *,
+        dedup_scope: str | None,
     ) -> RepositoryToolResultStore:
         return ContentAddressedToolResultStore(
             self.root,
@@ -132,6 +150,7 @@ class LocalBackend(Backend):
             compression_level=compression_level,
             learn=learn,
             search_index=search_index,
+            dedup_scope=dedup_scope,
         )
 
     def rows(self, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -179,7 +198,14 @@ class SharedBackend(Backend):
         self.bucket, self.prefix = open_bucket(s3)
 
     def _make(
-        self, namespace: str, inline_max: int, compression_level: int, learn: bool, search_index: bool
+        self,
+        namespace: str,
+        inline_max: int,
+        compression_level: int,
+        learn: bool,
+        search_index: bool,
+        *,
+        dedup_scope: str | None,
     ) -> RepositoryToolResultStore:
         return SharedToolResultStore(
             index_url=Secret.from_env_var(INDEX_URL_VARIABLE),
@@ -190,6 +216,7 @@ class SharedBackend(Backend):
             compression_level=compression_level,
             learn=learn,
             search_index=search_index,
+            dedup_scope=dedup_scope,
         )
 
     @property

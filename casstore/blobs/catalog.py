@@ -22,23 +22,23 @@ from casstore.references import content_digest
 
 _CONFIRM_AGO = ago(LAST_SEEN_RESOLUTION)
 _RESOLUTION_SECONDS = LAST_SEEN_RESOLUTION.total_seconds()
-_COLUMNS = "digest, size, stored_size, stored_in, encoding, dictionary_id, base_id, first_seen, last_seen"
+_COLUMNS = "digest, size, stored_size, stored_in, encoding, dictionary_id, base_id, first_seen, last_seen, namespace"
 # A plain frame's row; a row already there is replaced (either layout holds the same content), keeping its id (a
 # delta may be on it) and its first_seen.
 _PUT_SQL = (
-    f"INSERT INTO blobs ({_COLUMNS}) VALUES (?, ?, ?, ?, '{PLAIN}', NULL, NULL, {NOW_SQL}, {NOW_SQL}) "
+    f"INSERT INTO blobs ({_COLUMNS}) VALUES (?, ?, ?, ?, '{PLAIN}', NULL, NULL, {NOW_SQL}, {NOW_SQL}, ?) "
     "ON CONFLICT (digest) DO UPDATE SET last_seen = excluded.last_seen, stored_size = excluded.stored_size, "
     "stored_in = excluded.stored_in, encoding = excluded.encoding, dictionary_id = NULL, base_id = NULL RETURNING id"
 )
 # The same for a blob copied from another store, which keeps its times; a row already there keeps its own.
 _IMPORT_SQL = (
-    f"INSERT INTO blobs ({_COLUMNS}) VALUES (?, ?, ?, ?, '{PLAIN}', NULL, NULL, ?, ?) "
+    f"INSERT INTO blobs ({_COLUMNS}) VALUES (?, ?, ?, ?, '{PLAIN}', NULL, NULL, ?, ?, ?) "
     "ON CONFLICT (digest) DO UPDATE SET stored_size = excluded.stored_size, stored_in = excluded.stored_in, "
     "encoding = excluded.encoding, dictionary_id = NULL, base_id = NULL RETURNING id"
 )
 # A learned frame's row, only for content that has none yet (see `_needed_id`).
 _PUT_LEARNED_SQL = (
-    f"INSERT INTO blobs ({_COLUMNS}) VALUES (?, ?, ?, '{STORED_IN_INDEX}', ?, ?, ?, {NOW_SQL}, {NOW_SQL}) "
+    f"INSERT INTO blobs ({_COLUMNS}) VALUES (?, ?, ?, '{STORED_IN_INDEX}', ?, ?, ?, {NOW_SQL}, {NOW_SQL}, ?) "
     "ON CONFLICT (digest) DO NOTHING RETURNING id"
 )
 _PUT_FRAME_SQL = (
@@ -108,14 +108,22 @@ class BlobCatalog:
             dictionary_id, base_id = self._needed_id(work, staged)
             row = connection.execute(
                 _PUT_LEARNED_SQL,
-                (staged.digest, staged.size, len(staged.frame), staged.encoding, dictionary_id, base_id),
+                (
+                    staged.digest,
+                    staged.size,
+                    len(staged.frame),
+                    staged.encoding,
+                    dictionary_id,
+                    base_id,
+                    staged.namespace,
+                ),
             ).fetchone()
             if row is None:
                 raise LearnedFrameRefused(staged.digest)
         else:
             row = connection.execute(
                 _PUT_SQL if seen is None else _IMPORT_SQL,
-                (staged.digest, staged.size, len(staged.frame), stored_in, *(seen or ())),
+                (staged.digest, staged.size, len(staged.frame), stored_in, *(seen or ()), staged.namespace),
             ).fetchone()
         (blob_id,) = row
         if staged.in_index:

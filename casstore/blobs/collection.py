@@ -65,6 +65,11 @@ class BlobCollection:
         """:returns: Every trained dictionary's digest, in order."""
         return [row[0] for row in connection.execute("SELECT digest FROM dictionaries ORDER BY digest")]
 
+    def namespaces(self, connection: sqlite3.Connection) -> dict[str, str]:
+        """:returns: The namespace of every blob whose row records one (its digest keyed with that namespace's key)."""
+        rows = connection.execute("SELECT digest, namespace FROM blobs WHERE namespace IS NOT NULL")
+        return {str(digest): str(namespace) for digest, namespace in rows}
+
     def seen_times(self, connection: sqlite3.Connection) -> dict[str, tuple[str, str]]:
         """:returns: Every blob's digest with its `(first_seen, last_seen)`."""
         rows = connection.execute("SELECT digest, first_seen, last_seen FROM blobs")

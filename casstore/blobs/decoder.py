@@ -37,6 +37,7 @@ class BlobDecoder:
         reading: Callable[[], AbstractContextManager[sqlite3.Connection]] | None,
         verified: VerifiedContent,
         lookup: BlobLookup,
+        digest_key: Callable[[str | None], bytes | None] | None = None,
     ) -> None:
         """
         :param files: Where blobs too large for the index are kept.
@@ -46,7 +47,10 @@ class BlobDecoder:
             without it only plain frames can be read.
         :param verified: Where verified dictionaries and bases are kept.
         :param lookup: Finds the blob a learned frame needs.
+        :param digest_key: The key a blob's digest is keyed with, from the namespace its row records (the store's
+            dedup scope, `casstore.index.scope`); without it every digest is a plain BLAKE3 digest.
         """
+        self.digest_key = digest_key or _plain_digests
         self._files = files
         self._codec = codec
         self._file_access = file_access
@@ -95,7 +99,8 @@ class BlobDecoder:
             if needed is None:
                 needed = self._dependency(location, chain=chain, fresh=fresh, guarded=guarded)
         frame = self._frame(location, guarded=guarded)
-        return self._codec.decode(location.digest, location.size, frame, dictionary=needed)
+        key = None if location.namespace is None else self.digest_key(location.namespace)
+        return self._codec.decode(location.digest, location.size, frame, dictionary=needed, key=key)
 
     def _frame(self, location: BlobLocation, *, guarded: bool) -> bytes:
         if location.frame is not None:
@@ -241,3 +246,7 @@ def _needs_damaged(location: BlobLocation, error: CorruptBlobError) -> CorruptBl
         digest=location.digest,
         missing=error.missing,
     )
+
+
+def _plain_digests(_namespace: str | None) -> bytes | None:
+    return None

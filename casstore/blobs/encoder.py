@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from casstore.blobs.backend import BlobBackend
 from casstore.blobs.decoder import BlobDecoder
 from casstore.blobs.frames import DELTA, DICTIONARY, PLAIN, FrameCodec, FrameDictionary
-from casstore.blobs.learning import DELTA_KEEP_BELOW, DICTIONARY_MAX_SIZE, Learner, tool_of
+from casstore.blobs.learning import DELTA_KEEP_BELOW, DICTIONARY_MAX_SIZE, Learner, scoped_group, tool_of
 from casstore.blobs.memory import ContentCache
 from casstore.errors import CorruptBlobError, ObjectSizeMismatchError
 
@@ -41,6 +41,8 @@ class StagedBlob:
     encoding: str = PLAIN
     needs: str | None = None
     """The digest of the blob a `dictionary` or `delta` frame needs."""
+    namespace: str | None = None
+    """Under `namespace` dedup scope, the namespace whose key `digest` is keyed with."""
 
 
 class BlobEncoder:
@@ -71,7 +73,9 @@ class BlobEncoder:
         self._decoder = decoder
         self._cache = cache
 
-    def stage(self, digest: str, data: bytes, *, key: str | None = None, plain: bool = False) -> StagedBlob:
+    def stage(
+        self, digest: str, data: bytes, *, key: str | None = None, plain: bool = False, namespace: str | None = None
+    ) -> StagedBlob:
         """
         Compress `data` and, if its frame is too large for the index, write it to its blob file.
 
@@ -82,33 +86,37 @@ class BlobEncoder:
         :param key: The write's key, whose tool name picks the dictionary; with a learner and a key, the frame is the
             smallest of plain, `delta` against an earlier version, and `dictionary`, as `learning` decides.
         :param plain: Make a plain frame whatever the learner knows (`put` refused a learned one).
+        :param namespace: Under `namespace` dedup scope, the namespace whose key `digest` is keyed with: the learned
+            encodings then use only what that namespace stored (docs/dedup-scope.md).
         :returns: The staged blob, for `put`.
         """
         if self.learner is not None and key is not None and not plain:
-            learned, frame = self._learned(digest, data, key)
+            learned, frame = self._learned(digest, data, key, namespace)
             if learned is not None:
                 return learned
         else:
             frame = self._codec.encode(data)
         in_index = len(frame) <= self._inline_max
         if not in_index:
-            frame = self._keep_elsewhere(digest, len(data), frame)
-        return StagedBlob(digest=digest, size=len(data), frame=frame, in_index=in_index)
+            frame = self._keep_elsewhere(digest, len(data), frame, namespace)
+        return StagedBlob(digest=digest, size=len(data), frame=frame, in_index=in_index, namespace=namespace)
 
-    def _learned(self, digest: str, data: bytes, key: str) -> tuple[StagedBlob | None, bytes]:
+    def _learned(self, digest: str, data: bytes, key: str, namespace: str | None) -> tuple[StagedBlob | None, bytes]:
         # The learned encodings' choice: a delta if a base is found and the delta is clearly smaller than the plain
         # frame, else the tool's dictionary if the result is small (a trained dictionary is not worse than none on the
         # kind of result it was trained on, so the plain frame is not made to compare); a learned frame must fit in
         # the index. Returns the learned blob, if any, else None and the plain frame.
+        # Under `namespace` dedup scope a namespace's dictionaries (its tool groups) and bases (its anchors) are its
+        # own: neither the size nor the time of a write depends on what another namespace stored.
         learner = self.learner
         assert learner is not None
-        tool = tool_of(key)
+        tool = scoped_group(namespace, tool_of(key))
         chosen: StagedBlob | None = None
         plain = b""
         depth = 0
-        anchors = learner.anchors(data)
+        anchors = learner.anchors(data, namespace)
         candidate = learner.base_for(anchors)
-        if candidate is not None and candidate.digest != digest:
+        if candidate is not None and candidate.digest != digest and candidate.namespace == namespace:
             base = self._decoder.needed(candidate.digest, DELTA, chain=1, quiet=True, guarded=False)
             if base is not None:
                 delta = self._codec.encode(data, dictionary=base)
@@ -120,18 +128,26 @@ class BlobEncoder:
                 ):
                     plain = self._codec.encode(data)
                 if len(delta) <= self._inline_max and (not plain or len(delta) < DELTA_KEEP_BELOW * len(plain)):
-                    chosen = StagedBlob(digest, len(data), delta, True, DELTA, candidate.digest)
+                    chosen = StagedBlob(digest, len(data), delta, True, DELTA, candidate.digest, namespace)
                     depth = candidate.depth + 1
         if chosen is None and len(data) <= DICTIONARY_MAX_SIZE:
             dictionary = self._dictionary_for(tool)
             if dictionary is not None:
                 frame = self._codec.encode(data, dictionary=dictionary)
                 if len(frame) <= self._inline_max and (not plain or len(frame) < len(plain)):
-                    chosen = StagedBlob(digest, len(data), frame, True, DICTIONARY, dictionary.digest)
+                    chosen = StagedBlob(digest, len(data), frame, True, DICTIONARY, dictionary.digest, namespace)
         if chosen is None and not plain:
             plain = self._codec.encode(data)
         stored_size = len(plain) if chosen is None else len(chosen.frame)
-        learner.stored(tool=tool, digest=digest, data=data, depth=depth, anchors=anchors, stored_size=stored_size)
+        learner.stored(
+            tool=tool,
+            digest=digest,
+            data=data,
+            depth=depth,
+            anchors=anchors,
+            stored_size=stored_size,
+            namespace=namespace,
+        )
         if depth == 0 and anchors is not None:
             self._cache.put(DELTA, digest, data, len(data))  # the likeliest base of the next version
         return chosen, plain
@@ -153,7 +169,7 @@ class BlobEncoder:
             learner.adopt(tool, None)  # gone or damaged: plain frames until the next training
         return dictionary
 
-    def _keep_elsewhere(self, digest: str, size: int, frame: bytes) -> bytes:
+    def _keep_elsewhere(self, digest: str, size: int, frame: bytes, namespace: str | None) -> bytes:
         # A backend that writes only if absent may hold a leftover no row points at (a write that failed before its
         # commit, or another replica's in flight, perhaps at another compression level): it is used if it holds this
         # content, and replaced if it does not, so neither a damaged leftover nor another frame size stops a write.
@@ -164,7 +180,7 @@ class BlobEncoder:
             pass
         try:
             found = self._files.read(digest)
-            self._codec.decode(digest, size, found)
+            self._codec.decode(digest, size, found, key=self._decoder.digest_key(namespace))
         except (FileNotFoundError, CorruptBlobError):
             self._files.replace(digest, frame)
             return frame

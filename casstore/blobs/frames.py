@@ -201,6 +201,7 @@ class FrameCodec:
         frame: bytes,
         *,
         dictionary: FrameDictionary | None = None,
+        key: bytes | None = None,
     ) -> bytes:
         """
         Decompress a frame and check that it holds exactly the content `digest` names.
@@ -209,6 +210,7 @@ class FrameCodec:
         :param size: The content's size as the index recorded it.
         :param frame: The stored frame.
         :param dictionary: The trained dictionary or base the frame was compressed with (its blob verified already).
+        :param key: The key `digest` is keyed with (a namespace's, under `namespace` dedup scope); None: plain BLAKE3.
         :returns: The content bytes.
         :raises CorruptBlobError: If the frame is not zstd, declares another size, does not decompress, or decodes to
             content with another digest.
@@ -228,7 +230,7 @@ class FrameCodec:
                 data = self._decompressor(dictionary).decompress(frame)
         except (zstandard.ZstdError, ValueError) as error:  # ValueError: a frame the chain's checks refuse
             raise CorruptBlobError(f"Blob {digest} does not decompress ({error}).", digest=digest) from error
-        if len(data) != size or content_digest(data) != digest:
+        if len(data) != size or content_digest(data, key) != digest:
             raise CorruptBlobError(f"Blob {digest} decompresses to content with another digest.", digest=digest)
         return data
 

@@ -65,6 +65,28 @@ _TAIL = 1 << 32
 _FIRST_DICTIONARY_ID = 32768
 
 
+# Between a namespace and a tool in the group name of a namespace's own dictionaries (`scoped_group`): a control
+# character, which no namespace holds, so the first one ends the namespace.
+_GROUP_SEPARATOR = "\x1f"
+
+
+def scoped_group(namespace: str | None, tool: str) -> str:
+    """
+    :param namespace: Under `namespace` dedup scope, the writing namespace; None under `store` scope.
+    :param tool: `tool_of(key)`.
+    :returns: The group a result is sampled for and compressed with the dictionary of: `tool` itself, or under
+        `namespace` scope the namespace's own group for it (`<namespace>` U+001F `<tool>`), so one namespace's
+        dictionaries are never trained on, nor used for, another's results.
+    """
+    return tool if namespace is None else f"{namespace}{_GROUP_SEPARATOR}{tool}"
+
+
+def group_namespace(group: str) -> str | None:
+    """:returns: The namespace of a group `scoped_group` made under `namespace` scope, else None."""
+    namespace, separator, _ = group.partition(_GROUP_SEPARATOR)
+    return namespace if separator else None
+
+
 def tool_of(key: str) -> str:
     """
     The group a result's dictionary is trained for: the tool name in a Haystack key.
@@ -102,6 +124,8 @@ class BaseCandidate(NamedTuple):
     depth: int
     size: int = 0
     stored_size: int = 0
+    namespace: str | None = None
+    """Under `namespace` dedup scope, the namespace that stored it: only that namespace's writes may use it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,13 +186,19 @@ class Learner:
     # Deltas.
 
     @staticmethod
-    def anchors(data: bytes) -> tuple[int, int] | None:
-        """:returns: What finds a base for `data`, or a later result's base in it: its head and tail, hashed."""
+    def anchors(data: bytes, namespace: str | None = None) -> tuple[int, int] | None:
+        """
+        :param namespace: Under `namespace` dedup scope, the writing namespace: its anchors are its own.
+        :returns: What finds a base for `data`, or a later result's base in it: its head and tail, hashed.
+        """
         if not MIN_DELTA_SIZE <= len(data) <= MAX_BASE_SIZE:
             return None
         # CRC-32 in C costs a fraction of Python's own hash of the slice; heads and tails get keys of their own. A
-        # collision only costs a delta that is tried and not kept.
-        return zlib.crc32(data[:ANCHOR_BYTES]), _TAIL | zlib.crc32(data[-ANCHOR_BYTES:])
+        # collision only costs a delta that is tried and not kept. A namespace's anchors start from a value of its own,
+        # so one namespace's look-up does not find another's bases (a collision is refused by the caller, which
+        # checks the candidate's namespace before reading it).
+        start = 0 if namespace is None else zlib.crc32(namespace.encode("utf-8"))
+        return zlib.crc32(data[:ANCHOR_BYTES], start), _TAIL | zlib.crc32(data[-ANCHOR_BYTES:], start)
 
     def base_for(self, anchors: tuple[int, int] | None) -> BaseCandidate | None:
         """:returns: The latest stored result with the same first (else last) `ANCHOR_BYTES`, if any."""
@@ -187,6 +217,7 @@ class Learner:
         depth: int,
         anchors: tuple[int, int] | None,
         stored_size: int = 0,
+        namespace: str | None = None,
     ) -> None:
         """
         Note a result just stored: a sample for its tool's dictionary if small, a base for later deltas if it may be.
@@ -194,12 +225,13 @@ class Learner:
         :param depth: How many deltas reading it goes through (0: it is no delta).
         :param anchors: `anchors(data)`.
         :param stored_size: The bytes of the frame it was stored as.
+        :param namespace: Under `namespace` dedup scope, the namespace that stored it.
         """
         with self._lock:
             if len(data) <= DICTIONARY_MAX_SIZE:
                 self._sample(tool, data)
             if depth < MAX_DELTA_DEPTH and anchors is not None:
-                candidate = BaseCandidate(digest, depth, len(data), stored_size)
+                candidate = BaseCandidate(digest, depth, len(data), stored_size, namespace)
                 table = self._anchors
                 for anchor in anchors:
                     table[anchor] = candidate
@@ -229,14 +261,21 @@ class Learner:
             entry.settle()
             self._maybe_due = True
 
-    def due(self) -> TrainingJob | None:
-        """:returns: A training that is due (the first for a tool with enough samples, or a retraining), if any."""
+    def due(self, namespace: str | None = None) -> TrainingJob | None:
+        """
+        :param namespace: Under `namespace` dedup scope, the namespace that just wrote: only its own groups are
+            trained after its write, so no write's time depends on another namespace's samples.
+        :returns: A training that is due (the first for a tool with enough samples, or a retraining), if any.
+        """
         if not self._maybe_due:
             return None  # asked after every write: no tool reached its threshold since nothing was due last time
         with self._lock:
             self._maybe_due = False
             for tool, entry in self._tools.items():
                 if not _is_due(entry):
+                    continue
+                if namespace is not None and group_namespace(tool) != namespace:
+                    self._maybe_due = True  # due, for a write of its own namespace
                     continue
                 entry.trained_at = entry.seen
                 entry.trainings += 1

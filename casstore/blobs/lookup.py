@@ -23,16 +23,19 @@ _LOCATION = (
     "LEFT JOIN blob_frames f ON f.blob_id = b.id LEFT JOIN dictionaries k ON k.id = b.dictionary_id "
     "LEFT JOIN blobs n ON n.id = b.base_id"
 )
+# The same with the blob's own `namespace` last: under `namespace` dedup scope, whose key its digest is keyed with.
+_LOCATION_WITH_NAMESPACE = _LOCATION.replace(" FROM blobs b", ", b.namespace FROM blobs b")
 # A read: whether the reference is visible in its namespace (a `writes` row names it) and where its blob is, in one
 # statement, so a read sees both in one state of the index.
 _READABLE_SQL = (
-    f"SELECT {_LOCATION} WHERE b.digest = ? AND EXISTS (SELECT 1 FROM write_rows w WHERE w.blob_id = b.id "
-    "AND w.namespace = ? AND w.kind = ? AND w.extension = ?)"
+    f"SELECT {_LOCATION_WITH_NAMESPACE} WHERE b.digest = ? "
+    "AND EXISTS (SELECT 1 FROM write_rows w WHERE w.blob_id = b.id AND w.namespace = ? AND w.kind = ? "
+    "AND w.extension = ?)"
 )
 # Asked only when a read found nothing: whether the reference is visible all the same, its blob row missing (a damaged
 # index).
 _VISIBLE_SQL = "SELECT 1 FROM writes WHERE digest = ? AND namespace = ? AND kind = ? AND extension = ? LIMIT 1"
-_LOCATE_SQL = f"SELECT {_LOCATION} WHERE b.digest = ?"
+_LOCATE_SQL = f"SELECT {_LOCATION_WITH_NAMESPACE} WHERE b.digest = ?"
 
 
 @dataclass(slots=True)
@@ -46,6 +49,8 @@ class BlobLocation:
     needs: str | None = None
     needed: "BlobLocation | None" = None
     """Where the blob it needs is, when the read's look-up found that too (a delta's base not in memory)."""
+    namespace: str | None = None
+    """Under `namespace` dedup scope, the namespace whose key `digest` is keyed with (None: a plain digest)."""
 
 
 class BlobLookup:
@@ -73,7 +78,7 @@ class BlobLookup:
             if connection.execute(_VISIBLE_SQL, (digest, namespace, *kind)).fetchone() is None:
                 return None
             raise CorruptBlobError(f"Blob {digest} is missing from the index.", digest=digest, missing=True)
-        size, stored_in, frame, encoding, needs = row
+        size, stored_in, frame, encoding, needs, namespace = row
         if size is None:
             raise CorruptBlobError(f"Blob {digest} is missing from the index.", digest=digest, missing=True)
         needed = None
@@ -82,8 +87,8 @@ class BlobLookup:
             # dictionary is nearly always in memory once read, a base far less often.
             row = connection.execute(_LOCATE_SQL, (needs,)).fetchone()
             if row is not None:
-                needed = BlobLocation(needs, row[0], _kept_frame(row[1], row[2]), row[3], row[4])
-        return BlobLocation(digest, size, _kept_frame(stored_in, frame), encoding, needs, needed)
+                needed = BlobLocation(needs, row[0], _kept_frame(row[1], row[2]), row[3], row[4], namespace=row[5])
+        return BlobLocation(digest, size, _kept_frame(stored_in, frame), encoding, needs, needed, namespace)
 
     def locate(self, connection: sqlite3.Connection, digest: str) -> BlobLocation:
         """
@@ -94,8 +99,8 @@ class BlobLookup:
         row = connection.execute(_LOCATE_SQL, (digest,)).fetchone()
         if row is None:
             raise CorruptBlobError(f"Blob {digest} is missing from the index.", digest=digest, missing=True)
-        size, stored_in, frame, encoding, needs = row
-        return BlobLocation(digest, size, _kept_frame(stored_in, frame), encoding, needs)
+        size, stored_in, frame, encoding, needs, namespace = row
+        return BlobLocation(digest, size, _kept_frame(stored_in, frame), encoding, needs, namespace=namespace)
 
     def locate_many(self, connection: sqlite3.Connection, digests: Sequence[str]) -> dict[str, BlobLocation]:
         """
@@ -109,10 +114,12 @@ class BlobLookup:
         for start in range(0, len(listed), 500):
             chunk = listed[start : start + 500]
             marks = ", ".join("?" for _ in chunk)
-            for digest, size, stored_in, frame, encoding, needs in connection.execute(
-                f"SELECT b.digest, {_LOCATION} WHERE b.digest IN ({marks})", chunk
+            for digest, size, stored_in, frame, encoding, needs, namespace in connection.execute(
+                f"SELECT b.digest, {_LOCATION_WITH_NAMESPACE} WHERE b.digest IN ({marks})", chunk
             ):
-                found[digest] = BlobLocation(digest, size, _kept_frame(stored_in, frame), encoding, needs)
+                found[digest] = BlobLocation(
+                    digest, size, _kept_frame(stored_in, frame), encoding, needs, namespace=namespace
+                )
         return found
 
 

@@ -47,6 +47,7 @@ class BlobStore:
         file_access: AbstractContextManager[object],
         reading: Callable[[], AbstractContextManager[sqlite3.Connection]] | None = None,
         learner: Learner | None = None,
+        digest_key: Callable[[str | None], bytes | None] | None = None,
     ) -> None:
         """
         :param files: Where blobs too large for the index are kept.
@@ -57,6 +58,8 @@ class BlobStore:
         :param reading: Opens the index for a question outside any transaction, for `load` to find the blob a learned
             frame needs; without it only plain frames can be read.
         :param learner: Store new content with learned encodings, from what it has seen (None: plain frames only).
+        :param digest_key: The key a blob's digest is keyed with, from the namespace its row records (the store's
+            `DedupScope.key_for`); without it every digest is a plain BLAKE3 digest.
         """
         self._files = files
         self._hints = BlobHints()
@@ -64,7 +67,13 @@ class BlobStore:
         verified = VerifiedContent()
         lookup = BlobLookup(verified.cache)
         decoder = BlobDecoder(
-            files=files, codec=codec, file_access=file_access, reading=reading, verified=verified, lookup=lookup
+            files=files,
+            codec=codec,
+            file_access=file_access,
+            reading=reading,
+            verified=verified,
+            lookup=lookup,
+            digest_key=digest_key,
         )
         encoder = BlobEncoder(
             files=files, codec=codec, inline_max=inline_max, learner=learner, decoder=decoder, cache=verified.cache
@@ -94,6 +103,7 @@ class BlobStore:
         self.digests = collection.digests
         self.dictionary_digests = collection.dictionary_digests
         self.seen_times = collection.seen_times
+        self.namespaces = collection.namespaces
         self.collectable = collection.collectable
         self.waiting = collection.waiting
         self.delete_rows = collection.delete_rows

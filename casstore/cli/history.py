@@ -52,6 +52,8 @@ def stats(location: StoreLocation, namespace: str | None, as_json: bool) -> None
     else:
         click.echo(f"namespace {namespace} in store {where}: its writes and the blobs they reference")
     whose = "everything written" if namespace is None else "everything it wrote"
+    deduplicated = "across namespaces" if figures.dedup_scope == "store" else "within each namespace only"
+    click.echo(f"  dedup scope      {figures.dedup_scope}  (identical results stored once {deduplicated})")
     click.echo(f"  blobs            {figures.blobs}")
     click.echo(f"  writes           {figures.writes}")
     click.echo(f"  logical bytes    {format_bytes(figures.logical_bytes)}  ({whose})")

@@ -36,6 +36,8 @@ RELATIONS: dict[str, Relation] = {
             "first_seen": f"when it was first stored ({_TIMES})",
             "last_seen": "when it was last written, by any namespace, to the second; gc never deletes a blob seen "
             "within its grace period",
+            "namespace": "under dedup scope namespace, the namespace whose key its digest is keyed with; NULL for a "
+            "blob of the whole store (every blob under dedup scope store)",
         },
     ),
     "blob_frames": Relation(
@@ -278,9 +280,9 @@ RELATIONS: dict[str, Relation] = {
         },
     ),
     "store_settings": Relation(
-        "One row per setting of the store as a whole. A shared store keeps store_id and blob_url; "
-        "the local store keeps none.",
-        {"name": "the setting: store_id or blob_url", "value": "its value"},
+        "One row per setting of the store as a whole: every store its dedup_scope (and under namespace scope its "
+        "dedup_secret); a shared store also store_id and blob_url.",
+        {"name": "the setting: dedup_scope, dedup_secret, store_id or blob_url", "value": "its value"},
     ),
     "_sqlite_migrations": Relation(
         "sqlite-utils' record of the applied schema migrations.",

@@ -34,10 +34,12 @@ class StoreStats:
     more until gc deletes them included) or `namespace` (the writes of `namespace` and the distinct blobs they
     reference, shared ones included). Ratios are defined in `casstore.history.figures`. Bytes on disk (`disk_bytes`,
     `index_bytes`, `blob_bytes`) belong to the whole store, whose namespaces share its blobs: None for a namespace.
+    `dedup_scope` is the store's dedup scope (`store` or `namespace`: docs/dedup-scope.md), whatever `scope` is.
     """
 
     scope: str
     namespace: str | None
+    dedup_scope: str
     blobs: int
     writes: int
     logical_bytes: int
@@ -83,6 +85,7 @@ def stats(source: Repository | HasRepository, *, namespace: str | None = None) -
     return StoreStats(
         scope="store" if namespace is None else "namespace",
         namespace=namespace,
+        dedup_scope=repository.dedup_scope.name,
         blobs=totals["blobs"],
         writes=totals["writes"],
         logical_bytes=logical,

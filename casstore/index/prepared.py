@@ -17,14 +17,21 @@ class PreparedWrite:
     digest: str
     is_text: bool
     data: bytes
+    keyed_for: str | None = None
+    """Under `namespace` dedup scope, the namespace whose key `digest` is keyed with; None for a plain digest."""
 
 
-def prepare(*, key: str, content: str | bytes) -> PreparedWrite:
+def prepare(
+    *, key: str, content: str | bytes, namespace: str | None = None, digest_key: bytes | None = None
+) -> PreparedWrite:
     """
     Check and hash a write.
 
     :param key: The caller's name for the result; only its extension is used, in the reference.
     :param content: Text (encoded as UTF-8) or bytes.
+    :param namespace: The namespace that writes it, recorded with `digest_key`.
+    :param digest_key: Under `namespace` dedup scope, `namespace`'s digest key (`DedupScope.key_for`): the digest is
+        then keyed BLAKE3. None: the plain BLAKE3 digest.
     :returns: The prepared write.
     :raises TypeError: If `content` is neither `str` nor `bytes`, or `key` is not a string.
     :raises InvalidContentError: If `content` is a `str` that cannot be encoded as UTF-8.
@@ -44,6 +51,7 @@ def prepare(*, key: str, content: str | bytes) -> PreparedWrite:
         data, is_text = content, False
     else:
         raise TypeError(f"Content must be str or bytes, got {type(content).__name__}.")
-    digest = content_digest(data)
+    digest = content_digest(data, digest_key)
     reference = format_reference(digest, is_text=is_text, extension=extension)
-    return PreparedWrite(reference=reference, key=key, digest=digest, is_text=is_text, data=data)
+    keyed_for = None if digest_key is None else namespace
+    return PreparedWrite(reference=reference, key=key, digest=digest, is_text=is_text, data=data, keyed_for=keyed_for)

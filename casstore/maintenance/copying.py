@@ -55,11 +55,16 @@ def copy_store(
     :param target: The store to copy into.
     :param progress: Called as `progress(stage, done, total)` with stage `blobs`, `writes`, `offloads`,
         `compactions` or `archives`.
+    :raises ValueError: If `target` holds blobs and its dedup scope (or secret) is not `source`'s: a copy keeps
+        references, so a store of `namespace` scope copies only into an empty store or a copy of itself.
     :returns: The counts. A source blob that does not verify is not copied, nor are the writes that reference it;
         the report lists it, and `complete` is then False.
     """
     source, target = repository_of(source), repository_of(target)
     report = CopyReport()
+    # References are copied as they are, so the target hashes as the source does (an empty target takes its scope).
+    target.copies.adopt_dedup_scope(source.copies.dedup_settings())
+    keyed_for = source.copies.blob_namespaces()
     have = target.copies.blob_seen_times()
     wanted = {digest: seen for digest, seen in source.copies.blob_seen_times().items() if digest not in have}
     for done, (digest, seen) in enumerate(sorted(wanted.items()), start=1):
@@ -68,7 +73,7 @@ def copy_store(
         except CorruptBlobError:
             report.unreadable_blobs.append(digest)
         else:
-            target.copies.import_blob(digest, data, seen=seen)
+            target.copies.import_blob(digest, data, seen=seen, namespace=keyed_for.get(digest))
             report.blobs_copied += 1
             report.blob_bytes_copied += len(data)
         if progress is not None:

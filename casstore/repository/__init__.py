@@ -47,6 +47,7 @@ from casstore.index.queries import CompactionRow, OffloadEntry, OffloadRow, Writ
 from casstore.index.report_archives import ArchiveRow
 from casstore.index.report_queries import ReportFigures
 from casstore.index.report_writes import ResultRow
+from casstore.index.scope import NAMESPACE, DedupScope, check_dedup_scope
 from casstore.index.writes import ArchiveRecord, CompactionRecord, OffloadRecord
 from casstore.repository.copies import Copies
 from casstore.repository.core import (
@@ -55,6 +56,7 @@ from casstore.repository.core import (
     IndexDatabase,
     RepositoryCore,
     StoredWriteRecorder,
+    local_scope,
 )
 from casstore.repository.findings import BlobCheck, Collection, CollectionPreview, IntegritySnapshot
 from casstore.repository.history import History
@@ -98,6 +100,7 @@ __all__ = [
     "StoredWriteRecorder",
     "WaitingBlobs",
     "WriteRow",
+    "check_dedup_scope",
     "prepare",
     "repository_of",
 ]
@@ -119,6 +122,7 @@ class Repository:
         searchable: bool = False,
         search_index_writes: bool = False,
         search_text: SearchText | None = None,
+        dedup_scope: DedupScope | None = None,
     ) -> None:
         """
         Join an opened index and blob backend; the repository owns them from now on and closes them.
@@ -136,6 +140,8 @@ class Repository:
             search index on.
         :param search_text: The engine's search text (`casstore.search.postgres.TRIGRAM_TEXT` for PostgreSQL);
             SQLite's FTS5 by default.
+        :param dedup_scope: The scope the index records (`casstore.index.scope.settle`); None: it records none yet
+            (read when a write is first hashed, recorded by the first write).
         :raises SearchUnavailableError: With `search_index_writes`, if the index's engine cannot hold a search index
             (a PostgreSQL server without `pg_trgm`).
         """
@@ -150,6 +156,7 @@ class Repository:
             searchable=searchable,
             search_index_writes=search_index_writes,
             search_text=search_text,
+            dedup_scope=dedup_scope,
         )
         self._core = core
         self._indexing = SearchIndexing(core)
@@ -177,6 +184,7 @@ class Repository:
         learn: bool = True,
         lazy: bool = True,
         search_index: bool = False,
+        dedup_scope: str | None = None,
     ) -> Self:
         """
         Open the local repository at `root` (`index.db` and `blobs/`), bringing an existing index's schema up to date.
@@ -186,12 +194,18 @@ class Repository:
             leaves no folder, no `index.db` and no `blobs/` behind, and reads it as an empty store. False creates
             `root`, `index.db` and `blobs/` now.
         :param search_index: Index the text of every write as it is stored (`casstore.search`).
+        :param dedup_scope: `store`, `namespace` or None (what the index records; `store` for a new store). A lazy
+            store made with `namespace` scope is created now: its secret must exist before its first digest.
+        :raises ValueError: If `dedup_scope` is unknown or not the scope the index records.
         :raises SchemaError: If `index.db` exists and was written by a newer casstore or is not a casstore index
             (`IndexDamagedError` if SQLite finds it damaged).
         :raises CasStoreError: If the blob folder is a symlink or not a folder.
         """
         database = Database(root / INDEX_FILE_NAME, durable=durable, lazy=lazy)
         try:
+            if dedup_scope == NAMESPACE and not database.exists:
+                database.create()
+            scope = local_scope(database, dedup_scope)
             files = BlobDirectory(root / BLOB_DIRECTORY_NAME, durable=durable, lazy=lazy)
         except BaseException:
             database.close()
@@ -206,6 +220,7 @@ class Repository:
             learn=learn,
             searchable=True,
             search_index_writes=search_index,
+            dedup_scope=scope,
         )
 
     # The verbs.
@@ -288,6 +303,15 @@ class Repository:
     def read_only_error(self, what: str) -> ReadOnlyStoreError:
         """:returns: The error that says the repository is read-only, and `what` cannot be done for that."""
         return self._core.read_only_error(what)
+
+    @property
+    def dedup_scope(self) -> DedupScope:
+        """
+        The store's dedup scope (docs/dedup-scope.md): its `name`, `store` (content deduplicated across namespaces) or
+        `namespace` (only within one), and `key_for(namespace)`, the key a namespace's digests are keyed with.
+        """
+        core = self._core
+        return core.scope if core.scope_read else core.dedup_scope()
 
     @property
     def searchable(self) -> bool:

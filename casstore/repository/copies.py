@@ -5,8 +5,10 @@ from collections.abc import Sequence
 
 from casstore.errors import CorruptBlobError
 from casstore.index import queries as index_queries
+from casstore.index import scope as dedup_scopes
 from casstore.index import writes as index
 from casstore.index.queries import ArchiveRow, CompactionRow, OffloadRow, WriteRow
+from casstore.index.scope import DedupScope
 from casstore.repository.core import RepositoryCore
 
 
@@ -14,6 +16,7 @@ class Copies:
     """Reading a store out whole and importing another store's rows and blobs, times kept."""
 
     def __init__(self, core: RepositoryCore) -> None:
+        self._core = core
         self._index = core.index
         self._database = core.database
         self._blobs = core.blobs
@@ -23,6 +26,31 @@ class Copies:
         """:returns: Every blob's digest with its `(first_seen, last_seen)`."""
         with self._index() as connection:
             return self._blobs.seen_times(connection)
+
+    def dedup_settings(self) -> DedupScope:
+        """:returns: The dedup scope this store hashes with, its secret included (for `casstore copy` only)."""
+        return self._core.dedup_scope()
+
+    def adopt_dedup_scope(self, source: DedupScope) -> None:
+        """
+        Hash as `source` does from now on: an empty store takes its scope and secret (see `dedup_scopes.adopt`).
+
+        :raises ValueError: If this store holds blobs and hashes otherwise.
+        """
+        core = self._core
+        core.refuse_if_read_only("a copy cannot be made into it")
+        with self._guard.held():
+            create_index = getattr(self._database, "create", None)
+            if create_index is not None:
+                create_index()  # a lazy index is made now; one that exists is left as it is
+            with self._database.transaction() as work:
+                core.scope = dedup_scopes.adopt(work.connection, source, index=core.description)
+            core.scope_settled = core.scope_read = True
+
+    def blob_namespaces(self) -> dict[str, str]:
+        """:returns: The namespace of every blob whose digest is keyed with one (`namespace` dedup scope)."""
+        with self._index() as connection:
+            return self._blobs.namespaces(connection)
 
     def blob_content(self, digest: str) -> bytes:
         """
@@ -34,10 +62,14 @@ class Copies:
                 location = self._blobs.locate(connection, digest)
             return self._blobs.load(location, guarded=False)
 
-    def import_blob(self, digest: str, data: bytes, *, seen: tuple[str, str]) -> None:
-        """Store a blob copied from another store (`data` already verified against `digest`), keeping its times."""
+    def import_blob(self, digest: str, data: bytes, *, seen: tuple[str, str], namespace: str | None = None) -> None:
+        """
+        Store a blob copied from another store (`data` already verified against `digest`), keeping its times.
+
+        :param namespace: The namespace whose key `digest` is keyed with, in a store of `namespace` dedup scope.
+        """
         with self._guard.held():
-            staged = self._blobs.stage(digest, data)
+            staged = self._blobs.stage(digest, data, namespace=namespace)
             with self._database.transaction() as work:
                 self._blobs.put(work, staged, seen=seen)
 

@@ -15,8 +15,17 @@ from casstore.blobs.backend import BlobBackend
 from casstore.blobs.frames import FrameCodec
 from casstore.blobs.learning import learner_for
 from casstore.blobs.store import BlobStore
-from casstore.errors import CorruptBlobError, ReadOnlyStoreError, ReferenceNotFoundError, StorageError
+from casstore.errors import (
+    CorruptBlobError,
+    IndexDamagedError,
+    ReadOnlyStoreError,
+    ReferenceNotFoundError,
+    StorageError,
+)
 from casstore.index import read_only
+from casstore.index import scope as dedup_scopes
+from casstore.index.database import Database
+from casstore.index.scope import DedupScope
 from casstore.index.work import UnitOfWork
 from casstore.repository.guard import OpenGuard
 
@@ -82,9 +91,17 @@ class RepositoryCore:
         searchable: bool,
         search_index_writes: bool,
         search_text: "search_index.SearchText | None",
+        dedup_scope: DedupScope | None = None,
     ) -> None:
         """Join an opened index and blob backend (the parameters are `Repository`'s); this object closes them."""
         self.database = database
+        self.scope = dedup_scope or DedupScope()
+        # Whether the index records the scope: if not, the first write records `store` (or finds what another
+        # process recorded meanwhile) before anything is hashed into the index.
+        self.scope_settled = dedup_scope is not None
+        # Whether the recorded scope was looked for since the repository opened without one (asked once, when a write
+        # is first hashed: opening a store asks nothing of its index).
+        self.scope_read = self.scope_settled
         self.searchable = searchable
         self.search_index_writes = searchable and search_index_writes
         self.search_text: search_index.SearchText = search_text or search_index.FTS5_TEXT
@@ -102,7 +119,43 @@ class RepositoryCore:
             file_access=self.guard,
             reading=self.index_for_blobs,
             learner=learner_for(description) if learn else None,
+            digest_key=self.key_for_blob,
         )
+
+    def dedup_scope(self) -> DedupScope:
+        """:returns: The scope in force: the one the index records, else `store` (docs/dedup-scope.md)."""
+        if not self.scope_read:
+            # An index that recorded no scope when this object opened it may record one now (another process made it).
+            with self.index_for_blobs() as connection:
+                found = dedup_scopes.recorded(connection)
+            if found is not None:
+                self.scope = found
+                self.scope_settled = True
+            self.scope_read = True
+        return self.scope
+
+    def key_for_blob(self, namespace: str | None) -> bytes | None:
+        """:returns: The key the digest of a blob whose row names `namespace` is keyed with (None: a plain digest)."""
+        if namespace is None:
+            return None
+        if self.scope.secret is None:
+            # The index was made (lazily, by another process) after this object opened it: its scope is read now.
+            with self.index_for_blobs() as connection:
+                found = dedup_scopes.recorded(connection)
+            if found is None or found.secret is None:
+                raise CorruptBlobError(
+                    f"A blob of namespace {namespace!r} has a keyed digest, but the index records no dedup secret: it "
+                    "is damaged. See 'Recovery' in casstore's docs/gc.md."
+                )
+            self.scope = found
+        return self.scope.key_for(namespace)
+
+    def settle_scope(self) -> None:
+        """Before this object's first write to an index that recorded no scope: record `store`, or find the one
+        another process recorded meanwhile."""
+        with self.database.transaction() as work:
+            self.scope = dedup_scopes.settle_default(work.connection)
+        self.scope_settled = self.scope_read = True
 
     @contextmanager
     def index(self) -> Iterator[Any]:
@@ -168,3 +221,32 @@ def damaged_index_error(digest: str, error: Exception) -> CorruptBlobError:
         f"Cannot look up blob {digest}: the index is damaged ({error}). See 'Recovery' in casstore's docs/gc.md.",
         digest=digest,
     )
+
+
+def local_scope(database: Database, requested: str | None) -> DedupScope | None:
+    """
+    :returns: The dedup scope of a local index, recorded now if asked for and it records none; None if none was asked
+        for (read when a write is first hashed, and recorded by the first write if the index records none).
+    :raises ValueError: If `requested` is unknown or not the recorded scope.
+    :raises IndexDamagedError: If SQLite finds the index damaged.
+    """
+    dedup_scopes.check_dedup_scope(requested)
+    if requested is None or not database.exists:
+        return None
+    where = str(database.path)
+    try:
+        with database.reading() as connection:
+            found = dedup_scopes.recorded(connection)
+        if found is not None:
+            dedup_scopes.check_same(found.name, requested, index=where)
+            return found
+        if database.read_only:
+            dedup_scopes.check_same(dedup_scopes.STORE, requested, index=where)
+            return None
+        with database.transaction() as work:
+            return dedup_scopes.settle(work.connection, requested, index=where)
+    except database.damage as error:
+        raise IndexDamagedError(
+            f"{where} is not a usable casstore index ({error}). If it is damaged, move it aside: see 'Recovery' in "
+            "casstore's docs/gc.md."
+        ) from error

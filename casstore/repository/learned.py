@@ -2,7 +2,7 @@
 
 import logging
 
-from casstore.blobs.learning import Learner, TrainingJob
+from casstore.blobs.learning import Learner, TrainingJob, group_namespace
 from casstore.errors import CasStoreError
 from casstore.references import content_digest
 from casstore.repository.core import RepositoryCore
@@ -18,14 +18,18 @@ class Learning:
         self._database = core.database
         self._blobs = core.blobs
 
-    def train_if_due(self) -> None:
-        """Train and store the dictionary due for a tool, if one is; a failure is logged and fails nothing."""
+    def train_if_due(self, namespace: str) -> None:
+        """
+        Train and store the dictionary due for a tool, if one is; a failure is logged and fails nothing.
+
+        :param namespace: The namespace that just wrote: under `namespace` dedup scope only its own groups are trained.
+        """
         # After a write has committed, in the writer, outside any transaction: a dictionary due for a tool is trained
         # on the samples the learner kept (bounded, tens of milliseconds) and stored. Nothing is re-encoded: writes
         # after it use it. A failure here loses nothing and fails no write; it is logged, and plain frames go on.
         learner = self._blobs.learner
         assert learner is not None
-        job = learner.due()
+        job = learner.due(None if self._core.scope.secret is None else namespace)  # a namespace's own, if scoped
         if job is None:
             return
         failures: tuple[type[Exception], ...] = (CasStoreError, *self._core.failures)
@@ -46,7 +50,9 @@ class Learning:
         content = learner.train(job, None if current is None else current.zstd)
         if content is None:
             return
-        trained_on = [content_digest(sample) for sample in job.training]
+        # A namespace's own group (`namespace` dedup scope) was trained on its writes, whose digests are keyed.
+        key = self._core.scope.key_for(group_namespace(job.tool))
+        trained_on = [content_digest(sample, key) for sample in job.training]
         with self._database.transaction() as work:
             digest = self._blobs.record_dictionary(
                 work,

@@ -6,6 +6,7 @@ Needs the `shared` extra (psycopg, psycopg-pool, obstore), imported only here an
 """
 
 from casstore.blobs import location as blob_location
+from casstore.index import scope as dedup_scopes
 from casstore.repository import Repository
 
 
@@ -18,11 +19,14 @@ def open_shared_repository(
     inline_max: int,
     learn: bool = True,
     search_index: bool = False,
+    dedup_scope: str | None = None,
 ) -> Repository:
     """
     Open the repository of a shared store: the PostgreSQL index and the object store.
 
     :param search_index: Index the text of every write (docs/search.md).
+    :param dedup_scope: `store`, `namespace` or None (what the index records; `store` for a new store).
+    :raises ValueError: If `dedup_scope` is not the scope the index records.
     :raises StorageError: If either cannot be reached.
     :raises BlobLocationError: If the index records another blob location, or `blob_url` holds another store's blobs.
     :raises SearchUnavailableError: With `search_index`, if the server cannot hold the search index.
@@ -46,6 +50,7 @@ def open_shared_repository(
     try:
         with database.reading() as connection:
             blob_location.settle(connection, objects, index=database.description)
+            scope = dedup_scopes.settle(connection, dedup_scope, index=database.description)
     except BaseException:
         database.close()
         objects.close()
@@ -65,6 +70,7 @@ def open_shared_repository(
         searchable=True,
         search_index_writes=search_index,
         search_text=TRIGRAM_TEXT,
+        dedup_scope=scope,
     )
 
 

@@ -62,9 +62,18 @@ class Writer:
                 if create_index is not None:
                     create_index()
                     self._create_index = None  # an index, once there, stays: no later write needs to ask
+                core = self._core
+                if not core.scope_settled:
+                    core.settle_scope()
+                # Every part was hashed for this namespace under its scope (a digest keyed otherwise names no blob of
+                # it): the namespace under `namespace` scope, whose scope alone has a secret; None under `store`.
+                keyed_for = None if core.scope.secret is None else namespace
+                for write in writes:
+                    if write.keyed_for != keyed_for:
+                        raise _wrong_key(write, namespace, core.scope.name)
                 self._store(namespace, writes)
                 if self._blobs.learner is not None:
-                    self._learning.train_if_due()
+                    self._learning.train_if_due(namespace)
                 if self._search_index_writes and self._indexing.written_texts_due:
                     self._indexing.index_written_texts()
         except CasStoreError:
@@ -112,11 +121,13 @@ class Writer:
             except _BlobsMissing as missing:
                 data = {write.digest: write.data for write in writes}
                 for digest in missing.digests:
-                    staged[digest] = self._blobs.stage(digest, data[digest])
+                    staged[digest] = self._blobs.stage(digest, data[digest], namespace=writes[0].keyed_for)
                 continue
             except LearnedFrameRefused as refused:
                 data = {write.digest: write.data for write in writes}
-                staged[refused.digest] = self._blobs.stage(refused.digest, data[refused.digest], plain=True)
+                staged[refused.digest] = self._blobs.stage(
+                    refused.digest, data[refused.digest], plain=True, namespace=writes[0].keyed_for
+                )
                 continue
             return
 
@@ -142,7 +153,9 @@ class Writer:
         while True:
             try:
                 with self._database.transaction() as work:
-                    staged = self._blobs.stage(write.digest, write.data, key=write.key, plain=plain)
+                    staged = self._blobs.stage(
+                        write.digest, write.data, key=write.key, plain=plain, namespace=write.keyed_for
+                    )
                     self._record_parts(work, namespace, [write], {write.digest: staged}, stored_under_lock=True)
             except LearnedFrameRefused:
                 plain = True
@@ -161,7 +174,10 @@ class Writer:
             return {}
         with self._database.reading() as connection:
             new = {write.digest: write for write in unknown if not self._blobs.exists(connection, write.digest)}
-        return {digest: self._blobs.stage(digest, write.data, key=write.key) for digest, write in new.items()}
+        return {
+            digest: self._blobs.stage(digest, write.data, key=write.key, namespace=write.keyed_for)
+            for digest, write in new.items()
+        }
 
     def _record_parts(
         self,
@@ -229,6 +245,14 @@ class Writer:
         with self._guard.held(), self._database.transaction() as work:
             index.record_compaction(work, namespace=namespace, compaction_id=compaction_id, compaction=compaction)
             index.record_archive(work, namespace=namespace, compaction_id=compaction_id, archive=archive)
+
+
+def _wrong_key(write: PreparedWrite, namespace: str, scope: str) -> ValueError:
+    hashed = "for no namespace" if write.keyed_for is None else f"for namespace {write.keyed_for!r}"
+    return ValueError(
+        f"The prepared write {write.reference} was hashed {hashed}, but is written in namespace {namespace!r} of a "
+        f"store whose dedup scope is {scope!r}: prepare it again with this store's `prepare_write`, then write it."
+    )
 
 
 class _BlobsMissing(Exception):

@@ -26,6 +26,7 @@ from casstore.repository import (
     PreparedWrite,
     Repository,
     SearchOutcome,
+    check_dedup_scope,
     prepare,
 )
 
@@ -74,7 +75,9 @@ class RepositoryToolResultStore(ToolResultStore):
         :raises InvalidContentError: If `content` is a `str` that cannot be encoded as UTF-8.
         :raises InvalidKeyError: If `key` is empty, too long, or contains NUL or a lone surrogate.
         """
-        return prepare(key=key, content=content)
+        namespace = self.namespace
+        digest_key = self._repository.dedup_scope.key_for(namespace)
+        return prepare(key=key, content=content, namespace=namespace, digest_key=digest_key)
 
     def write_prepared(self, prepared: PreparedWrite) -> str:
         """
@@ -102,7 +105,8 @@ class RepositoryToolResultStore(ToolResultStore):
         """
         Store `content` once, record the write, and return its reference.
 
-        Writing content that is already stored (in any namespace) adds a row to the history but no blob.
+        Writing content that is already stored (in any namespace; under `dedup_scope="namespace"`, in this one) adds a
+        row to the history but no blob.
 
         :param key: A per-result name such as `3_read_file_call_1.txt`. Only its extension is used (it ends the
             reference, if it is short plain ASCII); the whole key is recorded in the index, never used as a path.
@@ -245,6 +249,7 @@ class ContentAddressedToolResultStore(RepositoryToolResultStore):
         durable: bool = False,
         learn: bool = True,
         search_index: bool = False,
+        dedup_scope: str | None = None,
     ) -> None:
         """
         Open the store at `root`; a store that does not exist yet is created by its first write.
@@ -270,14 +275,21 @@ class ContentAddressedToolResultStore(RepositoryToolResultStore):
             and it is indexed after the commit, in batches (a search indexes what is pending first). Off by default:
             the write path is then unchanged. Results written before (or by a store with it off) are indexed by
             `casstore search-index`.
+        :param dedup_scope: `"store"`: identical results are stored once across all namespaces; `"namespace"`: only
+            within a namespace, so a write does nothing observably different because of what another namespace holds
+            (for stores shared by parties who must not learn about each other: docs/dedup-scope.md). Chosen when the
+            store is made (`"store"` unless said otherwise) and recorded in its index; None (the default) opens
+            whichever the index records.
         :raises TypeError: If `namespace` is not a string.
-        :raises ValueError: If `namespace` is empty, too long or contains control characters, or if
-            `compression_level` or `inline_max` is out of range.
+        :raises ValueError: If `namespace` is empty, too long or contains control characters, if
+            `compression_level` or `inline_max` is out of range, or if `dedup_scope` is unknown or not the scope the
+            index records (the message names both).
         :raises SchemaError: If an existing `index.db` was written by a newer casstore or is not a casstore index;
             `IndexDamagedError` (also a `CorruptBlobError`) if SQLite finds it damaged or not a database at all.
         :raises CasStoreError: If an existing `blobs` folder is a symlink or not a folder.
         """
         check_settings(namespace=namespace, compression_level=compression_level, inline_max=inline_max)
+        self.dedup_scope = check_dedup_scope(dedup_scope)
         self.root = Path(root)
         self.compression_level = compression_level
         self.inline_max = inline_max
@@ -292,6 +304,7 @@ class ContentAddressedToolResultStore(RepositoryToolResultStore):
                 durable=durable,
                 learn=learn,
                 search_index=search_index,
+                dedup_scope=dedup_scope,
             ),
             namespace=namespace,
         )
@@ -314,6 +327,7 @@ class ContentAddressedToolResultStore(RepositoryToolResultStore):
             learn=self.learn,
             durable=self.durable,
             search_index=self.search_index,
+            dedup_scope=self.dedup_scope,
         )
 
     @classmethod

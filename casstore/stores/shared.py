@@ -13,6 +13,7 @@ from haystack.core.serialization import default_from_dict, default_to_dict
 from haystack.utils import Secret, deserialize_secrets_inplace
 
 from casstore.namespaces import DEFAULT_NAMESPACE
+from casstore.repository import check_dedup_scope
 from casstore.repository.shared import open_shared_repository
 from casstore.stores.local import DEFAULT_INLINE_MAX, RepositoryToolResultStore, check_settings
 
@@ -53,6 +54,7 @@ class SharedToolResultStore(RepositoryToolResultStore):
         inline_max: int = DEFAULT_INLINE_MAX,
         learn: bool = True,
         search_index: bool = False,
+        dedup_scope: str | None = None,
     ) -> None:
         """
         Connect to the index and the object store, bringing the index's schema up to date if needed.
@@ -75,7 +77,13 @@ class SharedToolResultStore(RepositoryToolResultStore):
         :param search_index: Index the text of every result written, after its write commits, so the search tool
             (`casstore.compactor.make_search_tool`) finds it (docs/search.md). Off by default. Turning it on needs the
             server's `pg_trgm` extension (PostgreSQL's contrib modules), which it creates if it may.
-        :raises ValueError: If `blob_options` hold credentials, a setting is out of range or not a string.
+        :param dedup_scope: `"store"`: identical results are stored once across all namespaces; `"namespace"`: only
+            within a namespace, so a write does nothing observably different because of what another namespace holds
+            (for stores shared by parties who must not learn about each other: docs/dedup-scope.md). Chosen when the
+            store is made (`"store"` unless said otherwise) and recorded in its index; None (the default) opens
+            whichever the index records.
+        :raises ValueError: If `blob_options` hold credentials, a setting is out of range or not a string, or
+            `dedup_scope` is unknown or not the scope the index records (the message names both).
         :raises SearchUnavailableError: With `search_index=True`, if the server has no `pg_trgm` or the user may not
             create it (the message says what to install or ask for).
         :raises StorageError: If PostgreSQL or the object store cannot be reached (the message says which).
@@ -86,6 +94,7 @@ class SharedToolResultStore(RepositoryToolResultStore):
             writes a marker object there (docs/shared-store.md).
         """
         check_settings(namespace=namespace, compression_level=compression_level, inline_max=inline_max)
+        self.dedup_scope = check_dedup_scope(dedup_scope)
         if isinstance(index_url, str):
             index_url = Secret.from_token(index_url)
         if not isinstance(index_url, Secret):
@@ -113,6 +122,7 @@ class SharedToolResultStore(RepositoryToolResultStore):
                 inline_max=inline_max,
                 learn=learn,
                 search_index=search_index,
+                dedup_scope=dedup_scope,
             ),
             namespace=namespace,
         )
@@ -145,6 +155,7 @@ class SharedToolResultStore(RepositoryToolResultStore):
             inline_max=self.inline_max,
             learn=self.learn,
             search_index=self.search_index,
+            dedup_scope=self.dedup_scope,
         )
 
     @classmethod

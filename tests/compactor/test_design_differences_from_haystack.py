@@ -167,6 +167,7 @@ def test_serialized_settings(haystack: FileSystemToolResultStore, ours: ContentA
         "durable",
         "learn",
         "search_index",
+        "dedup_scope",
     }
 
 
