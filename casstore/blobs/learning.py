@@ -22,6 +22,9 @@ import zstandard
 
 from casstore.hook_keys import CALL_ID_MARKERS
 
+# A result's head or tail, hashed; under `namespace` dedup scope with the namespace's name (`LearnedState.anchors`).
+Anchor = int | tuple[str, int]
+
 # Deltas. Below MIN_DELTA_SIZE a result is too small for a base to pay for the look-up it needs; a base above
 # MAX_BASE_SIZE costs more to load into zstd than a write should spend. A delta is kept only if its frame is under
 # DELTA_KEEP_BELOW of the plain one's (it costs a read of its base). ANCHOR_BYTES of a result's head and of its tail
@@ -178,7 +181,7 @@ class Learner:
         # Whether a tool may be due for training: set by each sample and by `adopt`, cleared by `due` finding none.
         self._maybe_due = False
         # Anchors by their CRC (see `anchors`).
-        self._anchors: OrderedDict[int, BaseCandidate] = OrderedDict()
+        self._anchors: OrderedDict[Anchor, BaseCandidate] = OrderedDict()
         # Figures for the benchmark: how often training ran and how long it took.
         self.trainings = 0
         self.training_seconds = 0.0
@@ -186,7 +189,7 @@ class Learner:
     # Deltas.
 
     @staticmethod
-    def anchors(data: bytes, namespace: str | None = None) -> tuple[int, int] | None:
+    def anchors(data: bytes, namespace: str | None = None) -> tuple[Anchor, Anchor] | None:
         """
         :param namespace: Under `namespace` dedup scope, the writing namespace: its anchors are its own.
         :returns: What finds a base for `data`, or a later result's base in it: its head and tail, hashed.
@@ -194,13 +197,16 @@ class Learner:
         if not MIN_DELTA_SIZE <= len(data) <= MAX_BASE_SIZE:
             return None
         # CRC-32 in C costs a fraction of Python's own hash of the slice; heads and tails get keys of their own. A
-        # collision only costs a delta that is tried and not kept. A namespace's anchors start from a value of its own,
-        # so one namespace's look-up does not find another's bases (a collision is refused by the caller, which
-        # checks the candidate's namespace before reading it).
-        start = 0 if namespace is None else zlib.crc32(namespace.encode("utf-8"))
-        return zlib.crc32(data[:ANCHOR_BYTES], start), _TAIL | zlib.crc32(data[-ANCHOR_BYTES:], start)
+        # collision only costs a delta that is tried and not kept.
+        head, tail = zlib.crc32(data[:ANCHOR_BYTES]), _TAIL | zlib.crc32(data[-ANCHOR_BYTES:])
+        if namespace is None:
+            return head, tail
+        # A namespace's anchors are keyed by its name too, so no content of one namespace, however crafted, finds
+        # another's base: CRC-32 is linear, and a head made to collide with another namespace's would otherwise hide
+        # the writer's own base, which would tell whether the other namespace holds that head.
+        return (namespace, head), (namespace, tail)
 
-    def base_for(self, anchors: tuple[int, int] | None) -> BaseCandidate | None:
+    def base_for(self, anchors: tuple[Anchor, Anchor] | None) -> BaseCandidate | None:
         """:returns: The latest stored result with the same first (else last) `ANCHOR_BYTES`, if any."""
         if anchors is None:
             return None
@@ -215,7 +221,7 @@ class Learner:
         digest: str,
         data: bytes,
         depth: int,
-        anchors: tuple[int, int] | None,
+        anchors: tuple[Anchor, Anchor] | None,
         stored_size: int = 0,
         namespace: str | None = None,
     ) -> None:

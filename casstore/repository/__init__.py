@@ -123,6 +123,7 @@ class Repository:
         search_index_writes: bool = False,
         search_text: SearchText | None = None,
         dedup_scope: DedupScope | None = None,
+        requested_scope: str | None = None,
     ) -> None:
         """
         Join an opened index and blob backend; the repository owns them from now on and closes them.
@@ -142,6 +143,8 @@ class Repository:
             SQLite's FTS5 by default.
         :param dedup_scope: The scope the index records (`casstore.index.scope.settle`); None: it records none yet
             (read when a write is first hashed, recorded by the first write).
+        :param requested_scope: The scope a lazy store was opened with, before its index existed: recorded by its
+            first write, or checked against what another process recorded meanwhile.
         :raises SearchUnavailableError: With `search_index_writes`, if the index's engine cannot hold a search index
             (a PostgreSQL server without `pg_trgm`).
         """
@@ -157,6 +160,7 @@ class Repository:
             search_index_writes=search_index_writes,
             search_text=search_text,
             dedup_scope=dedup_scope,
+            requested_scope=requested_scope,
         )
         self._core = core
         self._indexing = SearchIndexing(core)
@@ -221,6 +225,7 @@ class Repository:
             searchable=True,
             search_index_writes=search_index,
             dedup_scope=scope,
+            requested_scope=dedup_scope,
         )
 
     # The verbs.

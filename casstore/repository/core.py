@@ -92,10 +92,13 @@ class RepositoryCore:
         search_index_writes: bool,
         search_text: "search_index.SearchText | None",
         dedup_scope: DedupScope | None = None,
+        requested_scope: str | None = None,
     ) -> None:
         """Join an opened index and blob backend (the parameters are `Repository`'s); this object closes them."""
         self.database = database
         self.scope = dedup_scope or DedupScope()
+        # The scope the store was opened with, checked against (or recorded as) the index's once it has one.
+        self.requested_scope = requested_scope
         # Whether the index records the scope: if not, the first write records `store` (or finds what another
         # process recorded meanwhile) before anything is hashed into the index.
         self.scope_settled = dedup_scope is not None
@@ -129,6 +132,7 @@ class RepositoryCore:
             with self.index_for_blobs() as connection:
                 found = dedup_scopes.recorded(connection)
             if found is not None:
+                dedup_scopes.check_same(found.name, self.requested_scope, index=self.description)
                 self.scope = found
                 self.scope_settled = True
             self.scope_read = True
@@ -151,10 +155,19 @@ class RepositoryCore:
         return self.scope.key_for(namespace)
 
     def settle_scope(self) -> None:
-        """Before this object's first write to an index that recorded no scope: record `store`, or find the one
-        another process recorded meanwhile."""
+        """
+        Before this object's first write to an index that recorded no scope: record the scope asked for (`store` if
+        none was), or find the one another process recorded meanwhile.
+
+        :raises ValueError: If another process recorded a scope other than the one this store was opened with.
+        """
         with self.database.transaction() as work:
-            self.scope = dedup_scopes.settle_default(work.connection)
+            if self.requested_scope is None:
+                self.scope = dedup_scopes.settle_default(work.connection)
+            else:
+                found = dedup_scopes.settle(work.connection, self.requested_scope, index=self.description)
+                assert found is not None  # a scope was asked for, so one is recorded
+                self.scope = found
         self.scope_settled = self.scope_read = True
 
     @contextmanager

@@ -9,6 +9,7 @@ import contextlib
 import json
 import random
 import sqlite3
+import zlib
 from pathlib import Path
 
 import pytest
@@ -318,3 +319,74 @@ def test_a_write_prepared_for_one_namespace_is_refused_in_another(backend: Backe
         mallory.write_prepared(prepared)
     assert backend.snapshot() == before
     assert alice.read(alice.write_prepared(prepared)) == "hashed with alice's key"
+
+
+def _crc_patch(prefix: bytes, target: int, *, start: int = 0) -> bytes:
+    """
+    :returns: `prefix` and 4 bytes after it, chosen so that `zlib.crc32(result, start)` is `target` (CRC is linear,
+        so this takes no search).
+    """
+    table = []
+    for byte in range(256):
+        crc = byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0xEDB88320 if crc & 1 else crc >> 1
+        table.append(crc)
+    by_top_byte = {entry >> 24: index for index, entry in enumerate(table)}
+    crc, indexes = target ^ 0xFFFFFFFF, []
+    for _ in range(4):
+        index = by_top_byte[crc >> 24]
+        indexes.append(index)
+        crc = ((crc ^ table[index]) << 8) & 0xFFFFFFFF
+    register, patch = zlib.crc32(prefix, start) ^ 0xFFFFFFFF, bytearray()
+    for index in reversed(indexes):
+        byte = (register ^ index) & 0xFF
+        patch.append(byte)
+        register = table[(register ^ byte) & 0xFF] ^ (register >> 8)
+    return prefix + bytes(patch)
+
+
+@settings(max_examples=60, deadline=None)
+@given(alices=st.binary(min_size=1024, max_size=4096), seed=st.integers(0, 2**32 - 1))
+def test_under_namespace_scope_no_crafted_head_finds_another_namespaces_base(alices: bytes, seed: int) -> None:
+    # Mallory crafts a head whose CRC-32 equals the one alice's result starts with, as if guessing it: under
+    # namespace scope the look-up still finds only mallory's own bases, so its outcome says nothing about alice's.
+    learner = learning_module.Learner()
+    alice_anchors = learner.anchors(alices, "alice")
+    learner.stored(tool="t", digest="a" * 64, data=alices, depth=0, anchors=alice_anchors, namespace="alice")
+    filler = random.Random(seed).randbytes(2048)
+    own = b"M" * learning_module.ANCHOR_BYTES + filler
+    learner.stored(
+        tool="t", digest="b" * 64, data=own, depth=0, anchors=learner.anchors(own, "mallory"), namespace="mallory"
+    )
+    alice_head = alices[: learning_module.ANCHOR_BYTES]
+    prefix = b"Z" * (learning_module.ANCHOR_BYTES - 4)
+    # Heads that collide with alice's under the plain CRC and under a CRC seeded with each namespace's name.
+    heads = [
+        _crc_patch(prefix, zlib.crc32(alice_head)),
+        _crc_patch(prefix, zlib.crc32(alice_head, zlib.crc32(b"alice")), start=zlib.crc32(b"mallory")),
+    ]
+    for head in heads:
+        found = learner.base_for(learner.anchors(head + filler, "mallory"))  # the same tail as mallory's own base
+        assert found is not None and found.namespace == "mallory" and found.digest == "b" * 64
+    assert learner.base_for(learner.anchors(alices, "mallory")) is None
+
+
+def test_a_lazy_store_asked_for_one_scope_refuses_to_write_into_an_index_made_with_the_other(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    asked_store = ContentAddressedToolResultStore(root, namespace="alice", dedup_scope="store")  # creates nothing yet
+    assert not root.exists()
+    with ContentAddressedToolResultStore(root, namespace="bob", dedup_scope="namespace") as made:
+        made.write(key="b.txt", content="bob's result")
+    with asked_store, pytest.raises(ValueError, match="dedup_scope='namespace', not 'store'"):
+        asked_store.write(key="a.txt", content="alice's result")
+    with contextlib.closing(sqlite3.connect(root / "index.db")) as connection:
+        assert connection.execute("SELECT namespace FROM writes").fetchall() == [("bob",)]
+
+
+def test_a_lazy_store_asked_for_namespace_scope_records_it_with_its_first_write(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    with ContentAddressedToolResultStore(root, namespace="alice", dedup_scope="namespace") as store:
+        store.write(key="a.txt", content="alice's result")
+    with ContentAddressedToolResultStore(root) as reopened:
+        assert reopened.repository.dedup_scope.name == "namespace"
