@@ -41,9 +41,10 @@ from casstore.blobs.collection import WaitingBlobs
 from casstore.blobs.files import BlobDirectory
 from casstore.disk import local_footprint
 from casstore.errors import ReadOnlyStoreError
+from casstore.index.copy_rows import CompactionRow, OffloadRow, WriteRow
 from casstore.index.database import Database
 from casstore.index.prepared import PreparedWrite, prepare
-from casstore.index.queries import CompactionRow, OffloadEntry, OffloadRow, WriteRow
+from casstore.index.queries import OffloadEntry
 from casstore.index.report_archives import ArchiveRow
 from casstore.index.report_queries import ReportFigures
 from casstore.index.report_writes import ResultRow

@@ -4,10 +4,10 @@ from collections import Counter
 from collections.abc import Sequence
 
 from casstore.errors import CorruptBlobError
-from casstore.index import queries as index_queries
+from casstore.index import copy_rows
 from casstore.index import scope as dedup_scopes
 from casstore.index import writes as index
-from casstore.index.queries import ArchiveRow, CompactionRow, OffloadRow, WriteRow
+from casstore.index.copy_rows import ArchiveRow, CompactionRow, OffloadRow, WriteRow
 from casstore.index.scope import DedupScope
 from casstore.repository.core import RepositoryCore
 
@@ -76,23 +76,23 @@ class Copies:
     def write_rows(self) -> "Counter[WriteRow]":
         """:returns: How many writes there are of each `(namespace, key, digest, kind, size, reference, written_at)`."""
         with self._index() as connection:
-            return index_queries.write_rows(connection)
+            return copy_rows.write_rows(connection)
 
     def offload_rows(self) -> "Counter[OffloadRow]":
         """:returns: How many offloads there are of each row's values."""
         with self._index() as connection:
-            return index_queries.offload_rows(connection)
+            return copy_rows.offload_rows(connection)
 
     def archive_rows(self) -> "Counter[ArchiveRow]":
         """:returns: How many archives there are of each row's values."""
         with self._index() as connection:
-            return index_queries.archive_rows(connection)
+            return copy_rows.archive_rows(connection)
 
     def compaction_rows(self) -> dict[str, CompactionRow]:
         """:returns: Every compaction's `(compaction_id, namespace, tokens_before, tokens_after, target_tokens,
         context_window, compacted_at)`, by id."""
         with self._index() as connection:
-            return index_queries.compaction_rows(connection)
+            return copy_rows.compaction_rows(connection)
 
     def import_writes(self, rows: Sequence[WriteRow]) -> None:
         """
