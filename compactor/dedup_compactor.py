@@ -185,9 +185,10 @@ class DedupOffloadCompactor(Compactor):
                 self.store.record_offloads(compaction_id=compaction.compaction_id, offloads=compaction.offloads)
         except Exception as error:
             # The results are stored and referenced; only the history row is missing, so the run goes on.
+            what = f"Offloaded {len(compaction.offloads)} tool results to" if compaction.offloads else "Compacted with"
             logger.warning(
-                "Offloaded {count} tool results to {store}, but could not record them in its history. Error: {error}",
-                count=len(compaction.offloads),
+                "{what} {store}, but could not record the compaction in its history. Error: {error}",
+                what=what,
                 store=type(self.store).__name__,
                 error=error,
             )

@@ -96,8 +96,22 @@ def test_a_history_that_cannot_be_recorded_leaves_the_compaction_done(
     with caplog.at_level(logging.WARNING):
         compacted = DedupOffloadCompactor(store, min_tokens=0).compact(zoo_conversation(), 0, COUNTER)
     assert compacted is not None  # the results are stored and referenced
-    assert "could not record them in its history" in caplog.text
+    assert "tool results to ContentAddressedToolResultStore, but could not record the compaction" in caplog.text
     assert _rows(store.root, "SELECT count(*) FROM compactions") == [(0,)]
+
+
+def test_a_compaction_that_offloaded_nothing_and_cannot_be_recorded_says_so(
+    store: ContentAddressedToolResultStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def refuse(**_: Any) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(store, "record_compaction", refuse)
+    with caplog.at_level(logging.WARNING):
+        # Over its target, but every result is too small to offload: only the compaction's row was to be written.
+        assert DedupOffloadCompactor(store, min_tokens=10**6).compact(zoo_conversation(), 0, COUNTER) is None
+    assert "Compacted with ContentAddressedToolResultStore, but could not record the compaction" in caplog.text
+    assert "Offloaded 0" not in caplog.text
 
 
 def test_an_agent_run_records_every_compaction_with_its_window(tmp_path: Path) -> None:
