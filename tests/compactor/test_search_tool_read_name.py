@@ -84,6 +84,7 @@ def test_the_read_tool_name_round_trips_through_serialization(
     data = json.loads(json.dumps(make_search_tool(indexed, read_tool_name=CUSTOM).to_dict()))
     assert data["data"]["read_tool_name"] == CUSTOM
     restored = SearchOffloadedResultsTool.from_dict(data)
+    assert isinstance(restored.store, ContentAddressedToolResultStore)
     try:
         assert restored.to_dict() == data
         assert f"with {CUSTOM}(reference" in restored.description and READ_TOOL_NAME not in restored.description
@@ -97,6 +98,7 @@ def test_a_tool_serialized_without_a_read_tool_name_loads_with_the_default(
     data = json.loads(json.dumps(make_search_tool(indexed, name="find_again").to_dict()))
     del data["data"]["read_tool_name"]
     restored = SearchOffloadedResultsTool.from_dict(data)
+    assert isinstance(restored.store, ContentAddressedToolResultStore)
     try:
         assert restored.name == "find_again"
         assert restored.to_dict()["data"]["read_tool_name"] == READ_TOOL_NAME
