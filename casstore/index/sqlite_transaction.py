@@ -6,16 +6,30 @@ classes, not generator context managers, as one is entered on every read and wri
 """
 
 import sqlite3
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from casstore import forks
 from casstore.errors import StoreClosedError
 from casstore.index.work import UnitOfWork
 
-if TYPE_CHECKING:
-    from casstore.index.database import Database
+
+class Database(Protocol):
+    """
+    What holding `casstore.index.database.Database`'s connection uses of it: its state, which it shares with this
+    module alone (declared here, so this module needs nothing from the one that uses it).
+    """
+
+    read_only: bool
+    _closed: bool
+    _connection: sqlite3.Connection
+    _statements: sqlite3.Cursor
+    _generation: int
+    _lock: threading.RLock
+
+    def _catch_up(self) -> None: ...
 
 
 class Held:
@@ -23,7 +37,7 @@ class Held:
 
     __slots__ = ("_database",)
 
-    def __init__(self, database: "Database") -> None:
+    def __init__(self, database: Database) -> None:
         self._database = database
 
     def __enter__(self) -> sqlite3.Connection:
@@ -76,7 +90,7 @@ class Transaction(Held):
 
 
 @contextmanager
-def rolled_back(database: "Database") -> Iterator[UnitOfWork]:
+def rolled_back(database: Database) -> Iterator[UnitOfWork]:
     """`Database.rolled_back`: a write transaction on the held connection, always rolled back."""
     with Held(database) as connection:
         # A read-only index takes no write lock (nothing can write it meanwhile); a statement that would change
@@ -90,7 +104,7 @@ def rolled_back(database: "Database") -> Iterator[UnitOfWork]:
 
 
 @contextmanager
-def snapshot(database: "Database") -> Iterator[sqlite3.Connection]:
+def snapshot(database: Database) -> Iterator[sqlite3.Connection]:
     """`Database.snapshot`: reads in one read transaction on the held connection."""
     with Held(database) as connection:
         connection.execute("BEGIN")
