@@ -6,7 +6,6 @@ nothing.
 """
 
 from casstore.compactor.binary_content import quoted
-from casstore.compactor.read_tool import DEFAULT_NAME as READ_TOOL_NAME
 from casstore.repository import SearchHit, SearchOutcome
 
 # Per hit: the matching lines listed at most, lines of context around each, and characters shown of one line.
@@ -18,12 +17,13 @@ _LINE_CHARS = 200
 
 
 def render_answer(
-    outcome: SearchOutcome, *, terms: list[str], notes: list[str], tool: str | None, max_chars: int
+    outcome: SearchOutcome, *, terms: list[str], notes: list[str], tool: str | None, max_chars: int, read_tool_name: str
 ) -> str:
     """
     :param terms: The terms searched.
     :param notes: What the query left out, said after the hits.
     :param tool: The tool whose results were searched, or None.
+    :param read_tool_name: The read tool's registered name, which the answer tells the model to call.
     :returns: The answer, within `max_chars` (the hits that fit, best first, the rest counted).
     """
     searched = " ".join(f'"{term}"' if " " in term else term for term in terms)
@@ -49,19 +49,19 @@ def render_answer(
     shown: list[str] = []
     header = f"Results holding {_shown(searched)}{scope}, best first:"
     for block in blocks:
-        footer = _footer(outcome, left_out=len(blocks) - len(shown) - 1)
+        footer = _footer(outcome, read_tool_name=read_tool_name, left_out=len(blocks) - len(shown) - 1)
         if len(header) + sum(len(b) + 2 for b in shown) + len(block) + 2 + len(footer) + 1 > max_chars - 200:
             break
         shown.append(block)
     if not shown:  # even the best hit's block is too long: its first lines, cut
-        footer = _footer(outcome, left_out=len(blocks) - 1)
+        footer = _footer(outcome, read_tool_name=read_tool_name, left_out=len(blocks) - 1)
         room = max(100, max_chars - len(header) - len(footer) - 250)
         shown.append(blocks[0][:room] + " [cut]")
-    footer = _footer(outcome, left_out=len(blocks) - len(shown))
+    footer = _footer(outcome, read_tool_name=read_tool_name, left_out=len(blocks) - len(shown))
     return "\n\n".join([header, *shown, "\n".join([footer, *lines_notes])])
 
 
-def _footer(outcome: SearchOutcome, *, left_out: int) -> str:
+def _footer(outcome: SearchOutcome, *, read_tool_name: str, left_out: int) -> str:
     more = outcome.more_hits + left_out
     parts = []
     if more:
@@ -72,7 +72,7 @@ def _footer(outcome: SearchOutcome, *, left_out: int) -> str:
         parts.append("the search stopped at its time limit")
     if outcome.unreadable:
         parts.append(f"{outcome.unreadable} result(s) could not be read (missing or damaged)")
-    tail = f"Read one with {READ_TOOL_NAME}(reference, offset=LINE)."
+    tail = f"Read one with {read_tool_name}(reference, offset=LINE)."
     if not parts:
         return f"That is every result that holds a term. {tail}"
     return f"{'; '.join(parts).capitalize()}: narrow the query or pass tool_name to see others. {tail}"

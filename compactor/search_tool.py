@@ -4,8 +4,9 @@
 The model passes words and "quoted phrases"; each is a case-insensitive substring, never an engine's query syntax.
 The answer lists the best results first, each distinct result once, with its reference, tool and time when known,
 size, and its matching lines with their numbers and a line of context, so the model can go on with
-`read_offloaded_result(reference, offset=...)`. It never exceeds `max_chars`, says how many more results there
-were, and comes back as a message, never an exception, whatever the query.
+`read_offloaded_result(reference, offset=...)` (under the name the read tool is registered with, `read_tool_name`).
+It never exceeds `max_chars`, says how many more results there were, and comes back as a message, never an
+exception, whatever the query.
 
 Here: the tool's surface (its description and parameters for the model, its serialization, and one call of it,
 which never raises). The model's arguments are checked by `casstore.compactor.search_query`, and the answer is
@@ -40,14 +41,18 @@ MAX_HITS = 100
 # How long one search may take before it answers with what it found.
 SEARCH_SECONDS = 3.0
 
-_DESCRIPTION = (
-    "Search every tool result offloaded from this conversation (and earlier ones in the same namespace) for words or "
-    '"quoted phrases": each is matched as a case-insensitive substring of at least 3 characters, so identifiers, '
-    "paths, error codes and parts of words work as written (ToolResultStore.write, test_case_39, E1102). The answer "
-    "lists the best results first, each with its reference, its tool and time when known, its size, and its matching "
-    f"lines with their numbers: read one further with {READ_TOOL_NAME}(reference, offset=LINE). Pass `tool_name` to "
-    "search only one tool's results."
-)
+
+def _description(read_tool_name: str) -> str:
+    """The description the model sees, naming the read tool as it is registered."""
+    return (
+        "Search every tool result offloaded from this conversation (and earlier ones in the same namespace) for "
+        'words or "quoted phrases": each is matched as a case-insensitive substring of at least 3 characters, so '
+        "identifiers, paths, error codes and parts of words work as written (ToolResultStore.write, test_case_39, "
+        "E1102). The answer lists the best results first, each with its reference, its tool and time when known, its "
+        f"size, and its matching lines with their numbers: read one further with {read_tool_name}(reference, "
+        "offset=LINE). Pass `tool_name` to search only one tool's results."
+    )
+
 
 _PARAMETERS: dict[str, Any] = {
     "type": "object",
@@ -77,9 +82,12 @@ _PARAMETERS: dict[str, Any] = {
 class _Searcher:
     """Searches one store and answers the model. Shared, never copied: it holds the store."""
 
-    def __init__(self, store: ToolResultStore, *, name: str, max_chars: int, max_hits: int) -> None:
+    def __init__(
+        self, store: ToolResultStore, *, name: str, read_tool_name: str, max_chars: int, max_hits: int
+    ) -> None:
         self.store = store
         self.name = name
+        self.read_tool_name = read_tool_name
         self.max_chars = max_chars
         self.max_hits = max_hits
 
@@ -111,7 +119,7 @@ class _Searcher:
         if not isinstance(store, RepositoryToolResultStore):
             return (
                 f"Error: this agent's store ({type(store).__name__}) cannot be searched; read results by their "
-                f"reference with {READ_TOOL_NAME}."
+                f"reference with {self.read_tool_name}."
             )
         try:
             outcome = store.search(terms=terms, tool_name=tool, limit=count, seconds=SEARCH_SECONDS)
@@ -121,11 +129,13 @@ class _Searcher:
         if not outcome.enabled:
             return (
                 "This store has no search index, so its offloaded results cannot be searched; read them by reference "
-                f"with {READ_TOOL_NAME}. (To turn searching on, open the store with search_index=True "
+                f"with {self.read_tool_name}. (To turn searching on, open the store with search_index=True "
                 "(ContentAddressedToolResultStore or SharedToolResultStore) and run `casstore search-index` once for "
                 "the results written before.)"
             )
-        return render_answer(outcome, terms=terms, notes=notes, tool=tool, max_chars=self.max_chars)
+        return render_answer(
+            outcome, terms=terms, notes=notes, tool=tool, max_chars=self.max_chars, read_tool_name=self.read_tool_name
+        )
 
 
 class SearchOffloadedResultsTool(Tool):
@@ -140,6 +150,7 @@ class SearchOffloadedResultsTool(Tool):
         *,
         store: ToolResultStore,
         name: str = DEFAULT_NAME,
+        read_tool_name: str = READ_TOOL_NAME,
         max_chars: int = DEFAULT_MAX_CHARS,
         max_hits: int = DEFAULT_MAX_HITS,
     ) -> None:
@@ -150,12 +161,24 @@ class SearchOffloadedResultsTool(Tool):
         """
         if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
             raise ValueError(f"`name` must be 1 to 64 letters, digits, '_' or '-', got {name!r}.")
+        if not isinstance(read_tool_name, str) or not TOOL_NAME.fullmatch(read_tool_name):
+            raise ValueError(
+                "`read_tool_name` must be the name the read tool is registered under (`make_read_tool(store, "
+                f"name=...)`): 1 to 64 letters, digits, '_' or '-', got {read_tool_name!r}."
+            )
         if max_chars < MIN_MAX_CHARS:
             raise ValueError(f"`max_chars` must be at least {MIN_MAX_CHARS}, got {max_chars}.")
         if not 1 <= max_hits <= MAX_HITS:
             raise ValueError(f"`max_hits` must be from 1 to {MAX_HITS}, got {max_hits}.")
-        self._searcher = _Searcher(store, name=name, max_chars=max_chars, max_hits=max_hits)
-        super().__init__(name=name, description=_DESCRIPTION, parameters=_PARAMETERS, function=self._searcher.search)
+        self._searcher = _Searcher(
+            store, name=name, read_tool_name=read_tool_name, max_chars=max_chars, max_hits=max_hits
+        )
+        super().__init__(
+            name=name,
+            description=_description(read_tool_name),
+            parameters=_PARAMETERS,
+            function=self._searcher.search,
+        )
 
     @property
     def store(self) -> ToolResultStore:
@@ -174,6 +197,7 @@ class SearchOffloadedResultsTool(Tool):
             "data": {
                 "store": searcher.store.to_dict(),
                 "name": searcher.name,
+                "read_tool_name": searcher.read_tool_name,
                 "max_chars": searcher.max_chars,
                 "max_hits": searcher.max_hits,
             },
@@ -184,7 +208,8 @@ class SearchOffloadedResultsTool(Tool):
         """
         Rebuild the tool and its store from what `to_dict` produced.
 
-        :param data: A dictionary produced by `to_dict`. It is not changed.
+        :param data: A dictionary produced by `to_dict`. It is not changed. Without `read_tool_name` the tool names the
+            read tool by its default name.
         :returns: The tool.
         :raises DeserializationError: If the store's class is not on Haystack's deserialization allowlist.
         """
@@ -197,6 +222,7 @@ def make_search_tool(
     store: ToolResultStore,
     *,
     name: str = DEFAULT_NAME,
+    read_tool_name: str = READ_TOOL_NAME,
     max_chars: int = DEFAULT_MAX_CHARS,
     max_hits: int = DEFAULT_MAX_HITS,
 ) -> Tool:
@@ -211,6 +237,9 @@ def make_search_tool(
     tools = [make_search_tool(store), make_read_tool(store)]  # next to the agent's own tools
     ```
 
+    A read tool registered under another name is named to the search tool too:
+    `make_search_tool(store, read_tool_name="fetch_archive")` beside `make_read_tool(store, name="fetch_archive")`.
+
     The model passes `query` (words and "quoted phrases", each a case-insensitive substring of at least 3
     characters, never query syntax), and optionally `tool_name` (only that tool's results) and `limit` (default and
     most: `max_hits`). The answer lists the best results first, each distinct result once, with its reference, tool
@@ -220,10 +249,14 @@ def make_search_tool(
     :param store: The store the agent offloads to (a `ContentAddressedToolResultStore`, ideally opened with
         `search_index=True`).
     :param name: The tool's name, as the model sees it.
+    :param read_tool_name: The name the read tool is registered under (the `name` given to `make_read_tool`), which
+        the tool's description and answers tell the model to call to read a hit further.
     :param max_chars: No answer is longer than this many characters.
     :param max_hits: The most results one answer lists, and the default `limit`.
     :returns: A Haystack `Tool` (a `SearchOffloadedResultsTool`, serializable with its store).
-    :raises ValueError: If `name` is not a valid tool name, `max_chars` is below 1,000 or `max_hits` is not from 1
-        to 100.
+    :raises ValueError: If `name` or `read_tool_name` is not a valid tool name, `max_chars` is below 1,000 or
+        `max_hits` is not from 1 to 100.
     """
-    return SearchOffloadedResultsTool(store=store, name=name, max_chars=max_chars, max_hits=max_hits)
+    return SearchOffloadedResultsTool(
+        store=store, name=name, read_tool_name=read_tool_name, max_chars=max_chars, max_hits=max_hits
+    )
