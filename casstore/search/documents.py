@@ -149,9 +149,13 @@ def forget_entries(work: UnitOfWork) -> None:
         "SELECT w.namespace, d.id AS document, min(w.id) AS id FROM writes w "
         "JOIN search_documents d ON d.digest = w.digest GROUP BY w.namespace, d.id"
     )
+    # One indexed look-up per entry (document, its blob by digest, a write of the entry's namespace naming it): a
+    # `NOT IN` over the set of (namespace, document) pairs took time quadratic in the entries on SQLite.
     connection.execute(
-        "DELETE FROM search_entries WHERE (namespace, document) NOT IN "
-        f"(SELECT namespace, document FROM ({first}) AS first)"
+        "DELETE FROM search_entries WHERE NOT EXISTS (SELECT 1 FROM search_documents d "
+        "JOIN blobs b ON b.digest = d.digest "
+        "JOIN write_rows w ON w.blob_id = b.id AND w.namespace = search_entries.namespace "
+        "WHERE d.id = search_entries.document)"
     )
     connection.execute(
         f"UPDATE search_entries SET write_id = first.id FROM ({first}) AS first "
