@@ -2,10 +2,10 @@
 The PostgreSQL connection behind a shared store's index: a connection pool, transactions as units of work, and the
 locks that let `gc` on one host run beside writers on any number of others.
 
-The index layers (`index.py`, `index_queries.py`, `blobs.py`) write their SQL once, in the dialect both engines
-share; this module turns SQLite's spellings into PostgreSQL's as a statement is first used (placeholders `?` become
-`%s`, SQLite's `strftime(..., 'now')` becomes `now()` to the millisecond; `timestamptz` values are read back as
-SQLite's text).
+The layers on the index (`casstore.index`, `casstore.blobs`, `casstore.search`) write their SQL once, in the dialect
+both engines share; this module turns SQLite's spellings into PostgreSQL's as a statement is first used (placeholders
+`?` become `%s`, SQLite's `strftime(..., 'now')` becomes `now()` to the millisecond; `timestamptz` values are read
+back as SQLite's text).
 
 Locking, the PostgreSQL form of the SQLite store's write lock (see docs/shared-store.md):
 
