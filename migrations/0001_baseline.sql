@@ -36,6 +36,7 @@ CREATE TABLE blobs (
     base_id INTEGER,                                         -- blobs.id of the base, for encoding 'delta'
     first_seen TEXT NOT NULL,                                -- first stored
     last_seen TEXT NOT NULL,                                 -- last written (kept to about a second)
+    namespace TEXT,                                          -- dedup_scope 'namespace': whose key keyed its digest
     CHECK ((encoding = 'dictionary') = (dictionary_id IS NOT NULL) AND (encoding = 'delta') = (base_id IS NOT NULL))
 );
 CREATE INDEX blobs_by_base ON blobs (base_id) WHERE base_id IS NOT NULL;
