@@ -3,7 +3,8 @@ The blob layer: content by digest.
 
 - `store`: `BlobStore`, the layer as the repository sees it; it wires the parts below and hands out their verbs.
 - `frames`: the codec (zstd frames; trained dictionaries; deltas on earlier blobs; checked on every read).
-- `learning`: training dictionaries and choosing delta bases from what was written.
+- `learning`: training dictionaries and choosing delta bases from what was written; `groups`: which results
+  share a dictionary.
 - `encoder`: staging new content: the choice of plain, dictionary or delta frame, and the backend write.
 - `catalog`: the `blobs` rows (where each blob lives, how it is encoded), frames kept inside the index, and the
   trained dictionaries' rows, written in the caller's transaction.

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from casstore.blobs.backend import BlobBackend
 from casstore.blobs.decoder import BlobDecoder
 from casstore.blobs.frames import DELTA, DICTIONARY, PLAIN, FrameCodec, FrameDictionary
-from casstore.blobs.learning import DELTA_KEEP_BELOW, DICTIONARY_MAX_SIZE, Learner, scoped_group, tool_of
+from casstore.blobs.groups import scoped_group, tool_of
+from casstore.blobs.learning import DELTA_KEEP_BELOW, DICTIONARY_MAX_SIZE, Learner
 from casstore.blobs.memory import ContentCache
 from casstore.errors import CorruptBlobError, ObjectSizeMismatchError
 

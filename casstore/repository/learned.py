@@ -2,7 +2,8 @@
 
 import logging
 
-from casstore.blobs.learning import Learner, TrainingJob, group_namespace
+from casstore.blobs.groups import group_namespace
+from casstore.blobs.learning import Learner, TrainingJob
 from casstore.errors import CasStoreError
 from casstore.references import content_digest
 from casstore.repository.core import RepositoryCore

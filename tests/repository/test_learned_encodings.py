@@ -26,7 +26,8 @@ from casstore import ContentAddressedToolResultStore, CorruptBlobError
 from casstore.blobs import learning as learning_module
 from casstore.blobs.collection import BlobCollection
 from casstore.blobs.frames import FrameCodec, FrameDictionary
-from casstore.blobs.learning import learner_for, tool_of
+from casstore.blobs.groups import tool_of
+from casstore.blobs.learning import learner_for
 from casstore.maintenance.checks import collect_garbage, verify
 from casstore.references import content_digest, split_reference
 from casstore.stores.local import RepositoryToolResultStore
