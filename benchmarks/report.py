@@ -26,19 +26,20 @@ class Figure:
     target_text: str = ""
 
 
-# Rows of the main table, in order; `target` bounds the ratio casstore / baseline.
+# Rows of the main table, in order; `target` bounds the ratio casstore / baseline. The targets are issue 29's
+# performance guard (docs/performance.md): disk here; the whole trace's throughput in `targets`.
 FIGURES: tuple[Figure, ...] = (
-    Figure("write_total_s", "whole-trace write time", "s", 0.15, "<= 0.15x"),
-    Figure("write_new_p50_us", "write, new content, p50", "us", 0.15, "<= 0.15x"),
+    Figure("write_total_s", "whole-trace write time", "s", target_text="throughput >= 1.0x (see below)"),
+    Figure("write_new_p50_us", "write, new content, p50", "us"),
     Figure("write_new_p90_us", "write, new content, p90", "us"),
     Figure("write_new_p99_us", "write, new content, p99", "us"),
-    Figure("write_duplicate_p50_us", "write, duplicate, p50", "us", 0.05, "<= 0.05x"),
+    Figure("write_duplicate_p50_us", "write, duplicate, p50", "us"),
     Figure("write_duplicate_p90_us", "write, duplicate, p90", "us"),
     Figure("write_duplicate_p99_us", "write, duplicate, p99", "us"),
-    Figure("read_p50_us", "read, p50 (checked equal)", "us", 0.5, "<= 0.5x"),
+    Figure("read_p50_us", "read, p50 (checked equal)", "us"),
     Figure("read_p90_us", "read, p90 (checked equal)", "us"),
-    Figure("du_open_bytes", "du, store open (WAL incl.)", "bytes", 0.1, "<= 0.1x"),
-    Figure("du_closed_bytes", "du, store closed", "bytes", 0.1, "<= 0.1x"),
+    Figure("du_open_bytes", "du, store open (WAL incl.)", "bytes"),
+    Figure("du_closed_bytes", "du, store closed", "bytes", 0.1, "<= 0.10x"),
     Figure("file_bytes_closed", "file bytes, store closed", "bytes"),
     Figure("files_closed", "files created", "count"),
     Figure("directories_closed", "folders created", "count"),
@@ -99,20 +100,23 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
                 "met": value <= figure.target,
             }
         )
-    floor = result["floor"]
-    checks.append(
-        {
-            "name": "write, duplicate, p50 / floor",
-            "value": floor["casstore_over_floor"],
-            "target": "<= 2x",
-            "unit": "x",
-            "met": bool(floor["casstore_over_floor"] <= 2),
-        }
-    )
+    # Throughput, writes per second: per repetition the baseline's whole-trace time over casstore's. Its median must be
+    # at least 1.0 and no repetition's below 0.9 (the baseline's speed swings with the kernel's write-back, so one
+    # repetition alone decides nothing).
+    throughputs = [
+        _ratio(rep[BASELINE]["write_total_s"], rep[CASSTORE]["write_total_s"]) for rep in result.get("repetitions", [])
+    ]
+    if throughputs:
+        for name, value, least in (
+            ("whole-trace throughput, casstore / baseline (median of repetitions)", median(throughputs), 1.0),
+            ("whole-trace throughput, casstore / baseline (slowest repetition)", min(throughputs), 0.9),
+        ):
+            checks.append(
+                {"name": name, "value": value, "target": f">= {least:.1f}x", "unit": "x", "met": value >= least}
+            )
     learned = result.get("learned")
     if learned:
         for name, value, target, limit in (
-            ("du, store closed / baseline (learned encodings)", learned["du_over_baseline"], "<= 0.09x", 0.09),
             ("du, store closed / learned-encodings floor", learned["du_over_floor"], "<= 1.3x", 1.3),
             ("read p50 / same store with learn=False", learned["read_p50_over_learn_off"], "<= 1.15x", 1.15),
             (

@@ -50,7 +50,8 @@ class DedupScope:
     """A store's dedup scope, as its index records it, and the digest keys it implies."""
 
     name: str = STORE
-    secret: bytes | None = None
+    # Not in the repr: a scope printed in a log or a traceback must not hand out what keys every namespace's digests.
+    secret: bytes | None = field(default=None, repr=False)
     _keys: dict[str, bytes] = field(default_factory=dict, compare=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
 

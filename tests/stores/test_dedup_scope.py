@@ -390,3 +390,16 @@ def test_a_lazy_store_asked_for_namespace_scope_records_it_with_its_first_write(
         store.write(key="a.txt", content="alice's result")
     with ContentAddressedToolResultStore(root) as reopened:
         assert reopened.repository.dedup_scope.name == "namespace"
+
+
+def test_the_secret_is_in_no_printed_form_of_the_store_or_its_scope(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    with ContentAddressedToolResultStore(root, namespace="alice", dedup_scope="namespace") as store:
+        store.write(key="a.txt", content="something")
+        with sqlite3.connect(root / "index.db") as connection:
+            (secret,) = connection.execute("SELECT value FROM store_settings WHERE name = 'dedup_secret'").fetchone()
+        scope = store.repository.dedup_scope
+        assert scope.secret == bytes.fromhex(secret)  # the scope does hold it: it keys the digests
+        printed = " ".join((repr(scope), str(scope), repr(store), str(store.to_dict())))
+        assert secret not in printed
+        assert repr(scope.secret) not in printed
