@@ -1,6 +1,6 @@
 """
-The two backends of the store's contract tests, behind one interface: the local store (SQLite and a folder) and the
-shared store (PostgreSQL and S3 on real servers, `tests/servers.py`).
+The two backends of the store's contract tests (`tests/stores/contract/`), behind one interface: the local store
+(SQLite and a folder) and the shared store (PostgreSQL and S3 on real servers, `tests/servers.py`).
 
 A `Backend` opens stores on one index and one blob area (every store a test opens sees the others' writes), and
 looks into them the way a person would: SQL on the index (written with `?` placeholders, turned into `%s` for
@@ -8,6 +8,7 @@ PostgreSQL), and the blob files or objects listed or overwritten directly.
 """
 
 import contextlib
+import re
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,6 +29,10 @@ from tests.helpers import create_store
 from tests.servers import S3Location
 
 INDEX_URL_VARIABLE = "CASSTORE_INDEX_URL"
+TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}$")
+"""How either index's times read back: UTC, to the millisecond."""
+LONG_AGO = "2020-01-01 00:00:00.000"
+"""A `last_seen` older than any grace period."""
 
 
 class StoreFactory(Protocol):
@@ -297,3 +302,18 @@ def readable(store: RepositoryToolResultStore, references: list[str]) -> list[bo
         except ReferenceNotFoundError:
             answers.append(False)
     return answers
+
+
+def blob_digests(backend: Backend) -> list[str]:
+    """:returns: The digest of every blob row, sorted."""
+    return [row[0] for row in backend.rows("SELECT digest FROM blobs ORDER BY digest")]
+
+
+def where_blobs_are(backend: Backend) -> dict[str, str]:
+    """:returns: Each blob's digest, and where it is kept (`blobs.stored_in`: `index`, `file` or `object`)."""
+    return {row[0]: row[1] for row in backend.rows("SELECT digest, stored_in FROM blobs")}
+
+
+def age_every_blob(backend: Backend) -> None:
+    """Date every blob's `last_seen` back to `LONG_AGO`, so that gc's grace period keeps none of them."""
+    backend.execute(f"UPDATE blobs SET last_seen = '{LONG_AGO}'")

@@ -167,7 +167,7 @@ def test_both_tiers_run_a_worker_more_than_cores_up_to_a_limit() -> None:
 
 def test_one_test_file_runs_in_one_process_and_more_run_in_parallel() -> None:
     arguments = _dev_script().pytest_arguments
-    one = str(ROOT / "tests" / "stores" / "test_store_contract.py")
+    one = str(ROOT / "tests" / "stores" / "contract" / "test_one_blob_per_content.py")
     other = str(ROOT / "tests" / "cli" / "test_cli.py")
     assert arguments([one, "-q"], cores=2) == [one, "-q"]
     assert arguments([f"{one}::test_a", f"{one}::test_b"], cores=2) == [f"{one}::test_a", f"{one}::test_b"]

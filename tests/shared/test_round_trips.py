@@ -1,7 +1,7 @@
 """
 The shared store's quick paths on real PostgreSQL and SeaweedFS: a duplicate write, alone or of several parts, costs no
 object-store request and records every write. What both stores promise of the same paths (one blob per content, the
-retry when gc took a blob, visibility per namespace) is in tests/stores/test_store_contract.py and
+retry when gc took a blob, visibility per namespace) is in tests/stores/contract/ and
 tests/maintenance/test_gc_without_grace_period.py.
 """
 
