@@ -268,6 +268,12 @@ class Database:
 
     # Giving space back.
 
+    # Deleted means deleted, in the same run: `secure_delete` zeroes a deleted row where it lies, but when SQLite
+    # balances its B-tree (as deletions make pages underfull) it rebuilds a page from the rows kept in it and leaves its
+    # unused part as it was, holding copies of rows that moved to another page; a row deleted later leaves such a copy
+    # behind. Only a rebuild of the file (VACUUM) leaves no copy, so gc rebuilds after deleting content.
+    rebuilds_to_delete = True
+
     @property
     def returns_free_space(self) -> bool:
         """Whether `index.db` can give freed pages back (`auto_vacuum=INCREMENTAL`), which `rebuild` makes so."""
