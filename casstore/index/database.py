@@ -100,6 +100,7 @@ class Database:
         """
         if create:  # the folder first; SQLite creates the file as it connects, and `_prepare` gives it its schema
             sqlite_file.make_folder(self.path)
+        sqlite_file.refuse_foreign_before_writing(self.path)
         try:
             self._connect()
             try:
