@@ -138,9 +138,9 @@ def search_index(location: StoreLocation, rebuild: bool, as_json: bool) -> None:
 @click.option(
     "--vacuum",
     is_flag=True,
-    help="Rebuild the index afterwards: SQLite's VACUUM, which converts a store made before casstore set auto_vacuum "
-    "so that every later gc returns space (writers wait until it ends); on a shared store VACUUM ANALYZE, beside "
-    "writers.",
+    help="Rebuild the index afterwards even if nothing was deleted: SQLite's VACUUM (which gc runs anyway once it "
+    "deleted a blob; writers wait until it ends); on a shared store VACUUM FULL of the tables that hold content, so "
+    "deleted rows' bytes leave PostgreSQL's files (readers and writers wait).",
 )
 @click.option("--dry-run", is_flag=True, help="Say what would go and estimate the sizes after; change nothing.")
 @_json_option
@@ -179,7 +179,7 @@ def gc(
 
 _INDEX_SPACE = {
     "returned": "the space of what gc deletes goes back to the file system",
-    "rebuilt": "rebuilt with VACUUM",
+    "rebuilt": "rebuilt with VACUUM: no byte of what gc deleted stays in index.db",
     "kept-until-rebuilt": "freed pages stay inside index.db for later writes: this store predates auto_vacuum; run "
     "casstore gc --vacuum once to convert it",
     "reused-after-autovacuum": "PostgreSQL: autovacuum makes the deleted rows' space reusable; it is not given back",

@@ -100,6 +100,7 @@ class Database:
         """
         if create:  # the folder first; SQLite creates the file as it connects, and `_prepare` gives it its schema
             sqlite_file.make_folder(self.path)
+        sqlite_file.refuse_foreign_before_writing(self.path)
         try:
             self._connect()
             try:
@@ -267,6 +268,12 @@ class Database:
         return Held(self)
 
     # Giving space back.
+
+    # Deleted means deleted, in the same run: `secure_delete` zeroes a deleted row where it lies, but when SQLite
+    # balances its B-tree (as deletions make pages underfull) it rebuilds a page from the rows kept in it and leaves its
+    # unused part as it was, holding copies of rows that moved to another page; a row deleted later leaves such a copy
+    # behind. Only a rebuild of the file (VACUUM) leaves no copy, so gc rebuilds after deleting content.
+    rebuilds_to_delete = True
 
     @property
     def returns_free_space(self) -> bool:

@@ -322,6 +322,9 @@ class PostgresDatabase:
     # table; it gives the file system only empty pages at a table's end. gc therefore returns nothing itself.
 
     returns_free_space = False
+    # The bytes of deleted rows stay in the tables' files until `rebuild` (VACUUM FULL, an exclusive lock per table):
+    # gc rebuilds only when asked (`gc --vacuum`; docs/gc.md).
+    rebuilds_to_delete = False
 
     def space_policy(self, *, rebuilt: bool) -> str:
         """:returns: What a collection's deleted rows become: `vacuumed` now, or `reused-after-autovacuum`."""

@@ -66,6 +66,31 @@ def connect(path: Path, *, read_only_uri: str | None, busy_timeout: float, durab
     return connection
 
 
+def refuse_foreign_before_writing(path: Path) -> None:
+    """
+    Refuse a file that is not a casstore index of a known schema before it is opened for writing, if opening it so
+    would change it: SQLite folds a pending write-ahead log into the file when the last writing connection closes, and
+    rolls back a hot journal as it opens. Read through a read-only connection, which does neither, it is left byte
+    for byte (and so are its log and journal). Anything else that fails here is left to the writing connection to
+    report.
+
+    :raises SchemaError: If `path` is not a casstore index, or one a newer casstore made.
+    """
+    if not (read_only.has_log(path) or os.path.exists(f"{path}-journal")):
+        return
+    try:
+        probe = sqlite3.connect(read_only.reading_uri(path), uri=True, isolation_level=None)
+    except sqlite3.Error:
+        return
+    try:
+        with _one_snapshot(probe):
+            _refuse_unknown_schema(SqliteUtilsDatabase(probe, recursive_triggers=False, execute_plugins=False), path)
+    except sqlite3.Error:
+        return
+    finally:
+        probe.close()
+
+
 def prepare(
     connection: sqlite3.Connection,
     path: Path,

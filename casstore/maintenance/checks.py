@@ -117,7 +117,8 @@ class GarbageReport:
       deleted went back to the file system; for a shared store, casstore's tables in PostgreSQL, whose deleted rows'
       space autovacuum makes reusable but does not give back (`index_space` says which happened).
     - `blob_bytes_*`: the blob files on disk (the objects under the prefix). A dry run's `*_after` are estimates.
-    - `index_space`: `returned` (given back in short steps), `rebuilt` (with `vacuum`: a full rebuild),
+    - `index_space`: `returned` (given back in short steps), `rebuilt` (a full rebuild: with `vacuum`, or after
+      deleting a blob or a dictionary from a SQLite index, so no byte of them stays in the file),
       `kept-until-rebuilt` (an index made before casstore set `auto_vacuum` keeps free pages for later writes until
       one `gc --vacuum` converts it), `reused-after-autovacuum` (PostgreSQL), `vacuumed` (PostgreSQL, with `vacuum`).
     - `dictionaries_deleted`: trained dictionaries deleted (retired, or trained only on deleted results, and used by
@@ -188,9 +189,10 @@ def collect_garbage(
     :param max_size: Then forget the least recently written writes, oldest first (with the offloads recorded no later
         than the last of them), until the blobs the remaining writes need take at most this many stored bytes.
         Exceeding it afterwards (the grace period keeps forgotten blobs) is reported in `over_max_size`, not raised.
-    :param vacuum: Rebuild the index afterwards (SQLite: a full `VACUUM`, which holds writers off while it runs;
-        PostgreSQL: `VACUUM FULL` of the tables that hold content, so deleted rows' bytes leave its files; it locks
-        those tables against readers and writers while it runs).
+    :param vacuum: Rebuild the index afterwards, whatever was deleted (SQLite: a full `VACUUM`, which holds writers off
+        while it runs, and which a run that deletes a blob or a dictionary does anyway, so that no byte of it stays
+        inside `index.db`; PostgreSQL: `VACUUM FULL` of the tables that hold content, so deleted rows' bytes leave
+        its files; it locks those tables against readers and writers while it runs).
     :param dry_run: Report what would go and estimate the sizes after, and change nothing.
     :returns: The counts and sizes.
     :raises ValueError: If `grace`, `older_than` or `max_size` is negative.
@@ -220,7 +222,8 @@ def collect_garbage(
         )
         report.index_bytes_after = index_before if preview.index_bytes_after is None else preview.index_bytes_after
         report.blob_bytes_after = max(0, blobs_before - preview.outside_bytes_freed - stray_bytes)
-        report.index_space = repository.retention.index_space(rebuild=vacuum)
+        rebuild = vacuum or repository.retention.rebuilds_after(collected)
+        report.index_space = repository.retention.index_space(rebuild=rebuild)
     else:
         forgotten = repository.retention.forget(namespace=namespace, older_than=older_than, max_size=max_size)
         deleted = repository.retention.delete_collectable_blobs(grace=grace)
@@ -234,8 +237,11 @@ def collect_garbage(
         strays, stray_bytes = repository.retention.remove_stray_files(
             modified_before=time.time() - grace.total_seconds(), dry_run=False
         )
-        report.index_space = repository.retention.index_space(rebuild=vacuum)
-        if vacuum:
+        # Deleted means deleted: on SQLite, a run that deleted content rebuilds the index, so no copy of it stays
+        # inside a page (docs/gc.md); otherwise the freed pages go back in short steps beside writers.
+        rebuild = vacuum or repository.retention.rebuilds_after(collected)
+        report.index_space = repository.retention.index_space(rebuild=rebuild)
+        if rebuild:
             repository.retention.rebuild_index()
         else:
             repository.retention.return_free_space()

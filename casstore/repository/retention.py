@@ -222,6 +222,15 @@ class Retention:
         """
         return self._database.space_policy(rebuilt=rebuild)
 
+    def rebuilds_after(self, collection: Collection) -> bool:
+        """
+        :param collection: What a collection deleted (or, in a dry run, would delete).
+        :returns: Whether the index must be rebuilt (`rebuild_index`) for the bytes of what it deleted to leave its
+            files in the same run: on SQLite, once any blob or dictionary was deleted (see `rebuilds_to_delete` in
+            `casstore.index.database`); never on PostgreSQL, whose rows wait for `gc --vacuum`.
+        """
+        return self._database.rebuilds_to_delete and bool(collection.blobs_deleted or collection.dictionaries_deleted)
+
     def return_free_space(self) -> bool:
         """
         Give the index's free space back to the file system, in short steps beside writers (SQLite's incremental

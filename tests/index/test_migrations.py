@@ -251,6 +251,42 @@ def test_a_foreign_sqlite_database_is_refused(store_root: Path) -> None:
     assert tree_fingerprint(store_root) == before
 
 
+def _leave_a_pending_log(index: Path, statements: list[str]) -> None:
+    """Run `statements` on `index` in WAL mode in a process that then ends without closing it: its log stays."""
+    script = (
+        "import os, sqlite3, sys\n"
+        "connection = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "connection.execute('PRAGMA journal_mode=WAL')\n"
+        "for statement in sys.argv[2:]:\n"
+        "    connection.execute(statement)\n"
+        "os._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", script, str(index), *statements], check=True, timeout=60)
+
+
+@pytest.mark.parametrize("made_by", ["another application", "a newer casstore"])
+def test_an_index_refused_with_a_pending_log_is_left_byte_for_byte_log_included(store_root: Path, made_by: str) -> None:
+    # SQLite folds a pending write-ahead log into the file when the last writing connection closes: the refusal must
+    # come before any such connection, or the refused file changes (and its log is deleted).
+    if made_by == "a newer casstore":
+        create_store(store_root)
+        statements = [
+            "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) "
+            f"VALUES ('{MIGRATION_SET}', '9999_from_the_future', '2030-01-01')"
+        ]
+    else:
+        store_root.mkdir()
+        statements = ["CREATE TABLE notes (body TEXT)", "INSERT INTO notes VALUES ('keep me')"]
+    _leave_a_pending_log(store_root / "index.db", statements)
+    log = store_root / "index.db-wal"
+    assert log.stat().st_size > 0
+    before, log_before = tree_fingerprint(store_root), log.read_bytes()
+    with pytest.raises(SchemaError, match="newer casstore" if made_by == "a newer casstore" else "not a casstore"):
+        ContentAddressedToolResultStore(store_root)
+    assert tree_fingerprint(store_root) == before
+    assert log.read_bytes() == log_before
+
+
 def test_a_file_that_is_not_sqlite_is_refused(store_root: Path) -> None:
     store_root.mkdir()
     (store_root / "index.db").write_bytes(b"this is not a database" * 100)
