@@ -21,7 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from casstore.repository import HasRepository, Repository, repository_of
+from casstore.errors import StorageError
+from casstore.repository import Collection, HasRepository, Repository, repository_of
 
 DEFAULT_GRACE = timedelta(hours=1)
 
@@ -68,6 +69,23 @@ class VerifyReport:
     def clean(self) -> bool:
         """:returns: Whether the store is `ok` and holds no orphans either (no stray file, no stale row)."""
         return self.ok and not (self.stray_files or self.stale_rows or self.search_stray_rows)
+
+
+def _rebuild_or_give_back(repository: Repository, collected: Collection, *, asked: bool) -> None:
+    # A rebuild needs free disk of about twice the index: a gc run to free a full disk may not have it. Then the space
+    # goes back in steps (which need next to none) before saying what is left to do, so the disk still comes back.
+    try:
+        repository.retention.rebuild_index()
+    except StorageError as error:
+        if asked:
+            raise
+        repository.retention.return_free_space()
+        raise StorageError(
+            f"gc deleted {collected.blobs_deleted} blobs and {collected.dictionaries_deleted} dictionaries and gave "
+            f"their space back, but could not rebuild the index afterwards ({error}), so copies of deleted bytes may "
+            f"remain inside index.db. Free disk space (a rebuild needs about twice the size of index.db), then run "
+            f"casstore gc --vacuum."
+        ) from error
 
 
 def verify(source: Repository | HasRepository, *, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
@@ -242,7 +260,7 @@ def collect_garbage(
         rebuild = vacuum or repository.retention.rebuilds_after(collected)
         report.index_space = repository.retention.index_space(rebuild=rebuild)
         if rebuild:
-            repository.retention.rebuild_index()
+            _rebuild_or_give_back(repository, collected, asked=vacuum)
         else:
             repository.retention.return_free_space()
         waiting = repository.retention.waiting_blobs(grace=grace)

@@ -15,7 +15,8 @@ import obstore
 import psycopg
 import pytest
 
-from casstore import ContentAddressedToolResultStore, ReferenceNotFoundError, SharedToolResultStore
+from casstore import ContentAddressedToolResultStore, ReferenceNotFoundError, SharedToolResultStore, StorageError
+from casstore.index.database import Database
 from casstore.maintenance.checks import collect_garbage
 from casstore.search.fts5 import term_query
 from tests.servers import PostgresServer, S3Location
@@ -167,3 +168,30 @@ def test_a_shared_stores_deleted_results_leave_its_objects_and_after_vacuum_its_
         for reference in references:
             with pytest.raises(ReferenceNotFoundError):
                 alice.read(reference)
+
+
+def test_a_rebuild_that_fails_still_gives_the_space_back_and_says_what_to_do(
+    store_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A gc run to free a full disk may not have the room a rebuild needs (about twice index.db).
+    with ContentAddressedToolResultStore(store_root, namespace="keep") as keep:
+        kept = keep.write(key="kept.bin", content=b"kept" * 100)
+    with ContentAddressedToolResultStore(store_root, namespace="alice") as alice:
+        gone = [alice.write(key=f"{number}.bin", content=os.urandom(2_000)) for number in range(300)]
+    before = (store_root / "index.db").stat().st_size
+
+    def full(self: Database) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(Database, "rebuild", full)
+    with ContentAddressedToolResultStore(store_root, namespace="keep") as keep:
+        with pytest.raises(StorageError, match="could not rebuild the index") as failed:
+            collect_garbage(keep, namespace="alice", grace=timedelta(0))
+        assert "casstore gc --vacuum" in str(failed.value) and "disk is full" in str(failed.value)
+        assert (store_root / "index.db").stat().st_size < before / 3  # the pages went back in steps
+        assert keep.read(kept) == b"kept" * 100
+    with ContentAddressedToolResultStore(store_root, namespace="alice") as alice, pytest.raises(ReferenceNotFoundError):
+        alice.read(gone[0])
+    monkeypatch.undo()
+    with ContentAddressedToolResultStore(store_root, namespace="keep") as keep:
+        assert collect_garbage(keep, grace=timedelta(0), vacuum=True).index_space == "rebuilt"
