@@ -227,7 +227,8 @@ class FrameCodec:
             if dictionary is not None and dictionary.encoding == DELTA:
                 data = self._delta_decoded(frame, dictionary)
             else:
-                data = self._decompressor(dictionary).decompress(frame)
+                # Bytes after the frame are damage too, though the frame alone would decode right.
+                data = self._decompressor(dictionary).decompress(frame, allow_extra_data=False)
         except (zstandard.ZstdError, ValueError) as error:  # ValueError: a frame the chain's checks refuse
             raise CorruptBlobError(f"Blob {digest} does not decompress ({error}).", digest=digest) from error
         if len(data) != size or content_digest(data, key) != digest:
@@ -249,6 +250,8 @@ class FrameCodec:
         # A content-dictionary chain loads its first frame's output as the raw-content dictionary of the next, on one
         # context: no context is made for the base. Only the C backend's chain does (python-zstandard's CFFI one
         # decodes each frame on its own), so another backend binds a context to the base, as raw content.
+        if _frame_length(frame) != len(frame):  # a chain decodes the frame and ignores what follows it
+            raise ValueError("bytes follow the frame")
         if _CHAINS_LOAD_CONTENT:
             chains: zstandard.ZstdDecompressor | None = getattr(self._contexts, "chains", None)
             if chains is None:
@@ -266,6 +269,18 @@ _FRAME_MAGIC = b"\x28\xb5\x2f\xfd"
 _SINGLE_SEGMENT_WITH_8_BYTE_SIZE = b"\xe0"
 _RAW_BLOCK_MAX = 128 * 1024
 _CHAINS_LOAD_CONTENT = zstandard.backend == "cext"
+
+
+def _frame_length(frame: bytes) -> int:
+    """:returns: The bytes of the zstd frame `frame` begins with (RFC 8878, 3.1.1): header, blocks, checksum."""
+    position = zstandard.frame_header_size(frame)
+    while True:
+        if position + 3 > len(frame):
+            raise ValueError("the frame is cut short")
+        header = int.from_bytes(frame[position : position + 3], "little")
+        position += 3 + (1 if (header >> 1) & 3 == 1 else header >> 3)  # an RLE block holds one byte
+        if header & 1:  # the last block
+            return position + (4 if frame[4] & 4 else 0)  # the content checksum, if the descriptor says so
 
 
 def _raw_frame(content: bytes | memoryview) -> bytes:

@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from casstore import ContentAddressedToolResultStore, CorruptBlobError
+from casstore.blobs import learning as learning_module
 from casstore.maintenance.checks import verify
 from tests.helpers import blake3_hex, replace_inline_frame
 
@@ -156,3 +157,36 @@ def test_two_blob_files_of_the_same_size_swapped_are_both_corrupt(file_store: Co
     paths[1].write_bytes(frames[1])
     assert {reference: file_store.read(reference) for reference in references} == references
     assert verify(file_store).ok
+
+
+@pytest.mark.parametrize("encoding", ["plain", "dictionary", "delta"])
+def test_bytes_appended_after_a_frame_make_it_corrupt(
+    store_root: Path, encoding: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The frame alone still decodes to the right content, so the read would be right; but the stored bytes are not
+    # what casstore wrote, and `verify` must say so (a second frame appended, or any trailing garbage).
+    monkeypatch.setattr(learning_module, "TRAIN_AFTER", 24)
+    rng = random.Random(7)
+    with ContentAddressedToolResultStore(store_root) as store:
+        records = [
+            f'{{"path": "/src/pkg_{rng.randrange(40)}/mod_{n}.py", "size": {rng.randrange(99999)}, "mode": "rw"}}'
+            for n in range(80)
+        ]
+        for number, record in enumerate(records):
+            store.write(key=f"{number}_stat_call_{number}.json", content=record)
+        listing = "\n".join(f"{rng.randrange(10**6):06d} src/module_{n}.py passed" for n in range(200))
+        store.write(key="1_pytest_call_1.txt", content=listing)
+        store.write(key="2_pytest_call_2.txt", content=listing + "\none more line")
+        with closing(sqlite3.connect(store_root / "index.db")) as connection:
+            digest, frame, reference = connection.execute(
+                "SELECT b.digest, f.frame, w.reference FROM blobs b JOIN blob_frames f ON f.blob_id = b.id "
+                "JOIN writes w ON w.digest = b.digest WHERE b.encoding = ? ORDER BY b.id DESC LIMIT 1",
+                (encoding,),
+            ).fetchone()
+        appended = frame + _frame(b"more", checksum=False)
+        replace_inline_frame(store_root, digest, appended)
+        _assert_never_read_back(store, reference, digest)
+        replace_inline_frame(store_root, digest, frame + b"\x00" * 7)
+        _assert_never_read_back(store, reference, digest)
+        replace_inline_frame(store_root, digest, frame)
+        assert store.read(reference)  # the frame itself was fine all along
