@@ -173,8 +173,14 @@ def gc(
     if as_json:
         totals = {"disk_bytes_before": report.disk_bytes_before, "disk_bytes_after": report.disk_bytes_after}
         _print_json({**dataclasses.asdict(report), **totals})
-        return
-    _print_gc_report(report, grace=_duration_text(grace))
+    else:
+        _print_gc_report(report, grace=_duration_text(grace))
+    if report.old_pages_held:
+        # Deleted means deleted: gc did its part, but the promise does not hold yet, and a script must be able to tell.
+        raise click.ClickException(
+            "another connection is still reading an older state of the index, so index.db keeps the pages it reads, "
+            "deleted content included, until that read ends; end it (or wait for it), then run casstore gc again"
+        )
 
 
 _INDEX_SPACE = {

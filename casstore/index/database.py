@@ -320,16 +320,19 @@ class Database:
         """
         time.sleep(min(held, _YIELD_MAX_SECONDS))
 
-    def rebuild(self) -> None:
+    def rebuild(self) -> bool:
         """
         Rebuild `index.db` with a full `VACUUM`, turning on `auto_vacuum=INCREMENTAL` if the file predates it. This
         holds the write lock for the whole rebuild (writers wait; see docs/gc.md for how long on 1 GB) and needs
         free disk space of about twice the file while it runs.
+
+        :returns: Whether the rebuilt index replaced the old one in `index.db`: False while another connection reads
+            an older state, whose pages the file keeps until that read ends (`sqlite_space.checkpoint`).
         """
         with Held(self) as connection:
             connection.execute("PRAGMA auto_vacuum = INCREMENTAL")
             connection.execute("VACUUM")
-        sqlite_space.checkpoint(self.reading, self._log)
+        return sqlite_space.checkpoint(self.reading, self._log)
 
     def close(self) -> None:
         """Close the connection. Later use raises `StoreClosedError`; closing twice is harmless."""

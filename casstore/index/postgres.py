@@ -341,16 +341,19 @@ class PostgresDatabase:
     def yield_to_writers(self, held: float) -> None:
         """No pause: writers waiting for PostgreSQL's advisory lock queue for it, and get it in turn."""
 
-    def rebuild(self) -> None:
+    def rebuild(self) -> bool:
         """
         Rewrite the tables that hold content (`VACUUM FULL`), so the bytes of deleted rows leave PostgreSQL's files,
         and `VACUUM (ANALYZE)` the rest. `VACUUM FULL` takes an ACCESS EXCLUSIVE lock on each table while it rewrites
         it: reads and writes of the store wait for it (seconds per gigabyte of frames).
+
+        :returns: True: once it returns, the tables' files hold only the rows kept.
         """
         with self._connection() as connection:
             connection.raw.execute(f"VACUUM FULL {', '.join(CONTENT_TABLES)}")
             rest = [table for table in CASSTORE_TABLES if table not in CONTENT_TABLES]
             connection.raw.execute(f"VACUUM (ANALYZE) {', '.join(rest)}")
+        return True
 
     def close(self) -> None:
         """Close every connection. Later use raises `StoreClosedError`; closing twice is harmless."""

@@ -76,19 +76,29 @@ def refuse_foreign_before_writing(path: Path) -> None:
 
     :raises SchemaError: If `path` is not a casstore index, or one a newer casstore made.
     """
-    if not (read_only.has_log(path) or os.path.exists(f"{path}-journal")):
+    journal = os.path.exists(f"{path}-journal")
+    if not (journal or read_only.has_log(path)):
         return
     try:
         probe = sqlite3.connect(read_only.reading_uri(path), uri=True, isolation_level=None)
-    except sqlite3.Error:
-        return
-    try:
-        with _one_snapshot(probe):
-            _refuse_unknown_schema(SqliteUtilsDatabase(probe, recursive_triggers=False, execute_plugins=False), path)
-    except sqlite3.Error:
-        return
-    finally:
-        probe.close()
+        try:
+            with _one_snapshot(probe):
+                _refuse_unknown_schema(
+                    SqliteUtilsDatabase(probe, recursive_triggers=False, execute_plugins=False), path
+                )
+        finally:
+            probe.close()
+    except sqlite3.Error as error:
+        if not journal:
+            return
+        # A read-only connection cannot read past a hot journal (one that must be rolled back first). casstore never
+        # leaves one (its index keeps a write-ahead log), so the file is another program's, and rolling back its
+        # transaction would change it.
+        raise SchemaError(
+            f"{path} has a rollback journal beside it ({path.name}-journal) that SQLite would replay into it on "
+            f"opening it to write ({error}); casstore never leaves one, so this is not a casstore index. Nothing was "
+            f"changed: point the store at an empty or casstore folder."
+        ) from error
 
 
 def prepare(

@@ -20,11 +20,13 @@ _CHECKPOINT_PATIENCE_SECONDS = 120.0
 INCREMENTAL = 2  # `PRAGMA auto_vacuum`'s value for INCREMENTAL
 
 
-def checkpoint(held: Callable[[], AbstractContextManager[sqlite3.Connection]], log: Path) -> None:
+def checkpoint(held: Callable[[], AbstractContextManager[sqlite3.Connection]], log: Path) -> bool:
     """
     Copy the write-ahead log `log` into the index and empty it, waiting briefly for readers.
 
     :param held: Holds the index's connection.
+    :returns: Whether it was done: False while another connection reads an older state of the index, whose pages
+        `index.db` (and the log) keep until that read ends.
     """
     # A PASSIVE checkpoint copies the log into index.db beside readers and writers (and truncates the file once
     # all of it is copied). The TRUNCATE one that follows empties the log, but holds writers off while it waits
@@ -46,12 +48,13 @@ def checkpoint(held: Callable[[], AbstractContextManager[sqlite3.Connection]], l
             finally:
                 connection.execute(f"PRAGMA busy_timeout = {timeout_ms}")
         if not busy and log_frames <= 0:
-            return
+            return True
         if log_frames >= 0:  # it ran, and readers kept it from finishing
             blocking_tries += 1
             if small:
-                return  # one try for a log this small, which is reused as it is
+                return False  # one try for a log this small, which is reused as it is
         time.sleep(_CHECKPOINT_WAIT_MS / 1000)
+    return False
 
 
 def estimated_bytes(connection: sqlite3.Connection, *, rebuilt: bool) -> int:

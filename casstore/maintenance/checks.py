@@ -71,11 +71,12 @@ class VerifyReport:
         return self.ok and not (self.stray_files or self.stale_rows or self.search_stray_rows)
 
 
-def _rebuild_or_give_back(repository: Repository, collected: Collection, *, asked: bool) -> None:
+def _rebuild_or_give_back(repository: Repository, collected: Collection, *, asked: bool) -> bool:
     # A rebuild needs free disk of about twice the index: a gc run to free a full disk may not have it. Then the space
     # goes back in steps (which need next to none) before saying what is left to do, so the disk still comes back.
+    # :returns: Whether the rebuilt index is all the files hold (`Retention.rebuild_index`).
     try:
-        repository.retention.rebuild_index()
+        return repository.retention.rebuild_index()
     except StorageError as error:
         if asked:
             raise
@@ -149,6 +150,9 @@ class GarbageReport:
       dependencies included), and `over_max_size`, by how much what the scope holds after gc (those blobs, and the
       forgotten ones the grace period keeps: every waiting blob store-wide, or with `namespace` those its forgotten
       writes referenced) exceeds `max_size`; 0 when it fits.
+    - `old_pages_held`: the index was rebuilt, but another connection was still reading an older state of it when gc
+      ended (waiting up to two minutes for it), so `index.db` and its log keep those pages, deleted content included,
+      until that read ends; then the next gc (or the store's last connection closing) leaves only the rebuilt index.
     """
 
     dry_run: bool
@@ -173,6 +177,7 @@ class GarbageReport:
     needed_bytes_before: int | None = None
     needed_bytes_after: int | None = None
     over_max_size: int = 0
+    old_pages_held: bool = False
 
     @property
     def disk_bytes_before(self) -> int:
@@ -260,7 +265,7 @@ def collect_garbage(
         rebuild = vacuum or repository.retention.rebuilds_after(collected)
         report.index_space = repository.retention.index_space(rebuild=rebuild)
         if rebuild:
-            _rebuild_or_give_back(repository, collected, asked=vacuum)
+            report.old_pages_held = not _rebuild_or_give_back(repository, collected, asked=vacuum)
         else:
             repository.retention.return_free_space()
         waiting = repository.retention.waiting_blobs(grace=grace)

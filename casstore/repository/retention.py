@@ -245,14 +245,17 @@ class Retention:
             except self._database.failures as error:
                 raise self._core.engine_failed(error) from error
 
-    def rebuild_index(self) -> None:
+    def rebuild_index(self) -> bool:
         """
         Rebuild the index: SQLite's full `VACUUM` (which also converts an index made before `auto_vacuum` was set,
-        holding writers off until it ends), PostgreSQL's `VACUUM (ANALYZE)` of casstore's tables (beside writers).
+        holding writers off until it ends), PostgreSQL's `VACUUM FULL` of the tables that hold content.
+
+        :returns: Whether the rebuilt index is all the files hold: False while another connection reads an older
+            state of a SQLite index, whose pages `index.db` keeps until that read ends.
         """
         with self._guard.held():
             try:
-                self._database.rebuild()
+                return self._database.rebuild()
             except self._database.failures as error:
                 raise self._core.engine_failed(error) from error
 

@@ -287,6 +287,33 @@ def test_an_index_refused_with_a_pending_log_is_left_byte_for_byte_log_included(
     assert log.read_bytes() == log_before
 
 
+def test_a_database_with_a_hot_rollback_journal_is_refused_unchanged(store_root: Path) -> None:
+    # Another program's database, its writer gone in the middle of a transaction that spilled into the file: opening
+    # it to write would roll the transaction back (changing the file and deleting the journal).
+    store_root.mkdir()
+    rows = (
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 400) "
+        "SELECT hex(randomblob(500)) FROM n"
+    )
+    script = (
+        "import os, sqlite3, sys\n"
+        "connection = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "connection.execute('CREATE TABLE notes (body TEXT)')\n"
+        "connection.execute('INSERT INTO notes ' + sys.argv[2])\n"
+        "connection.execute('PRAGMA cache_size = 1')\n"
+        "connection.execute('BEGIN')\n"
+        "connection.execute(\"UPDATE notes SET body = 'changed'\")\n"
+        "os._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", script, str(store_root / "index.db"), rows], check=True, timeout=60)
+    assert (store_root / "index.db-journal").stat().st_size > 0
+    before = tree_fingerprint(store_root)
+    with pytest.raises(SchemaError, match="rollback journal") as refused:
+        ContentAddressedToolResultStore(store_root)
+    assert not isinstance(refused.value, IndexDamagedError)
+    assert tree_fingerprint(store_root) == before  # the journal included
+
+
 def test_a_file_that_is_not_sqlite_is_refused(store_root: Path) -> None:
     store_root.mkdir()
     (store_root / "index.db").write_bytes(b"this is not a database" * 100)

@@ -7,6 +7,7 @@ import contextlib
 import os
 import random
 import sqlite3
+from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -14,8 +15,11 @@ from typing import Any
 import obstore
 import psycopg
 import pytest
+from click.testing import CliRunner
 
 from casstore import ContentAddressedToolResultStore, ReferenceNotFoundError, SharedToolResultStore, StorageError
+from casstore.cli import cli
+from casstore.index import sqlite_space
 from casstore.index.database import Database
 from casstore.maintenance.checks import collect_garbage
 from casstore.search.fts5 import term_query
@@ -195,3 +199,33 @@ def test_a_rebuild_that_fails_still_gives_the_space_back_and_says_what_to_do(
     monkeypatch.undo()
     with ContentAddressedToolResultStore(store_root, namespace="keep") as keep:
         assert collect_garbage(keep, grace=timedelta(0), vacuum=True).index_space == "rebuilt"
+
+
+def test_a_reader_of_older_pages_is_reported_and_the_next_gc_finishes_the_job(
+    store_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A reader's snapshot is its own until it ends: the rebuilt index cannot replace the pages it reads. gc must say
+    # so (it does not wait forever), and a later gc must leave only the rebuilt index.
+    monkeypatch.setattr(sqlite_space, "_CHECKPOINT_PATIENCE_SECONDS", 1.0)
+    rng = random.Random(3)
+    secrets = [b"SECRET-%04d-" % number + rng.randbytes(rng.randint(100, 1500)) for number in range(600)]
+    with ContentAddressedToolResultStore(store_root, namespace="alice") as alice:
+        for number, secret in enumerate(secrets):
+            alice.write(key=f"{number}.bin", content=secret)
+    with ContentAddressedToolResultStore(store_root, namespace="keep") as keep:
+        kept = keep.write(key="kept.txt", content="kept")
+    needles = [secret[12:44] for secret in secrets]
+    with closing(sqlite3.connect(store_root / "index.db", isolation_level=None)) as reader:
+        reader.execute("BEGIN")
+        assert reader.execute("SELECT count(*) FROM blobs").fetchone() == (len(secrets) + 1,)
+        result = CliRunner().invoke(cli, ["gc", "--root", str(store_root), "--namespace", "alice", "--grace", "0s"])
+        assert result.exit_code == 1
+        assert "another connection is still reading an older state" in result.stderr
+        assert "blobs deleted       600" in result.stdout  # the report came first
+        assert _files_holding(store_root, needles)  # what the reader reads is still there, as it must be
+        reader.execute("COMMIT")
+    with ContentAddressedToolResultStore(store_root, namespace="keep") as keep:
+        report = collect_garbage(keep, grace=timedelta(0))
+        assert (report.blobs_deleted, report.old_pages_held) == (0, False)
+        assert _files_holding(store_root, needles) == {}
+        assert keep.read(kept) == "kept"
