@@ -32,6 +32,7 @@ from casstore.maintenance.checks import collect_garbage, verify
 from casstore.references import content_digest, split_reference
 from casstore.stores.local import RepositoryToolResultStore
 from tests.learned_crash_child import content_for
+from tests.learned_results import listing, record
 from tests.store_backends import Backend
 
 TRAIN_AFTER = 24
@@ -42,27 +43,6 @@ LONG_AGO = "2020-01-01 00:00:00.000"
 def _train_early(monkeypatch: pytest.MonkeyPatch) -> None:
     # A tool's first dictionary after a few dozen results, so that a test need not write a hundred.
     monkeypatch.setattr(learning_module, "TRAIN_AFTER", TRAIN_AFTER)
-
-
-def listing(version: int, *, seed: int = 0) -> str:
-    """A large text result (about 12 KB) that grows by one line per version, as a re-run test log does."""
-    rng = random.Random(seed)
-    lines = [
-        f"{rng.randrange(10**6):06d} src/module_{rng.randrange(500)}/file_{index}.py "
-        f"{rng.choice(['passed', 'failed', 'skipped'])} in {rng.random():.3f}s"
-        for index in range(220)
-    ]
-    return "\n".join(lines + [f"run {line}: one more failure" for line in range(version)])
-
-
-def record(number: int) -> str:
-    """A small JSON-like result of one tool: alike in shape, different in values."""
-    rng = random.Random(number)
-    return (
-        f'{{"path": "/work/src/pkg_{rng.randrange(40)}/mod_{number}.py", "size": {rng.randrange(99999)}, '
-        f'"mode": "-rw-r--r--", "owner": "agent", "modified": "2026-11-{rng.randrange(1, 30):02d}", '
-        f'"lines": {rng.randrange(2000)}, "language": "python", "status": "{rng.choice(["clean", "modified"])}"}}'
-    )
 
 
 def digest_of(reference: str) -> str:

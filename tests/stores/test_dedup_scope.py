@@ -23,6 +23,7 @@ from casstore.cli import cli
 from casstore.maintenance.checks import verify
 from casstore.maintenance.copying import copy_store
 from casstore.references import content_digest, split_reference
+from tests.learned_results import listing, record
 from tests.store_backends import Backend
 
 # A tool's first dictionary after this many small results, so a test need not write a hundred.
@@ -34,22 +35,6 @@ SECRET_TEMPLATE = "salary of employee {employee}: {salary} EUR, approved by HR o
 @pytest.fixture(autouse=True)
 def _train_early(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(learning_module, "TRAIN_AFTER", TRAIN_AFTER)
-
-
-def listing(version: int, *, seed: int = 0) -> str:
-    """A large text result (about 12 KB) that grows by one line per version, as a re-run test log does."""
-    rng = random.Random(seed)
-    lines = [f"{rng.randrange(10**6):06d} src/module_{rng.randrange(500)}/file_{n}.py passed" for n in range(220)]
-    return "\n".join(lines + [f"run {line}: one more failure" for line in range(version)])
-
-
-def record(number: int) -> str:
-    """A small result of one tool: alike in shape, different in values."""
-    rng = random.Random(number)
-    return (
-        f'{{"path": "/work/src/pkg_{rng.randrange(40)}/mod_{number}.py", "size": {rng.randrange(99999)}, '
-        f'"mode": "-rw-r--r--", "owner": "agent", "lines": {rng.randrange(2000)}, "language": "python"}}'
-    )
 
 
 def digest_of(reference: str) -> str:
