@@ -31,6 +31,7 @@ from casstore.index.writes import (
 )
 from casstore.references import content_digest
 from tests.helpers import blake3_hex
+from tests.store_backends import LONG_AGO
 
 PACKAGE = Path(casstore.blobs.hints.__file__).resolve().parent
 COMPACTOR = PACKAGE.parent / "compactor"
@@ -161,7 +162,6 @@ class _Clock:
         return self.now
 
 
-_LONG_AGO = "2020-01-01 00:00:00.000"
 # Fresh however long the test's thread is held up before the next statement.
 _FRESH = "strftime('%Y-%m-%d %H:%M:%f', 'now', '+60 seconds')"
 
@@ -190,11 +190,11 @@ def test_a_blob_needs_confirming_unless_put_or_confirmed_within_the_resolution_a
     assert inline.needs_confirmation(inline_digest)
     another = _blob_store(tmp_path, inline_max=1 << 20)
     with database.rolled_back() as work:
-        work.connection.execute("UPDATE blobs SET last_seen = ?", (_LONG_AGO,))
+        work.connection.execute("UPDATE blobs SET last_seen = ?", (LONG_AGO,))
         assert another.confirm(work, inline_digest)  # stale, so rewritten, but rolled back
     assert not another.known(inline_digest)
     with database.transaction() as work:
-        work.connection.execute("UPDATE blobs SET last_seen = ?", (_LONG_AGO,))
+        work.connection.execute("UPDATE blobs SET last_seen = ?", (LONG_AGO,))
         assert other.confirm(work, inline_digest)  # rewritten and committed: current
     assert not other.needs_confirmation(inline_digest)
     clock.now += LAST_SEEN_RESOLUTION.total_seconds() * 1.1

@@ -26,9 +26,7 @@ from casstore.compactor import make_read_tool
 from casstore.maintenance.checks import collect_garbage
 from casstore.stores.local import RepositoryToolResultStore
 from tests.helpers import blake3_hex
-from tests.store_backends import Backend, readable
-
-LONG_AGO = "2020-01-01 00:00:00.000"
+from tests.store_backends import LONG_AGO, Backend, age_every_blob, readable
 
 
 def _write_in_order(store: RepositoryToolResultStore, count: int) -> tuple[list[str], list[bytes]]:
@@ -65,7 +63,7 @@ def test_max_size_forgets_the_least_recently_written_first(backend: Backend) -> 
     waiting = sum(size_of[number] for number in (0, 2, 3, 4, 5, 6))
     assert (report.blobs_deleted, report.blobs_waiting, report.waiting_bytes) == (0, 6, waiting)
     assert report.over_max_size == report.needed_bytes_after + waiting - max_size > 0
-    backend.execute("UPDATE blobs SET last_seen = ?", (LONG_AGO,))
+    age_every_blob(backend)
     collected = collect_garbage(store, max_size=max_size, grace=timedelta(0))
     assert (collected.writes_forgotten, collected.blobs_deleted, collected.blob_bytes_freed) == (0, 6, waiting)
     assert (collected.over_max_size, collected.blobs_waiting) == (0, 0)
@@ -98,7 +96,7 @@ def test_max_size_zero_forgets_everything_in_scope_and_nothing_else(backend: Bac
     agent, other = backend.open(namespace="agent"), backend.open(namespace="other")
     _write_in_order(agent, 3)
     kept, _ = _write_in_order(other, 2)
-    backend.execute("UPDATE blobs SET last_seen = ?", (LONG_AGO,))
+    age_every_blob(backend)
     report = collect_garbage(agent, namespace="agent", max_size=0, grace=timedelta(0))
     assert (report.writes_forgotten, report.blobs_deleted, report.needed_bytes_after, report.over_max_size) == (
         3,

@@ -33,10 +33,9 @@ from casstore.references import content_digest, split_reference
 from casstore.stores.local import RepositoryToolResultStore
 from tests.learned_crash_child import content_for
 from tests.learned_results import listing, record
-from tests.store_backends import Backend
+from tests.store_backends import LONG_AGO, Backend, age_every_blob
 
 TRAIN_AFTER = 24
-LONG_AGO = "2020-01-01 00:00:00.000"
 
 
 @pytest.fixture(autouse=True)
@@ -208,16 +207,12 @@ def test_tool_names_come_from_haystack_keys() -> None:
 # --- The rules that keep it safe --------------------------------------------------------------------------------------
 
 
-def _age_everything(backend: Backend) -> None:
-    backend.execute("UPDATE blobs SET last_seen = ?", (LONG_AGO,))
-
-
 def test_forgetting_the_namespace_that_wrote_a_base_keeps_it_while_a_delta_needs_it(backend: Backend) -> None:
     alice, bob = backend.open(namespace="alice"), backend.open(namespace="bob")
     base = alice.write(key="1_pytest_call_a.txt", content=listing(0))
     delta = bob.write(key="1_pytest_call_b.txt", content=listing(2))
     assert encodings(backend)[digest_of(delta)] == ("delta", digest_of(base))
-    _age_everything(backend)
+    age_every_blob(backend)
     report = collect_garbage(alice, namespace="alice", grace=timedelta(0))
     assert report.writes_forgotten == 1 and report.blobs_deleted == 0
     fresh = backend.open(namespace="bob")
@@ -235,7 +230,7 @@ def test_a_base_that_a_delta_comes_to_need_after_gc_listed_it_is_kept(backend: B
     """
     alice, bob = backend.open(namespace="alice"), backend.open(namespace="bob")
     base = alice.write(key="1_pytest_call_a.txt", content=listing(0))
-    _age_everything(backend)
+    age_every_blob(backend)
     real = BlobCollection.collectable
     written: list[str] = []
 
@@ -267,7 +262,7 @@ def test_retention_by_size_counts_the_base_a_kept_delta_needs(backend: Backend) 
     # Bob's one write needs his delta and, through it, alice's base: both count, though no bob write names the base.
     assert bob.repository.retention.needed_bytes(namespace="bob") == sizes[digest_of(base)] + sizes[digest_of(delta)]
     assert bob.repository.retention.needed_bytes(namespace=None) == sizes[digest_of(base)] + sizes[digest_of(delta)]
-    _age_everything(backend)
+    age_every_blob(backend)
     # Room for the delta alone is not room for what reading it needs: alice's older write goes, the base stays.
     report = collect_garbage(alice, max_size=sizes[digest_of(base)] + sizes[digest_of(delta)], grace=timedelta(0))
     assert report.writes_forgotten == 0 and report.blobs_deleted == 0
@@ -282,7 +277,7 @@ def test_gc_keeps_the_dictionary_in_use_and_the_retired_one_while_blobs_need_it(
     backend.execute("UPDATE dictionaries SET active = 0")  # as when a better one replaced it
     other = backend.open(namespace="bob")
     kept = other.write(key="1_notes_call_x.txt", content="kept by bob")
-    _age_everything(backend)
+    age_every_blob(backend)
     # Alice's results go; her dictionary's dependents go with them, and then the dictionary, retired and unneeded.
     report = collect_garbage(store, namespace="alice", grace=timedelta(0))
     assert report.dictionaries_deleted == 1 and backend.count("dictionaries") == 0
@@ -294,7 +289,7 @@ def test_gc_keeps_the_dictionary_in_use_and_the_retired_one_while_blobs_need_it(
     train_a_dictionary(third, tool="find")
     collect_garbage(third, namespace="carol", grace=timedelta(hours=1))
     assert backend.count("dictionaries") == 1  # its samples wait out the grace period
-    _age_everything(backend)
+    age_every_blob(backend)
     collect_garbage(third, grace=timedelta(0))
     assert backend.count("dictionaries") == 0 and backend.rows("SELECT count(*) FROM blobs") == [(1,)]  # bob's
     # The writer that trained it finds it gone: its next results of that tool are stored plain, and read back.
@@ -311,7 +306,7 @@ def test_a_retired_dictionary_stays_while_a_kept_blob_needs_it(backend: Backend)
     kept = {bob.write(key=f"{n}_stat_call_{n:016x}.txt", content=record(50_000 + n)): n for n in range(5)}
     assert {encodings(backend)[digest_of(reference)] for reference in kept} == {("dictionary", dictionary)}
     backend.execute("UPDATE dictionaries SET active = 0")  # as when a better one replaced it
-    _age_everything(backend)
+    age_every_blob(backend)
     report = collect_garbage(alice, namespace="alice", grace=timedelta(0))
     assert report.blobs_deleted > 0  # alice's results went
     assert backend.rows("SELECT count(*) FROM dictionaries WHERE digest = ?", (dictionary,)) == [(1,)]
@@ -395,7 +390,7 @@ def test_a_base_collected_meanwhile_makes_the_write_store_plain(backend: Backend
     """A write whose base gc took after it was chosen stores its content plain, never a delta of nothing."""
     store = backend.open(namespace="alice")
     store.write(key="1_pytest_call_a.txt", content=listing(0))
-    _age_everything(backend)
+    age_every_blob(backend)
     collect_garbage(backend.open(), namespace="alice", grace=timedelta(0))
     assert backend.count("blobs") == 0
     # `store` still remembers the base as a candidate, and has its content cached: the write must not use it.
@@ -447,7 +442,7 @@ def test_a_stale_id_of_a_collected_base_never_names_another_blob(backend: Backen
     """The id this process remembers for a base is checked with its digest: another blob that took it is not needed."""
     store = backend.open(namespace="alice")
     store.write(key="1_pytest_call_a.txt", content=listing(0))
-    _age_everything(backend)
+    age_every_blob(backend)
     collect_garbage(backend.open(), namespace="alice", grace=timedelta(0))
     assert backend.count("blobs") == 0
     other = store.write(key="1_other_call_x.txt", content=listing(0, seed=5))  # may take the base's old id
