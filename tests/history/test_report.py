@@ -8,6 +8,7 @@ import math
 import os
 import re
 import sqlite3
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -289,6 +290,35 @@ def test_a_report_replaces_the_old_file_whole(demo_root: Path, tmp_path: Path) -
     assert target.read_bytes().decode("utf-8").startswith("<!DOCTYPE html>")
     assert written.size == target.stat().st_size
     assert [path.name for path in tmp_path.iterdir()] == ["report.html"]  # no temporary file left
+
+
+def test_a_report_through_a_link_replaces_the_file_it_names_and_keeps_the_link(demo_root: Path, tmp_path: Path) -> None:
+    (tmp_path / "reports").mkdir()
+    target = tmp_path / "reports" / "latest.html"
+    target.write_text("an older report")
+    link = tmp_path / "report.html"
+    link.symlink_to(target)
+    with ContentAddressedToolResultStore(demo_root) as store:
+        write_report(store, path=link)
+    assert link.is_symlink() and link.resolve() == target
+    assert target.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert sorted(path.name for path in (tmp_path / "reports").iterdir()) == ["latest.html"]
+
+
+def test_a_report_into_a_pipe_is_written_into_it_and_the_pipe_stays(demo_root: Path, tmp_path: Path) -> None:
+    # A rename would put a regular file where the pipe was (as root, where /dev/null was): the reader got nothing.
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    reader = subprocess.Popen(["cat", str(pipe)], stdout=subprocess.PIPE)
+    try:
+        result = CliRunner().invoke(cli, ["report", "--root", str(demo_root), "-o", str(pipe)])
+        received, _ = reader.communicate(timeout=60)
+    finally:
+        reader.kill()
+    assert result.exit_code == 0, result.output
+    assert received.decode("utf-8").startswith("<!DOCTYPE html>") and received.rstrip().endswith(b"</html>")
+    assert stat.S_ISFIFO(pipe.lstat().st_mode)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["pipe"]
 
 
 @pytest.mark.parametrize(
