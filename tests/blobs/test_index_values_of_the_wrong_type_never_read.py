@@ -105,9 +105,7 @@ def test_a_frame_replaced_by_any_value_that_is_not_bytes_reads_as_a_corrupt_blob
         _assert_corrupt_everywhere(store, reference, digest)
 
 
-@pytest.mark.parametrize(
-    "data", ["'garbage'", "12", "CAST(data AS TEXT)"], ids=["TEXT", "INTEGER", "TEXT not UTF-8"]
-)
+@pytest.mark.parametrize("data", ["'garbage'", "12", "CAST(data AS TEXT)"], ids=["TEXT", "INTEGER", "TEXT not UTF-8"])
 def test_a_dictionary_damaged_with_the_wrong_type_makes_its_blobs_corrupt(
     store_root: Path, data: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
