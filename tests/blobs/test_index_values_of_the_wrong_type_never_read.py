@@ -12,7 +12,9 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+import psycopg
 import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
@@ -23,6 +25,9 @@ from casstore.blobs import learning as learning_module
 from casstore.cli import EXIT_FAILURE, cli
 from casstore.maintenance.checks import verify
 from tests.helpers import blake3_hex
+
+if TYPE_CHECKING:
+    from tests.store_backends import Backend
 
 CONTENT = "".join(f"line {number}: the result of a tool call\n" for number in range(60))
 IGNORE_CHECKS = "PRAGMA ignore_check_constraints = ON"
@@ -133,3 +138,28 @@ def test_a_dictionary_damaged_with_the_wrong_type_makes_its_blobs_corrupt(
         report = verify(store)
         corrupt = [digest for digest, _ in report.corrupt]
         assert blob in corrupt and dictionary in corrupt, report
+
+
+# On PostgreSQL a value of another type cannot be written into a BYTEA column (the UPDATE fails): only changing the
+# column's type can put one there (`blobs.size` cannot even be changed: the views depend on it). On SQLite the UPDATE
+# itself does it.
+FRAMES_MADE_TEXT = {
+    "local": "UPDATE blob_frames SET frame = hex(frame)",
+    "shared": "ALTER TABLE blob_frames ALTER COLUMN frame TYPE TEXT USING encode(frame, 'hex')",
+}
+
+
+def test_frames_made_text_read_as_corrupt_blobs_on_either_engine(backend: "Backend") -> None:
+    store = backend.open(namespace="alice", inline_max=1 << 20)
+    reference = store.write(key="result.txt", content=CONTENT)
+    digest = blake3_hex(CONTENT.encode())
+    assert backend.count("blob_frames") == 1, "the frame is kept in the index"
+    if backend.kind == "shared":
+        with pytest.raises(psycopg.errors.DatatypeMismatch):
+            backend.execute("UPDATE blob_frames SET frame = 12")
+    backend.execute(FRAMES_MADE_TEXT[backend.kind])
+    reopened = backend.open(namespace="alice", inline_max=1 << 20)  # nothing of the blob in memory
+    with pytest.raises(CorruptBlobError) as raised:
+        reopened.read(reference)
+    assert raised.value.digest == digest and not raised.value.missing
+    assert digest in [corrupt for corrupt, _ in verify(reopened).corrupt]
