@@ -82,6 +82,8 @@ class BlobDecoder:
         return self._load(location, guarded=guarded, chain=0, fresh=fresh)
 
     def _load(self, location: BlobLocation, *, guarded: bool, chain: int, fresh: bool = False) -> bytes:
+        if location.damage is not None:
+            raise CorruptBlobError(location.damage, digest=location.digest)
         # A delta's base not in memory that `locate_readable` found on the read's connection is read from there,
         # verified like any blob (hashing it costs a fraction of decoding it) and kept, so that the next read or write
         # through the same base decodes one frame, not two.
@@ -218,7 +220,14 @@ class BlobDecoder:
             row = connection.execute("SELECT data FROM dictionaries WHERE digest = ?", (digest,)).fetchone()
         if row is None:
             raise CorruptBlobError(f"Dictionary {digest} is missing from the index.", digest=digest, missing=True)
-        data = bytes(row[0])
+        data = row[0]
+        if not isinstance(data, bytes):
+            # Damaged by hand (`UPDATE dictionaries SET data = 'text'`): SQLite stores any type a column is given.
+            raise CorruptBlobError(
+                f"Dictionary {digest} is damaged: its data in the table dictionaries is {type(data).__name__}, "
+                "not bytes.",
+                digest=digest,
+            )
         if content_digest(data) != digest:
             raise CorruptBlobError(
                 f"Dictionary {digest} is damaged: its bytes in the table dictionaries do not have its digest.",

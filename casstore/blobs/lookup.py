@@ -6,10 +6,12 @@ hands it back to `BlobStore.load` (`decoder.BlobDecoder.load`).
 
 import sqlite3
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass
+from typing import Any, cast
 
 from casstore.blobs.backend import STORED_IN_INDEX
-from casstore.blobs.frames import DELTA
+from casstore.blobs.frames import DELTA, DICTIONARY
 from casstore.blobs.memory import ContentCache
 from casstore.errors import CorruptBlobError
 from casstore.references import reference_kind
@@ -51,6 +53,8 @@ class BlobLocation:
     """Where the blob it needs is, when the read's look-up found that too (a delta's base not in memory)."""
     namespace: str | None = None
     """Under `namespace` dedup scope, the namespace whose key `digest` is keyed with (None: a plain digest)."""
+    damage: str | None = None
+    """Why the blob's row cannot be decoded (a value of the wrong type or unknown): `load` raises it as damage."""
 
 
 class BlobLookup:
@@ -73,7 +77,10 @@ class BlobLookup:
         :raises CorruptBlobError: If it is visible but the index has no row for its blob (`missing`).
         """
         kind = reference_kind(reference)
-        row = connection.execute(_READABLE_SQL, (digest, namespace, *kind)).fetchone()
+        try:
+            row = _fetch_one(connection, _READABLE_SQL, (digest, namespace, *kind))
+        except _UnreadableRowError as error:
+            return _unreadable(digest, error)  # a row was found: the reference is visible
         if row is None:
             if connection.execute(_VISIBLE_SQL, (digest, namespace, *kind)).fetchone() is None:
                 return None
@@ -85,10 +92,15 @@ class BlobLookup:
         if encoding == DELTA and needs is not None and self._cache.get(DELTA, needs) is None:
             # A delta's base not in memory is looked up on the same connection, in the same state of the index: a
             # dictionary is nearly always in memory once read, a base far less often.
-            row = connection.execute(_LOCATE_SQL, (needs,)).fetchone()
-            if row is not None:
-                needed = BlobLocation(needs, row[0], _kept_frame(row[1], row[2]), row[3], row[4], namespace=row[5])
-        return BlobLocation(digest, size, _kept_frame(stored_in, frame), encoding, needs, needed, namespace)
+            try:
+                row = _fetch_one(connection, _LOCATE_SQL, (needs,))
+            except _UnreadableRowError as error:
+                needed = _unreadable(needs, error)
+            else:
+                needed = None if row is None else _location(needs, row)
+        location = _location(digest, (size, stored_in, frame, encoding, needs, namespace))
+        location.needed = needed
+        return location
 
     def locate(self, connection: sqlite3.Connection, digest: str) -> BlobLocation:
         """
@@ -96,11 +108,13 @@ class BlobLookup:
 
         :raises CorruptBlobError: If the index has no row for `digest` (`missing`).
         """
-        row = connection.execute(_LOCATE_SQL, (digest,)).fetchone()
+        try:
+            row = _fetch_one(connection, _LOCATE_SQL, (digest,))
+        except _UnreadableRowError as error:
+            return _unreadable(digest, error)
         if row is None:
             raise CorruptBlobError(f"Blob {digest} is missing from the index.", digest=digest, missing=True)
-        size, stored_in, frame, encoding, needs, namespace = row
-        return BlobLocation(digest, size, _kept_frame(stored_in, frame), encoding, needs, namespace=namespace)
+        return _location(digest, row)
 
     def locate_many(self, connection: sqlite3.Connection, digests: Sequence[str]) -> dict[str, BlobLocation]:
         """
@@ -114,13 +128,112 @@ class BlobLookup:
         for start in range(0, len(listed), 500):
             chunk = listed[start : start + 500]
             marks = ", ".join("?" for _ in chunk)
-            for digest, size, stored_in, frame, encoding, needs, namespace in connection.execute(
-                f"SELECT b.digest, {_LOCATION_WITH_NAMESPACE} WHERE b.digest IN ({marks})", chunk
-            ):
-                found[digest] = BlobLocation(
-                    digest, size, _kept_frame(stored_in, frame), encoding, needs, namespace=namespace
+            try:
+                rows = _fetch_all(
+                    connection, f"SELECT b.digest, {_LOCATION_WITH_NAMESPACE} WHERE b.digest IN ({marks})", chunk
                 )
+            except _UnreadableRowError:
+                # One row SQLite cannot hand over: each blob of the chunk on its own, that one damaged.
+                for digest in chunk:
+                    with suppress(CorruptBlobError):  # no row: left out, as above
+                        found[digest] = self.locate(connection, digest)
+                continue
+            for digest, *row in rows:
+                found[digest] = _location(digest, row)
         return found
+
+
+# SQLite's driver refuses a TEXT value that is not UTF-8 (a frame cast to TEXT by hand): the whole row is lost.
+_UNDECODABLE = "Could not decode to UTF-8"
+
+
+class _UnreadableRowError(Exception):
+    """A blob's row that the driver cannot hand over (a TEXT value that is not UTF-8)."""
+
+
+def _fetch_one(connection: sqlite3.Connection, sql: str, parameters: Sequence[object]) -> tuple[Any, ...] | None:
+    """:raises _UnreadableRowError: If the row found cannot be read."""
+    try:
+        row: tuple[Any, ...] | None = connection.execute(sql, parameters).fetchone()
+    except sqlite3.OperationalError as error:
+        if _UNDECODABLE not in str(error):
+            raise
+        raise _UnreadableRowError(str(error)) from error
+    return row
+
+
+def _fetch_all(connection: sqlite3.Connection, sql: str, parameters: Sequence[object]) -> list[tuple[Any, ...]]:
+    """:raises _UnreadableRowError: If a row found cannot be read."""
+    try:
+        return list(connection.execute(sql, parameters).fetchall())
+    except sqlite3.OperationalError as error:
+        if _UNDECODABLE not in str(error):
+            raise
+        raise _UnreadableRowError(str(error)) from error
+
+
+def _unreadable(digest: str, error: _UnreadableRowError) -> BlobLocation:
+    return BlobLocation(
+        digest,
+        0,
+        None,
+        damage=f"Blob {digest} cannot be decoded: its row cannot be read ({error}; the index is damaged).",
+    )
+
+
+# What `blobs.stored_in` may say: the index, or a backend's blobs (a store's own backend reads only its own).
+_STORED_IN = (STORED_IN_INDEX, "file", "object")
+
+
+def _location(digest: str, row: Sequence[object]) -> BlobLocation:
+    """
+    A blob's location from its row, each value checked for its type: a row damaged by hand (`UPDATE blob_frames SET
+    frame = 'text'`, a CHECK bypassed) stores whatever it was given, and such a value must read as damage of the blob
+    (`CorruptBlobError` from `load`, reported by `verify`), never reach the decoder as something it cannot take.
+    """
+    size, stored_in, frame, encoding, needs, namespace = row
+    damage = _damage(row)
+    if damage is not None:
+        return BlobLocation(
+            digest, 0, None, damage=f"Blob {digest} cannot be decoded: {damage} (the index is damaged)."
+        )
+    return BlobLocation(
+        digest,
+        cast(int, size),
+        _kept_frame(cast(str, stored_in), cast(bytes | None, frame)),
+        cast(str | None, encoding),
+        cast(str | None, needs),
+        namespace=cast(str | None, namespace),
+    )
+
+
+def _damage(row: Sequence[object]) -> str | None:
+    """:returns: What is wrong with a blob's row, or None if every value is of its type and known."""
+    size, stored_in, frame, encoding, needs, namespace = row
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        return f"its size in the table blobs is {_shown(size)}, not a count of bytes"
+    if stored_in not in _STORED_IN:
+        return f"its stored_in in the table blobs is {_shown(stored_in)}, not one of {', '.join(_STORED_IN)}"
+    if stored_in == STORED_IN_INDEX and frame is not None and not isinstance(frame, bytes):
+        return f"its frame in the table blob_frames is {_shown(frame)}, not bytes"
+    if encoding not in (None, DICTIONARY, DELTA):
+        return f"its encoding in the table blobs is {_shown(encoding)}, not plain, dictionary or delta"
+    if needs is not None and not isinstance(needs, str):
+        return f"the digest of the blob or dictionary it needs is {_shown(needs)}, not text"
+    if namespace is not None and not isinstance(namespace, str):
+        return f"its namespace in the table blobs is {_shown(namespace)}, not text"
+    return None
+
+
+# A value's SQL type, as `typeof()` names it: what the one who damaged the row wrote.
+_SQL_TYPES = {str: "TEXT", int: "INTEGER", float: "REAL", bytes: "BLOB", type(None): "NULL"}
+
+
+def _shown(value: object) -> str:
+    """:returns: A damaged value as a message shows it: its SQL type and, if short, the value itself."""
+    kind = _SQL_TYPES.get(type(value), type(value).__name__)
+    shown = repr(value)
+    return f"{kind} {shown if len(shown) <= 40 else shown[:36] + '...'}"
 
 
 def _kept_frame(stored_in: str, frame: bytes | None) -> bytes | None:

@@ -109,7 +109,8 @@ def log(
             else len(entries)
         )
     if matching > len(entries):
-        click.echo(f"{matching - len(entries)} more offloads match: raise --limit to see them", err=True)
+        # The count is of lines, offloads and archives alike, as --limit cuts them.
+        click.echo(f"{matching - len(entries)} more lines match: raise --limit to see them", err=True)
     if as_json:
         _print_json([dataclasses.asdict(entry) for entry in entries])
         return
@@ -120,7 +121,9 @@ def log(
 
 
 def _log_line(entry: history.OffloadEntry) -> str:
-    call = f"call={entry.tool_call_id or '-'}"
+    # `-`: the call had no id; `?`: a hook's key that does not tell its call apart (shown by its stem, `key=`).
+    unknown = entry.source == "hook" and entry.tool_name is None
+    call = "call=?" if unknown else f"call={entry.tool_call_id or '-'}"
     if entry.source == "compactor":
         return f"{entry.tool_name}  {call}  saved {entry.saved_tokens}/{entry.original_tokens} tokens"
     if entry.source == "archive":

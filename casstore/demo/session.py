@@ -31,6 +31,7 @@ from haystack.hooks.tool_result_offloading import FileSystemToolResultStore
 from haystack.utils.experimental import ExperimentalWarning
 
 from casstore.demo.agent import ScriptedCodingAgent, default_corpus, text_files
+from casstore.demo.store_checks import counting_failed_writes, unwritable_reason
 from casstore.demo.tools import make_file_tools
 from casstore.disk import disk_usage
 from casstore.history.figures import format_bytes, format_ratio, ratio
@@ -43,6 +44,7 @@ CONTEXT_WINDOW = 16_000
 PREVIEW_CHARS = 120
 _WITHIN_WINDOW = " (within it at every step)"
 _OVER_WINDOW = " (over it: the newest step alone outgrew the window, and compaction always keeps it)"
+_OVER_WINDOW_FAILED = " (over it: the store failed writes, so their results stayed in the conversation)"
 # Printed after a run, for a person to paste.
 EXPLORE_QUERIES = (
     "SELECT * FROM dedup_summary",
@@ -77,6 +79,10 @@ class DemoSummary:
     filesystem_store_files: int
     seconds: float
     shared: bool = False
+    # Writes the store failed during the run (a full disk, say), and the first one's error: the compactors go on
+    # without them, so the figures count only what the store took.
+    failed_writes: int = 0
+    first_failure: str | None = None
 
     # What the run's figures count: the run's own writes (in its namespace, after the run began) and the distinct
     # blobs they reference, whoever stored them first. `store_disk_bytes` alone is the whole store's.
@@ -109,7 +115,10 @@ class DemoSummary:
 
 
 class DemoArgumentError(ValueError):
-    """`run_demo` was given a corpus without text files or a namespace the store refuses; nothing was created."""
+    """
+    `run_demo` was given a corpus without text files, a namespace the store refuses, or a store it cannot write;
+    nothing was created.
+    """
 
 
 def run_demo(
@@ -132,8 +141,8 @@ def run_demo(
     :param namespace: The run's namespace (default: `demo-` and the UTC time, so each run is its own).
     :param progress: Called as `progress(agent, messages)` before each model call.
     :returns: The run's summary.
-    :raises DemoArgumentError: If `corpus` holds no text files, or `namespace` is not a valid namespace; nothing is
-        created then.
+    :raises DemoArgumentError: If `corpus` holds no text files, `namespace` is not a valid namespace, or the store
+        cannot be written (a read-only folder or store, or a file for `root`); nothing is created then.
     """
     from casstore.compactor import CompactorChain, DedupOffloadCompactor, StepArchiveCompactor, make_read_tool
 
@@ -154,8 +163,15 @@ def run_demo(
         store = SharedToolResultStore(index_url=shared[0], blob_url=shared[1], namespace=namespace)
     else:
         assert root is not None
+        reason = unwritable_reason(root)
+        if reason is not None:
+            raise DemoArgumentError(reason)
         store = ContentAddressedToolResultStore(root, namespace=namespace)
-    with store:
+    if store.repository.read_only:  # an existing store on read-only media, or one this process may not write
+        refusal = store.repository.read_only_error("the demo cannot write its run into it")
+        store.close()
+        raise DemoArgumentError(f"{refusal} Or run the demo in another folder with --root.")
+    with store, counting_failed_writes() as failed:
         disk_before = store.repository.history.disk_bytes()
         before = store.repository.history.mark()  # so the summary counts this run only, even in a namespace used before
         read_tool = make_read_tool(store)
@@ -210,6 +226,8 @@ def run_demo(
         filesystem_store_bytes=filesystem_bytes,
         filesystem_store_files=filesystem_files,
         seconds=round(time.perf_counter() - started, 2),
+        failed_writes=failed.count,
+        first_failure=failed.first,
         **figures,
     )
 
@@ -283,7 +301,7 @@ def print_summary(summary: DemoSummary, *, command: str | None = None, store_fla
         f"  tokens saved           {summary.tokens_saved} (by offloading)",
         f"  steps archived         {summary.steps_archived} in {summary.archives} archives (readable by reference)",
         f"  context peak           {summary.peak_context_tokens} of a {summary.context_window}-token window"
-        + (_WITHIN_WINDOW if summary.peak_context_tokens <= summary.context_window else _OVER_WINDOW),
+        + _window_note(summary),
         f"  logical bytes          {format_bytes(summary.logical_bytes)} offloaded",
         f"  unique bytes           {format_bytes(summary.unique_bytes)} (each distinct result once)",
         f"  stored bytes           {format_bytes(summary.stored_bytes)} (compressed)",
@@ -294,7 +312,9 @@ def print_summary(summary: DemoSummary, *, command: str | None = None, store_fla
         f"{summary.filesystem_store_files} files",
         "",
     ]
-    if not summary.shared and not index.exists():
+    if summary.failed_writes:  # what the store holds is not the run: no commands to explore it
+        lines.append(failure_message(summary))
+    elif not summary.shared and not index.exists():
         lines.append(
             f"Nothing was offloaded, so no store was created in {summary.root} (a store is created by its first "
             f"write): run more steps, such as --steps {DEFAULT_STEPS}, for the compactor to have work."
@@ -325,6 +345,21 @@ def print_summary(summary: DemoSummary, *, command: str | None = None, store_fla
             ),
         ]
     print("\n".join(lines))
+
+
+def _window_note(summary: DemoSummary) -> str:
+    if summary.peak_context_tokens <= summary.context_window:
+        return _WITHIN_WINDOW
+    return _OVER_WINDOW_FAILED if summary.failed_writes else _OVER_WINDOW
+
+
+def failure_message(summary: DemoSummary) -> str:
+    """:returns: What a run whose writes failed says of it: how many failed, the first error, and what to do."""
+    return (
+        f"Offloading failed: the store at {summary.root} failed {summary.failed_writes} writes, so their results "
+        f"stayed in the conversation and the figures above count only what it took. The first error: "
+        f"{(summary.first_failure or '').rstrip('.')}. Fix that (free space, permissions), then run the demo again."
+    )
 
 
 def shared_store_flags(index_url: str, blob_url: str) -> str:

@@ -110,8 +110,8 @@ def count_offloads(
     since: timedelta | None = None,
 ) -> int:
     """
-    :returns: How many offloads, the compactor's and the hook's, match the filters (as `offload_log` takes them),
-        however many it would list.
+    :returns: How many entries `offload_log` would list with these filters and no limit: the compactor's and the
+        hook's offloads, and (without `tool`) the step archive's archives.
     """
     return repository_of(source).history.offload_count(namespace=namespace, tool=tool, since=since)
 

@@ -222,11 +222,34 @@ def _refuse_unknown_schema(sqlite_utils_db: SqliteUtilsDatabase, path: Path) -> 
     unknown = [name for name in applied if name not in MIGRATION_NAMES]
     if unknown:
         raise SchemaError(unknown_migrations_message(str(path), unknown, what=f"in set '{MIGRATION_SET}'"))
-    if not applied and _has_foreign_tables(sqlite_utils_db):
-        raise SchemaError(
-            f"{path} is a SQLite database but not a casstore index. Point the store at an empty or casstore folder."
-        )
+    if not applied:
+        foreign = _foreign_schema(sqlite_utils_db)
+        if foreign is not None:
+            raise SchemaError(
+                f"{path} is a SQLite database but not a casstore index: it holds {foreign}. Nothing was changed. "
+                "Point the store at an empty or casstore folder."
+            )
 
 
-def _has_foreign_tables(sqlite_utils_db: SqliteUtilsDatabase) -> bool:
-    return bool(set(sqlite_utils_db.table_names()) - {MIGRATIONS.migrations_table})
+def _foreign_schema(sqlite_utils_db: SqliteUtilsDatabase) -> str | None:
+    """
+    What shows that a database with no casstore migration is another application's: any schema object (table, view,
+    index, trigger) but the migrations table sqlite-utils makes and its index, or that table's record of another
+    migration set. Casstore writes its schema in the transaction that records its migrations, so a file of its own
+    without a migration holds nothing at all.
+
+    :returns: What the first such thing is, for the message; None for an empty database (a new store).
+    """
+    table = MIGRATIONS.migrations_table
+    for kind, name, of_table in sqlite_utils_db.execute(
+        "SELECT type, name, tbl_name FROM sqlite_master WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY rowid"
+    ).fetchall():
+        if not (kind == "table" and name == table) and not (kind == "index" and of_table == table):
+            return f"the {kind} {name!r}"
+    if table in sqlite_utils_db.table_names():
+        row = sqlite_utils_db.execute(
+            f"SELECT migration_set FROM [{table}] WHERE migration_set IS NOT ? LIMIT 1", [MIGRATION_SET]
+        ).fetchone()
+        if row is not None:
+            return f"the migrations of another application (migration set {row[0]!r} in {table})"
+    return None

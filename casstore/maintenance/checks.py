@@ -243,7 +243,10 @@ def collect_garbage(
         strays, stray_bytes = repository.retention.remove_stray_files(
             modified_before=time.time() - grace.total_seconds(), dry_run=True
         )
-        report.index_bytes_after = index_before if preview.index_bytes_after is None else preview.index_bytes_after
+        # Collecting only deletes, so the estimate never exceeds what is there: a store never written (no index file,
+        # previewed on an empty stand-in whose schema pages are in memory) answers 0 after as before.
+        estimate = index_before if preview.index_bytes_after is None else preview.index_bytes_after
+        report.index_bytes_after = min(index_before, estimate)
         report.blob_bytes_after = max(0, blobs_before - preview.outside_bytes_freed - stray_bytes)
         rebuild = vacuum or repository.retention.rebuilds_after(collected)
         report.index_space = repository.retention.index_space(rebuild=rebuild)

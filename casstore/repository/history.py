@@ -59,7 +59,7 @@ class History:
     def offload_count(
         self, *, namespace: str | None = None, tool: str | None = None, since: timedelta | None = None
     ) -> int:
-        """:returns: How many of the compactor's and the hook's offloads match every filter given."""
+        """:returns: How many of the compactor's and the hook's offloads, and (without `tool`) archives, match."""
         with self._index() as connection:
             return hook_offloads.offload_count(connection, namespace=namespace, tool=tool, since=since)
 

@@ -1,8 +1,10 @@
 """The `Repository`'s writer: the parts of one result stored and recorded together, or none."""
 
+import os
 import random
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from casstore.blobs.catalog import LearnedFrameRefused
 from casstore.blobs.encoder import StagedBlob
@@ -80,6 +82,14 @@ class Writer:
             raise
         except self._core.failures as error:
             size = sum(len(write.data) for write in writes)
+            in_the_way = _file_in_the_way(error, Path(self._core.description))
+            if in_the_way is not None:
+                root = self._core.description
+                where = "a file" if in_the_way == Path(root) else f"under the file {in_the_way}"
+                raise StorageError(
+                    f"Could not store {len(writes)} result part(s) ({size} bytes): the store's root {root} is {where}, "
+                    f"not a folder. Choose a folder (or a path that does not exist yet) for the store's root."
+                ) from error
             where = (
                 f"the {self._database.kind} at {self._database.description} failed"
                 if isinstance(error, self._database.failures)
@@ -261,3 +271,19 @@ class _BlobsMissing(Exception):
     def __init__(self, digests: list[str]) -> None:
         super().__init__(digests)
         self.digests = digests
+
+
+def _file_in_the_way(error: Exception, root: Path) -> Path | None:
+    """
+    :param root: The store's folder (a shared store's description is no path, and matches nothing here).
+    :returns: The file `error` found where the store's folder, or one above it, was to be made; None if it was not
+        that.
+    """
+    if not isinstance(error, (FileExistsError, NotADirectoryError)) or not error.filename:
+        return None
+    path = Path(os.fsdecode(error.filename))
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    if not path.exists() or path.is_dir():
+        return None
+    return path if path.absolute() in {root.absolute(), *root.absolute().parents} else None

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from casstore import ContentAddressedToolResultStore, OffloadRecord
+from casstore import ArchiveRecord, CompactionRecord, ContentAddressedToolResultStore, OffloadRecord
 from casstore.cli import cli, parse_duration
 from casstore.maintenance import checks as maintenance
 from tests.helpers import (
@@ -383,9 +383,42 @@ def test_durations(text: str, seconds: int) -> None:
 def test_log_cut_at_its_limit_says_how_many_more_match(store_root: Path, built: dict[str, str]) -> None:
     cut = _invoke("log", "--root", str(store_root), "--limit", "3", "--json")
     assert len(json.loads(cut.stdout)) == 3
-    assert cut.stderr.strip() == "4 more offloads match: raise --limit to see them"  # the compactor's and the hook's
+    assert cut.stderr.strip() == "4 more lines match: raise --limit to see them"  # the compactor's and the hook's
     whole = _invoke("log", "--root", str(store_root), "--limit", "7")
     assert len(whole.stdout.strip().splitlines()) == 7 and whole.stderr == ""  # all seven shown: nothing more to say
+
+
+def test_log_cut_at_its_limit_counts_archives_as_the_lines_they_are(store_root: Path, built: dict[str, str]) -> None:
+    with ContentAddressedToolResultStore(store_root, namespace="alice") as alice:
+        for number in range(3):
+            transcript = alice.write(key=f"archive_{number}.md", content=f"steps of archive {number}\n" * 50)
+            alice.record_archive(
+                compaction_id=f"a{number}",
+                compaction=CompactionRecord(tokens_before=9000, tokens_after=4000, target_tokens=5000),
+                archive=ArchiveRecord([transcript], 6, 2 * number, 2 * number + 1, 5200, 5000),
+            )
+    every = json.loads(_invoke("log", "--root", str(store_root), "--json").stdout)
+    archives = [entry for entry in every if entry["source"] == "archive"]
+    assert len(archives) == 3
+    cut = _invoke("log", "--root", str(store_root), "--limit", "1")
+    assert cut.stderr.strip() == f"{len(every) - 1} more lines match: raise --limit to see them"
+    # An archive has no tool: with --tool, the count is of that tool's offloads alone, as the lines are.
+    read_file = json.loads(_invoke("log", "--root", str(store_root), "--tool", "read_file", "--json").stdout)
+    tool_cut = _invoke("log", "--root", str(store_root), "--tool", "read_file", "--limit", "1")
+    assert tool_cut.stderr.strip() == f"{len(read_file) - 1} more lines match: raise --limit to see them"
+
+
+def test_log_tells_a_call_without_an_id_from_a_key_that_does_not_tell_its_call(store_root: Path) -> None:
+    with ContentAddressedToolResultStore(store_root, namespace="n") as store:
+        store.write(key="3_read_file_call0.txt", content="a call without an id: the hook's stand-in")
+        store.write(key="8_weird_id_123.txt", content="an id of a kind casstore does not know")
+        store.write(key="9_read_file_call_abc.txt", content="OpenAI's id")
+    lines = _invoke("log", "--root", str(store_root)).stdout.splitlines()
+    assert [line.split("  ")[2:4] for line in lines] == [
+        ["read_file", "call=call_abc"],
+        ["key=8_weird_id_123", "call=?"],  # its call id is not known, not absent
+        ["read_file", "call=-"],  # the call had no id
+    ]
 
 
 def test_cat_past_the_last_line_names_the_line_count(store_root: Path) -> None:

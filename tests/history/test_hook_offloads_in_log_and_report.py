@@ -142,7 +142,7 @@ def test_log_shows_the_hooks_offloads_with_their_tools_and_call_ids(
     lines = _log(flags).stdout.splitlines()
     assert [line.split("  ")[2:-1] for line in lines] == [
         ["search", "call=call_9", "saved 100/120 tokens"],
-        [f"key={hooked[0]['key'].removesuffix('.txt')}", "call=-", "hook, tokens -"],
+        [f"key={hooked[0]['key'].removesuffix('.txt')}", "call=?", "hook, tokens -"],  # which call: unknown
         ["export_sales", "call=toolu_01Xy", "part=1", "hook, tokens -"],
         ["export_sales", "call=toolu_01Xy", "part=0", "hook, tokens -"],
         ["read_file", "call=-", "hook, tokens -"],
@@ -164,7 +164,7 @@ def test_log_filters_the_hooks_offloads_as_the_compactors(
     assert len(json.loads(_log(flags, "--namespace", "agent", "--since", "1h", "--json").stdout)) == 6
     cut = _log(flags, "--limit", "2")
     assert len(cut.stdout.splitlines()) == 2
-    assert cut.stderr == "4 more offloads match: raise --limit to see them\n"
+    assert cut.stderr == "4 more lines match: raise --limit to see them\n"
 
 
 def test_the_report_counts_the_hooks_offloads_per_tool(location: tuple[RepositoryToolResultStore, list[str]]) -> None:

@@ -251,6 +251,65 @@ def test_a_foreign_sqlite_database_is_refused(store_root: Path) -> None:
     assert tree_fingerprint(store_root) == before
 
 
+# Another application's databases that hold no table of their own, or only sqlite-utils' record of migrations that
+# are not casstore's: each is still not a casstore index.
+FOREIGN_SCHEMAS = {
+    "a view only": ["CREATE VIEW answers AS SELECT 42 AS answer"],
+    "a view left after its table was dropped": [
+        "CREATE TABLE notes (body TEXT)",
+        "CREATE VIEW recent AS SELECT 1 AS one",
+        "DROP TABLE notes",
+    ],
+    "another application's migrations only": [
+        "CREATE TABLE _sqlite_migrations (id INTEGER PRIMARY KEY, migration_set TEXT, name TEXT, applied_at TEXT)",
+        "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) VALUES ('otherapp', '0001_x', '2026')",
+    ],
+    "a trigger on an empty migrations table": [
+        "CREATE TABLE _sqlite_migrations (id INTEGER PRIMARY KEY, migration_set TEXT, name TEXT, applied_at TEXT)",
+        "CREATE TRIGGER audit AFTER INSERT ON _sqlite_migrations BEGIN SELECT 1; END",
+    ],
+}
+
+
+@pytest.mark.parametrize("wal", [False, True], ids=["checkpointed", "pending log"])
+@pytest.mark.parametrize("schema", list(FOREIGN_SCHEMAS))
+def test_a_foreign_database_without_tables_of_its_own_is_refused_byte_for_byte(
+    store_root: Path, schema: str, wal: bool
+) -> None:
+    store_root.mkdir()
+    index = store_root / "index.db"
+    if wal:
+        _leave_a_pending_log(index, FOREIGN_SCHEMAS[schema])
+        assert (store_root / "index.db-wal").stat().st_size > 0
+    else:
+        with contextlib.closing(sqlite3.connect(index)) as connection, connection:
+            for statement in FOREIGN_SCHEMAS[schema]:
+                connection.execute(statement)
+    before = tree_fingerprint(store_root)
+    with pytest.raises(SchemaError, match="not a casstore index") as refused:
+        ContentAddressedToolResultStore(store_root)
+    assert not isinstance(refused.value, IndexDamagedError)
+    assert tree_fingerprint(store_root) == before
+    with contextlib.closing(sqlite3.connect(f"file:{index}?mode=ro", uri=True)) as connection:
+        assert "blobs" not in {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+
+
+@pytest.mark.parametrize("made", ["an empty file", "an empty database", "an empty database in WAL mode"])
+def test_an_empty_file_or_database_becomes_a_new_store(store_root: Path, made: str) -> None:
+    store_root.mkdir()
+    index = store_root / "index.db"
+    if made == "an empty file":
+        index.write_bytes(b"")
+    else:
+        with contextlib.closing(sqlite3.connect(index)) as connection:
+            connection.execute("PRAGMA journal_mode=WAL" if "WAL" in made else "PRAGMA user_version = 0")
+            connection.execute("VACUUM")  # writes the header: a database file with no schema object
+    with ContentAddressedToolResultStore(store_root) as store:
+        reference = store.write(key="result.txt", content="kept")
+        assert store.read(reference) == "kept"
+    assert _applied(store_root) == list(MIGRATION_NAMES)
+
+
 def _leave_a_pending_log(index: Path, statements: list[str]) -> None:
     """Run `statements` on `index` in WAL mode in a process that then ends without closing it: its log stays."""
     script = (

@@ -73,7 +73,11 @@ def test_a_store_that_is_never_written_creates_nothing(tmp_path: Path) -> None:
     assert history.namespaces_holding(store, reference) == []
     report = maintenance.verify(store)
     assert report.ok and report.clean and report.blobs_checked == 0
-    assert maintenance.collect_garbage(store, dry_run=True).blobs_deleted == 0
+    preview = maintenance.collect_garbage(store, dry_run=True)
+    assert preview.blobs_deleted == 0
+    # Sizes as for an empty store: nothing before and nothing after, not the pages of an index yet to be made.
+    sizes = (preview.index_bytes_before, preview.index_bytes_after, preview.blob_bytes_before, preview.blob_bytes_after)
+    assert sizes == (0, 0, 0, 0)
     assert maintenance.collect_garbage(store, namespace="alice").writes_forgotten == 0
     store.close()
     assert not (tmp_path / "deep").exists()
