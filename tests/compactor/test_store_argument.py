@@ -19,7 +19,7 @@ from casstore.compactor.read_tool import ReadOffloadedResultTool
 from casstore.compactor.search_tool import SearchOffloadedResultsTool
 
 MAKERS: dict[str, Callable[[Any], object]] = {
-    "DedupOffloadCompactor": lambda store: DedupOffloadCompactor(store),
+    "DedupOffloadCompactor": DedupOffloadCompactor,
     "StepArchiveCompactor": lambda store: StepArchiveCompactor(store=store),
     "make_read_tool": make_read_tool,
     "make_search_tool": make_search_tool,
