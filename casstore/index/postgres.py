@@ -55,7 +55,7 @@ GC_LOCK_KEY = 0x63617373_746F7265  # "casstore"
 CASSTORE_TABLES = (
     "blobs",
     "blob_frames",
-    "writes",
+    "write_rows",
     "dictionaries",
     "dictionary_samples",
     "offloads",

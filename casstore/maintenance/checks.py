@@ -151,8 +151,10 @@ class GarbageReport:
       forgotten ones the grace period keeps: every waiting blob store-wide, or with `namespace` those its forgotten
       writes referenced) exceeds `max_size`; 0 when it fits.
     - `old_pages_held`: the index was rebuilt, but another connection was still reading an older state of it when gc
-      ended (waiting up to two minutes for it), so `index.db` and its log keep those pages, deleted content included,
-      until that read ends; then the next gc (or the store's last connection closing) leaves only the rebuilt index.
+      ended, so `index.db` and its log keep those pages, deleted content included, until that read ends. gc waits
+      for such a reader only briefly, as its checkpoint holds writers off (about 5 tries 200 ms apart, one if the log
+      is under 8 MiB; up to two minutes only while another connection checkpoints): run gc again once the reader is
+      done, and it (or the store's last connection closing) leaves only the rebuilt index.
     """
 
     dry_run: bool

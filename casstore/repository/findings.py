@@ -32,7 +32,8 @@ class Collection:
     `dictionaries_deleted` counts trained dictionaries deleted (retired, or trained only on deleted results, and
     used by no kept blob). `bases_kept` and `dictionaries_kept` count what holds bytes of deleted results and stays
     because a kept blob needs it: blobs no write names kept as a delta base, and dictionaries trained on deleted
-    results that a kept blob uses.
+    results that a kept blob uses. `texts_unindexed` counts the search index's documents removed because no write
+    references their blob any more (deleted with it, or kept for the blob layer only).
     """
 
     writes_forgotten: int = 0
@@ -42,6 +43,7 @@ class Collection:
     dictionaries_deleted: int = 0
     bases_kept: int = 0
     dictionaries_kept: int = 0
+    texts_unindexed: int = 0
     needed_bytes_before: int | None = None
     released: frozenset[str] = frozenset()
 

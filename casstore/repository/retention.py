@@ -120,6 +120,9 @@ class Retention:
             outside = self._blobs.delete_rows(work, [digest for digest, _ in collectable])
             dictionaries = self._blobs.unneeded_dictionaries(work)
             bases_kept, dictionaries_kept = self._blobs.kept_for_others(work.connection)
+            texts_unindexed = 0
+            if self._core.searchable:
+                texts_unindexed = len(search_index.unreferenced_documents(work.connection, after="", limit=2**62))
             index_after = self._database.estimated_bytes(work, rebuilt=rebuild)
         return CollectionPreview(
             collection=dataclasses.replace(
@@ -129,6 +132,7 @@ class Retention:
                 dictionaries_deleted=dictionaries,
                 bases_kept=bases_kept,
                 dictionaries_kept=dictionaries_kept,
+                texts_unindexed=texts_unindexed,
             ),
             index_bytes_after=index_after,
             outside_bytes_freed=outside,
@@ -226,10 +230,11 @@ class Retention:
         """
         :param collection: What a collection deleted (or, in a dry run, would delete).
         :returns: Whether the index must be rebuilt (`rebuild_index`) for the bytes of what it deleted to leave its
-            files in the same run: on SQLite, once any blob or dictionary was deleted (see `rebuilds_to_delete` in
-            `casstore.index.database`); never on PostgreSQL, whose rows wait for `gc --vacuum`.
+            files in the same run: on SQLite, once any blob, dictionary or search text was deleted (see
+            `rebuilds_to_delete` in `casstore.index.database`); never on PostgreSQL, whose rows wait for `gc --vacuum`.
         """
-        return self._database.rebuilds_to_delete and bool(collection.blobs_deleted or collection.dictionaries_deleted)
+        deleted = collection.blobs_deleted or collection.dictionaries_deleted or collection.texts_unindexed
+        return self._database.rebuilds_to_delete and bool(deleted)
 
     def return_free_space(self) -> bool:
         """
@@ -288,6 +293,8 @@ class Retention:
                     self._database.yield_to_writers(time.perf_counter() - started)
                 if deleted == before:
                     break
+            texts_unindexed = self._unindex_unreferenced()
+            unindexed |= bool(texts_unindexed)
             with self._database.transaction(exclusive=True) as work:
                 dictionaries = self._blobs.unneeded_dictionaries(work)
                 if unindexed:
@@ -302,7 +309,32 @@ class Retention:
             dictionaries_deleted=dictionaries,
             bases_kept=bases_kept,
             dictionaries_kept=dictionaries_kept,
+            texts_unindexed=texts_unindexed,
         )
+
+    def _unindex_unreferenced(self) -> int:
+        # Deleted means deleted: a blob kept though no write references it (a kept delta's base, or within the grace
+        # period) keeps its bytes for the blob layer, not its text in the search index. A later write of it leaves a
+        # pending row, which indexes it again. Candidates in digest order, each checked again under the write lock.
+        # :returns: How many documents were removed.
+        if not self._core.searchable:
+            return 0
+        removed = 0
+        after = ""
+        while True:
+            with self._index() as connection:
+                digests = search_index.unreferenced_documents(connection, after=after, limit=ROWS_PER_TRANSACTION)
+            if not digests:
+                return removed
+            after = digests[-1]
+            started = time.perf_counter()
+            with self._database.transaction(exclusive=True) as work:
+                for digest in digests:
+                    if search_index.is_referenced(work.connection, digest):
+                        continue  # written again meanwhile
+                    _, text = self._indexing.indexed_text(work, digest)
+                    removed += search_index.remove(work, self._search_text, digest=digest, text=text)
+            self._database.yield_to_writers(time.perf_counter() - started)
 
     def remove_stray_files(self, *, modified_before: float, dry_run: bool) -> tuple[int, int]:
         """

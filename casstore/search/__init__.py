@@ -34,6 +34,7 @@ from casstore.search.documents import (
     forget_entries,
     is_enabled,
     is_indexed,
+    is_referenced,
     miscounted,
     recount,
     remove,
@@ -41,6 +42,7 @@ from casstore.search.documents import (
     stray_entries,
     tiebreak,
     unindexed_blobs,
+    unreferenced_documents,
 )
 from casstore.search.engine import MIN_TERM_CHARS, SearchText, SearchTimeout
 from casstore.search.fts5 import FTS5_TEXT, Fts5Text, term_query
@@ -85,6 +87,7 @@ __all__ = [
     "index_pending",
     "is_enabled",
     "is_indexed",
+    "is_referenced",
     "miscounted",
     "pending",
     "pending_count",
@@ -96,4 +99,5 @@ __all__ = [
     "tiebreak",
     "tool_digests",
     "unindexed_blobs",
+    "unreferenced_documents",
 ]

@@ -172,6 +172,28 @@ def forget_entries(work: UnitOfWork) -> None:
     recount(work)
 
 
+def unreferenced_documents(connection: Any, *, after: str, limit: int) -> list[str]:
+    """
+    :returns: Up to `limit` digests after `after` (in digest order) of documents no write references any more: blobs
+        gc keeps (a kept delta's base, or within the grace period) or deleted, whose text the index must not keep.
+    """
+    rows = connection.execute(
+        "SELECT d.digest FROM search_documents d WHERE d.digest > ? "
+        "AND NOT EXISTS (SELECT 1 FROM blobs b JOIN write_rows w ON w.blob_id = b.id WHERE b.digest = d.digest) "
+        "ORDER BY d.digest LIMIT ?",
+        (after, limit),
+    )
+    return [row[0] for row in rows]
+
+
+def is_referenced(connection: Any, digest: str) -> bool:
+    """:returns: Whether some write references the blob `digest`."""
+    row = connection.execute(
+        "SELECT 1 FROM blobs b JOIN write_rows w ON w.blob_id = b.id WHERE b.digest = ? LIMIT 1", (digest,)
+    ).fetchone()
+    return row is not None
+
+
 def stray_entries(connection: Any) -> int:
     """:returns: How many entries have no document, or a reference no longer visible in their namespace."""
     row = connection.execute(
