@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from haystack.tools import Tool
+from haystack.tools.tool import Tool
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

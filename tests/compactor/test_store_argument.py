@@ -111,4 +111,4 @@ def test_any_store_with_write_and_read_is_accepted(
 def test_a_duck_typed_store_is_written_to_and_read_back() -> None:
     duck = _DuckStore()
     reference = duck.write(key="1_run_call_1.txt", content="line\n" * 3)
-    assert make_read_tool(duck).invoke(reference=reference) == "line\n" * 3
+    assert make_read_tool(duck).invoke(reference=reference) == "line\n" * 3  # type: ignore[arg-type]

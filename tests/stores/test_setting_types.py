@@ -98,13 +98,15 @@ def test_right_settings_do_get_as_far_as_connecting(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", LOCAL_SWITCHES)
 @pytest.mark.parametrize("value", [True, False])
 def test_bools_are_taken_and_serialized_as_bools(store_root: Path, name: str, value: bool) -> None:
-    with ContentAddressedToolResultStore(store_root, **{name: value}) as store:
+    keywords: dict[str, Any] = {name: value}
+    with ContentAddressedToolResultStore(store_root, **keywords) as store:
         assert store.to_dict()["init_parameters"][name] is value
 
 
 @pytest.mark.parametrize(("name", "value"), [("compression_level", 1), ("compression_level", 22), ("inline_max", 0)])
 def test_whole_numbers_at_the_ends_of_their_range_are_taken(store_root: Path, name: str, value: int) -> None:
-    with ContentAddressedToolResultStore(store_root, **{name: value}) as store:
+    keywords: dict[str, Any] = {name: value}
+    with ContentAddressedToolResultStore(store_root, **keywords) as store:
         reference = store.write(key="a.txt", content="hello " * 100)
         assert store.read(reference) == "hello " * 100
         assert store.to_dict()["init_parameters"][name] == value
