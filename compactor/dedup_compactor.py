@@ -22,7 +22,7 @@ from casstore import CompactionRecord
 from casstore.compactor.offload_strategies import CASSTORE_TOOL_NAMES, tool_name_list
 from casstore.compactor.result_offload import Compaction, ResultOffloader
 from casstore.compactor.steps import protected_result_positions
-from casstore.compactor.store_protocols import CompactionHistoryStore, HistoryStore
+from casstore.compactor.store_protocols import CompactionHistoryStore, HistoryStore, check_store
 
 logger = logging.getLogger(__name__)
 
@@ -87,11 +87,12 @@ class DedupOffloadCompactor(Compactor):
         :param keep_tool_names: More tools whose results are never offloaded: the `name` given to `make_read_tool`
             or `make_search_tool` when it is not the default. The default names (`read_offloaded_result`,
             `search_offloaded_results`) are kept either way, as `keep_in_context` keeps them from Haystack's hook.
-        :raises TypeError: If `keep_tool_names` is a single string rather than a collection of names, or a name is
-            not a string.
+        :raises TypeError: If `store` has no callable `write` and `read` (a path, None: pass a store), if
+            `keep_tool_names` is a single string rather than a collection of names, or a name is not a string.
         :raises ValueError: If `min_keep_steps` is less than 1, `min_tokens` or `preview_chars` is negative, or
             `context_window` is given and not a positive whole number.
         """
+        check_store(store, owner="DedupOffloadCompactor")
         if min_keep_steps < 1:
             raise ValueError(
                 f"`min_keep_steps` must be at least 1, got {min_keep_steps}. The most recent tool-calling step "

@@ -23,6 +23,7 @@ from casstore import CasStoreError, CorruptBlobError, InvalidReferenceError, Ref
 from casstore.compactor.binary_content import binary_answer, binary_as_text, quoted
 from casstore.compactor.json_query import JsonQueryError, select
 from casstore.compactor.patterns import PatternError, compile_pattern
+from casstore.compactor.store_protocols import check_store
 from casstore.compactor.text_search import search
 from casstore.compactor.text_window import Position, PositionError, read_window
 
@@ -259,8 +260,10 @@ class ReadOffloadedResultTool(Tool):
         """
         Build the tool; see `make_read_tool` for the parameters.
 
+        :raises TypeError: If `store` has no callable `write` and `read`.
         :raises ValueError: If a parameter is out of range.
         """
+        check_store(store, owner="make_read_tool")
         if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
             raise ValueError(f"`name` must be 1 to 64 letters, digits, '_' or '-', got {name!r}.")
         if max_chars < MIN_MAX_CHARS:
@@ -356,6 +359,7 @@ def make_read_tool(
     :param max_image_bytes: Larger images are described instead of returned.
     :param search_seconds: How long a `pattern` search may take before answering with what it found so far.
     :returns: A Haystack `Tool` (a `ReadOffloadedResultTool`, serializable with its store).
+    :raises TypeError: If `store` has no callable `write` and `read` (a path, None: pass a store).
     :raises ValueError: If `name` is not a valid tool name, `max_chars` is below 1,000, `max_image_bytes` is negative
         or `search_seconds` is not positive.
     """

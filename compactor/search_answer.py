@@ -6,6 +6,7 @@ nothing.
 """
 
 from casstore.compactor.binary_content import quoted
+from casstore.compactor.text_window import line_count as count_lines
 from casstore.repository import SearchHit, SearchOutcome
 
 # Per hit: the matching lines listed at most, lines of context around each, and characters shown of one line.
@@ -81,11 +82,12 @@ def _footer(outcome: SearchOutcome, *, read_tool_name: str, left_out: int) -> st
 def _block(position: int, hit: SearchHit) -> str:
     text = hit.text
     lowered = text.lower()
-    line_count = text.count("\n") + 1
+    # Counted as the read tool counts them (a final newline starts no line): every number shown is an offset it takes.
+    line_count = count_lines(text)
     about = [
         f"tool {hit.tool_name}" if hit.tool_name else None,
         f"written {hit.written_at} UTC" if hit.written_at else None,
-        f"{hit.size:,} bytes, {line_count:,} lines",
+        f"{hit.size:,} bytes, {line_count:,} line{'s' if line_count != 1 else ''}",
         "holds " + ", ".join(_shown(term, 60) for term in hit.terms),
     ]
     out = [f"{position}. {quoted(hit.reference)} ({'; '.join(part for part in about if part)})"]

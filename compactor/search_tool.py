@@ -26,6 +26,7 @@ from casstore.compactor.read_tool import DEFAULT_NAME as READ_TOOL_NAME
 from casstore.compactor.read_tool import MIN_MAX_CHARS
 from casstore.compactor.search_answer import render_answer
 from casstore.compactor.search_query import TOOL_NAME, ArgumentError, limit_argument, parse_query, tool_name_argument
+from casstore.compactor.store_protocols import check_store
 from casstore.stores.local import RepositoryToolResultStore
 
 logger = logging.getLogger(__name__)
@@ -157,8 +158,10 @@ class SearchOffloadedResultsTool(Tool):
         """
         Build the tool; see `make_search_tool` for the parameters.
 
+        :raises TypeError: If `store` has no callable `write` and `read`.
         :raises ValueError: If a parameter is out of range.
         """
+        check_store(store, owner="make_search_tool")
         if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
             raise ValueError(f"`name` must be 1 to 64 letters, digits, '_' or '-', got {name!r}.")
         if not isinstance(read_tool_name, str) or not TOOL_NAME.fullmatch(read_tool_name):
@@ -254,6 +257,7 @@ def make_search_tool(
     :param max_chars: No answer is longer than this many characters.
     :param max_hits: The most results one answer lists, and the default `limit`.
     :returns: A Haystack `Tool` (a `SearchOffloadedResultsTool`, serializable with its store).
+    :raises TypeError: If `store` has no callable `write` and `read` (a path, None: pass a store).
     :raises ValueError: If `name` or `read_tool_name` is not a valid tool name, `max_chars` is below 1,000 or
         `max_hits` is not from 1 to 100.
     """

@@ -28,7 +28,12 @@ from casstore.compactor.parts import key_part
 from casstore.compactor.pointers import block_extension
 from casstore.compactor.read_tool import DEFAULT_NAME as READ_TOOL_NAME
 from casstore.compactor.search_tool import DEFAULT_NAME as SEARCH_TOOL_NAME
-from casstore.compactor.store_protocols import ArchiveHistoryStore, CompactionHistoryStore, PreparingStore
+from casstore.compactor.store_protocols import (
+    ArchiveHistoryStore,
+    CompactionHistoryStore,
+    PreparingStore,
+    check_store,
+)
 from casstore.compactor.transcript import binary_payload, render_transcript
 from casstore.compactor.window_split import is_note, split_window
 
@@ -87,9 +92,11 @@ class StepArchiveCompactor(Compactor):
         :param read_tool_name: The read tool's name as registered with the Agent, which the note tells the model.
         :param search_tool_name: The search tool's name as registered, or None when the Agent has no search tool.
         :param context_window: The model's window in tokens, for the store's `compactions` history; None records NULL.
+        :raises TypeError: If `store` has no callable `write` and `read` (a path, None: pass a store).
         :raises ValueError: If `min_keep_steps` is negative, a tool name is empty, or `context_window` is given and not
             a positive whole number.
         """
+        check_store(store, owner="StepArchiveCompactor")
         if isinstance(min_keep_steps, bool) or not isinstance(min_keep_steps, int) or min_keep_steps < 0:
             raise ValueError(
                 f"`min_keep_steps` must be a whole number, at least 0, got {min_keep_steps!r}: it is how many of the "

@@ -280,15 +280,24 @@ class ContentAddressedToolResultStore(RepositoryToolResultStore):
             (for stores shared by parties who must not learn about each other: docs/dedup-scope.md). Chosen when the
             store is made (`"store"` unless said otherwise) and recorded in its index; None (the default) opens
             whichever the index records.
-        :raises TypeError: If `namespace` is not a string.
+        :raises TypeError: If `namespace` is not a string, `compression_level` or `inline_max` is not an `int` (a
+            `bool` or `float` is refused), or `durable`, `learn` or `search_index` is not a `bool`; raised before
+            anything is opened or created.
         :raises ValueError: If `namespace` is empty, too long or contains control characters, if
-            `compression_level` or `inline_max` is out of range, or if `dedup_scope` is unknown or not the scope the
-            index records (the message names both).
+            `compression_level` is not from 1 to 22 or `inline_max` is negative, or if `dedup_scope` is unknown or not
+            the scope the index records (the message names both).
         :raises SchemaError: If an existing `index.db` was written by a newer casstore or is not a casstore index;
             `IndexDamagedError` (also a `CorruptBlobError`) if SQLite finds it damaged or not a database at all.
         :raises CasStoreError: If an existing `blobs` folder is a symlink or not a folder.
         """
-        check_settings(namespace=namespace, compression_level=compression_level, inline_max=inline_max)
+        check_settings(
+            namespace=namespace,
+            compression_level=compression_level,
+            inline_max=inline_max,
+            durable=durable,
+            learn=learn,
+            search_index=search_index,
+        )
         self.dedup_scope = check_dedup_scope(dedup_scope)
         self.root = Path(root)
         self.compression_level = compression_level
@@ -341,16 +350,31 @@ class ContentAddressedToolResultStore(RepositoryToolResultStore):
         return default_from_dict(cls, data)
 
 
-def check_settings(*, namespace: str, compression_level: int, inline_max: int) -> None:
+def check_settings(*, namespace: str, compression_level: int, inline_max: int, **switches: bool) -> None:
     """
-    Check the settings every store takes.
+    Check the settings every store takes, before anything is opened or created.
 
-    :raises TypeError: If `namespace` is not a string.
+    :param switches: The store's on/off settings by name (`durable`, `learn`, `search_index`).
+    :raises TypeError: If `namespace` is not a string, `compression_level` or `inline_max` is not an `int` (a `bool`,
+        a `float` such as 3.5, a string), or a switch is not a `bool` (such as "no" or 1). The message names the
+        setting, what it got and what it takes.
     :raises ValueError: If `namespace` is empty, too long or contains control characters, or if `compression_level`
-        or `inline_max` is out of range.
+        is not from 1 to 22 or `inline_max` is negative.
     """
     check_namespace(namespace)
-    if not 1 <= compression_level <= 22:
-        raise ValueError(f"`compression_level` must be between 1 and 22, got {compression_level}.")
-    if inline_max < 0:
-        raise ValueError(f"`inline_max` must be at least 0, got {inline_max}.")
+    _check_whole_number("compression_level", compression_level, minimum=1, maximum=22, meaning="the zstd level")
+    _check_whole_number("inline_max", inline_max, minimum=0, maximum=None, meaning="a size in bytes")
+    for name, value in switches.items():
+        if not isinstance(value, bool):
+            raise TypeError(f"`{name}` must be True or False, got {value!r:.60} ({type(value).__name__}).")
+
+
+def _check_whole_number(name: str, value: object, *, minimum: int, maximum: int | None, meaning: str) -> None:
+    accepted = f"from {minimum} to {maximum}" if maximum is not None else f"{minimum} or more"
+    # A bool is an int to Python, but `compression_level=True` is a mistake, not the level 1.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(
+            f"`{name}` must be a whole number {accepted} ({meaning}), got {value!r:.60} ({type(value).__name__})."
+        )
+    if value < minimum or (maximum is not None and value > maximum):
+        raise ValueError(f"`{name}` must be {accepted} ({meaning}), got {value}.")

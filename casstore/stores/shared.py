@@ -82,6 +82,9 @@ class SharedToolResultStore(RepositoryToolResultStore):
             (for stores shared by parties who must not learn about each other: docs/dedup-scope.md). Chosen when the
             store is made (`"store"` unless said otherwise) and recorded in its index; None (the default) opens
             whichever the index records.
+        :raises TypeError: If `index_url` is neither a `Secret` nor a string, `compression_level` or `inline_max` is not
+            an `int` (a `bool` or `float` is refused), or `learn` or `search_index` is not a `bool`; raised before
+            connecting to anything.
         :raises ValueError: If `blob_options` hold credentials, a setting is out of range or not a string, or
             `dedup_scope` is unknown or not the scope the index records (the message names both).
         :raises SearchUnavailableError: With `search_index=True`, if the server has no `pg_trgm` or the user may not
@@ -93,7 +96,13 @@ class SharedToolResultStore(RepositoryToolResultStore):
             both), or `blob_url` holds another store's blobs. A store being made records `blob_url` in its index and
             writes a marker object there (docs/shared-store.md).
         """
-        check_settings(namespace=namespace, compression_level=compression_level, inline_max=inline_max)
+        check_settings(
+            namespace=namespace,
+            compression_level=compression_level,
+            inline_max=inline_max,
+            learn=learn,
+            search_index=search_index,
+        )
         self.dedup_scope = check_dedup_scope(dedup_scope)
         if isinstance(index_url, str):
             index_url = Secret.from_token(index_url)

@@ -97,7 +97,7 @@ def test_a_hit_shows_its_reference_tool_time_size_and_numbered_lines(indexed: Co
     block = answer.split("\n\n")[1]
     first = block.splitlines()[0]
     assert first.startswith(f"1. '{reference}' (tool read_file; written 20")
-    assert f"{len(SOURCE.encode())} bytes, {SOURCE.count(chr(10)) + 1} lines" in first
+    assert f"{len(SOURCE.encode())} bytes, {len(SOURCE.splitlines())} lines" in first  # a final newline starts no line
     # The matching line with its number, and a line of context on each side.
     assert block.splitlines()[1:] == [
         "   3- class ToolResultStore:",

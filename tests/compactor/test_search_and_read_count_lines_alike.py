@@ -1,0 +1,95 @@
+"""
+The search tool and the read tool count lines alike (a final newline starts no line): the count the search answer
+states is the number of lines the read tool pages through, and every line number the search answer shows is an
+offset the read tool takes, never a phantom empty line after the last.
+"""
+
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from haystack.tools.tool import Tool
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from casstore import ContentAddressedToolResultStore
+from casstore.compactor import make_read_tool, make_search_tool
+
+NEEDLE = "Needle42"
+STATED = re.compile(r" bytes, ([\d,]+) lines?; holds ")
+SHOWN = re.compile(r"^   (\d+)[:-]", flags=re.MULTILINE)
+HEADER = re.compile(r"^\[Lines (\d+)-(\d+) of (\d+)\.\]")
+NEXT = re.compile(r"offset=(\d+) for the next lines")
+
+# Line breaks of every kind: only `\n` ends a line for either tool, and both must agree on that too. (No NUL: text
+# holding one is not indexed for search.)
+pieces = st.lists(
+    st.one_of(
+        st.sampled_from(["\n", "\n\n", "\r\n", "\r", "\u2028", " ", NEEDLE]),
+        st.text(st.characters(exclude_characters="\x00"), max_size=12),
+    ),
+    max_size=30,
+)
+
+
+@pytest.fixture
+def indexed(store_root: Path) -> Iterator[ContentAddressedToolResultStore]:
+    with ContentAddressedToolResultStore(store_root, namespace="alice", search_index=True) as opened:
+        yield opened
+
+
+def _search(store: ContentAddressedToolResultStore, text: str) -> tuple[str, str]:
+    """:returns: The reference of `text`, written as a tool's result, and the search answer listing it."""
+    tool_name = f"tool{uuid.uuid4().hex[:12]}"  # this example's result alone among the store's
+    reference = store.write(key=f"1_{tool_name}_call_1.txt", content=text)
+    answer = make_search_tool(store).invoke(query=NEEDLE, tool_name=tool_name)
+    assert f"'{reference}'" in answer, answer
+    return reference, answer
+
+
+def _lines_paged_through(read: Tool, reference: str) -> tuple[int, int]:
+    """:returns: How many lines the read tool gives, window after window of 3, and the total its headers state."""
+    offset, seen, totals = 1, 0, set()
+    while True:
+        answer = read.invoke(reference=reference, offset=offset, limit=3)
+        header = HEADER.match(answer)
+        assert header, answer
+        first, last, total = map(int, header.groups())
+        assert first == offset
+        seen += last - first + 1
+        totals.add(total)
+        following = NEXT.search(answer.rsplit("\n", 1)[-1])
+        if following is None:
+            assert answer.endswith("[End of the result.]")
+            (stated_total,) = totals
+            return seen, stated_total
+        offset = int(following.group(1))
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(before=pieces, after=pieces, ends_in_newline=st.booleans())
+def test_the_search_answer_counts_and_numbers_lines_as_the_read_tool_reads_them(
+    indexed: ContentAddressedToolResultStore, before: list[str], after: list[str], ends_in_newline: bool
+) -> None:
+    text = "".join(before) + NEEDLE + "".join(after) + ("\n" if ends_in_newline else "")
+    reference, answer = _search(indexed, text)
+    read = make_read_tool(indexed)
+    stated = STATED.search(answer)
+    assert stated, answer
+    paged, read_total = _lines_paged_through(read, reference)
+    assert int(stated.group(1).replace(",", "")) == paged == read_total
+    shown = [int(number) for number in SHOWN.findall(answer)]
+    assert shown, answer
+    for number in shown:
+        window = read.invoke(reference=reference, offset=number, limit=1)
+        assert window.startswith(f"[Lines {number}-{number} of {paged}."), window
+
+
+def test_a_final_newline_adds_no_line_to_the_search_answer(indexed: ContentAddressedToolResultStore) -> None:
+    text = "".join(f"line {number}\n" for number in range(1, 6)) + f"{NEEDLE} at the end\n"
+    reference, answer = _search(indexed, text)
+    assert f"{len(text.encode()):,} bytes, 6 lines" in answer
+    assert SHOWN.findall(answer) == ["5", "6"]
+    assert make_read_tool(indexed).invoke(reference=reference, offset=6).startswith("[Lines 6-6 of 6.]")
