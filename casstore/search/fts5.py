@@ -42,7 +42,7 @@ _FTS5_ENTRIES_SQL = """
 """
 
 # A term found in many documents (of any namespace: this only chooses the plan, never the answer): the namespace's
-# matches are counted, and its shortest are taken by walking its entries in size order (migration 0012's index),
+# matches are counted, and its shortest are taken by walking its entries in size order (`search_entries_in_order`),
 # keeping those among the matches, instead of sorting every match. Both plans give the same rows.
 _FTS5_MANY_MATCHES = 2_000
 
@@ -70,6 +70,14 @@ _FTS5_SHORTEST_SQL = """
 """
 
 
+def _tokenized(text: str) -> str:
+    """
+    :returns: `text` as FTS5 is given it: FTS5 reads a value only up to its first NUL, so each NUL is a space (a
+        term holds none); a removal passes the same, as FTS5 needs the very trigrams it was given.
+    """
+    return text.replace("\x00", " ") if "\x00" in text else text
+
+
 class Fts5Text:
     """The SQLite index's trigrams: an FTS5 table (`tokenize='trigram'`, no positions, no copy of the text)."""
 
@@ -80,17 +88,18 @@ class Fts5Text:
     contains_sql = "instr({}, ?) > 0"
 
     def enable(self, work: UnitOfWork) -> None:
-        """Nothing to make: migration 0009 made the FTS5 table."""
+        """Nothing to make: the baseline migration made the FTS5 table."""
 
     def add_text(self, work: UnitOfWork, *, document: int, text: str) -> None:
         """Add a document's trigrams."""
-        work.connection.execute("INSERT INTO search_text (rowid, body) VALUES (?, ?)", (document, text))
+        work.connection.execute("INSERT INTO search_text (rowid, body) VALUES (?, ?)", (document, _tokenized(text)))
 
     def remove_text(self, work: UnitOfWork, *, document: int, text: str | None) -> None:
         """Remove a document's trigrams (FTS5 needs the text they came from; without it they stay, matched by none)."""
         if text is not None:
             work.connection.execute(
-                "INSERT INTO search_text (search_text, rowid, body) VALUES ('delete', ?, ?)", (document, text)
+                "INSERT INTO search_text (search_text, rowid, body) VALUES ('delete', ?, ?)",
+                (document, _tokenized(text)),
             )
 
     def clear_text(self, work: UnitOfWork) -> None:

@@ -1,7 +1,7 @@
 """
 The PostgreSQL index's trigrams: `casstore.search.engine.SearchText` for the shared store, on the `pg_trgm` extension.
 
-The tables are migration 0012's (the same as the SQLite index's); `search_text` keeps each document's text
+The tables are the baseline migration's (the same as the SQLite index's); `search_text` keeps each document's text
 case-folded as Python folds it (`str.lower`, as the local store's search compares), and a GIN trigram index on it.
 Unlike FTS5 without positions, a `LIKE '%term%'` over that index is exact: PostgreSQL rechecks each candidate against
 the text it holds, so a search reads from the object store only the hits it shows, and counts occurrences in SQL.

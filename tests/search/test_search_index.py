@@ -180,6 +180,24 @@ def test_a_namespace_never_finds_what_only_another_wrote(store_root: Path) -> No
         assert _found(alice, "both wrote") == [] and _found(bob, "both wrote") == [shared]
 
 
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(before=st.text(alphabet="ab\x00 \n", max_size=12), between=st.text(alphabet="\x00 ", min_size=1, max_size=3))
+def test_a_text_holding_nul_characters_is_found_by_every_term_after_them(
+    tmp_path_factory: pytest.TempPathFactory, before: str, between: str
+) -> None:
+    # FTS5 reads a value only up to its first NUL: what follows one must still be indexed (and removed again).
+    root = tmp_path_factory.mktemp("store")
+    with ContentAddressedToolResultStore(root, namespace="alice", search_index=True) as store:
+        reference = store.write(key="1_t_c.txt", content=f"{before}\x00firstterm{between}secondterm")
+        assert _found(store, "firstterm") == [reference] and _found(store, "secondterm") == [reference]
+        collect_garbage(store, namespace="alice", grace=timedelta(0))
+        assert _found(store, "secondterm") == []
+        with closing(sqlite3.connect(root / "index.db")) as connection:
+            connection.execute("CREATE VIRTUAL TABLE temp.terms USING fts5vocab(main, search_text, row)")
+            assert connection.execute("SELECT count(*) FROM temp.terms").fetchone() == (0,)
+        assert verify(store).clean
+
+
 # gc and verify.
 
 
