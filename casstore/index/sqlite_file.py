@@ -15,8 +15,8 @@ from pathlib import Path
 
 from sqlite_utils import Database as SqliteUtilsDatabase
 
-from casstore.errors import IndexDamagedError, SchemaError
-from casstore.index import read_only
+from casstore.errors import CasStoreError, IndexDamagedError, SchemaError, StorageError
+from casstore.index import read_only, rollback_journal
 from casstore.index.schema import MIGRATION_NAMES, MIGRATION_SET, MIGRATIONS, unknown_migrations_message
 
 # The most bytes the write-ahead log keeps on disk once it starts over: a bit more than the 1,000 pages after which
@@ -91,9 +91,12 @@ def refuse_foreign_before_writing(path: Path) -> None:
     except sqlite3.Error as error:
         if not journal:
             return
-        # A read-only connection cannot read past a hot journal (one that must be rolled back first). casstore never
-        # leaves one (its index keeps a write-ahead log), so the file is another program's, and rolling back its
-        # transaction would change it.
+        # A read-only connection cannot read past a hot journal (one that must be rolled back first). casstore leaves
+        # one only if killed while SQLite makes a new index (it writes the first page before the switch to the log),
+        # and rolling that back loses nothing: the writing connection does, and the index is made. Any other journal
+        # is another program's, and rolling back its transaction would change it.
+        if rollback_journal.undoes_to_empty(Path(f"{path}-journal"), path):
+            return
         raise SchemaError(
             f"{path} has a rollback journal beside it ({path.name}-journal) that SQLite would replay into it on "
             f"opening it to write ({error}); casstore never leaves one, so this is not a casstore index. Nothing was "
@@ -204,12 +207,20 @@ def _one_snapshot(connection: sqlite3.Connection) -> Iterator[None]:
 # SQLite's primary result codes for a file that is damaged or not a database at all, and for one held by others.
 _DAMAGED = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
 _HELD = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
+# And for a disk that is full or failing: the file may be fine.
+_STORAGE = {sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR}
 
 
-def unusable(path: Path, error: sqlite3.Error) -> SchemaError:
+def unusable(path: Path, error: sqlite3.Error) -> CasStoreError:
+    """:returns: The error that says why the index at `path` could not be opened, and what to do."""
     code = getattr(error, "sqlite_errorcode", 0) & 0xFF
     if code in _HELD:
         return SchemaError(f"{path} is locked by another process ({error}); try again when it is done.")
+    if code in _STORAGE:
+        return StorageError(
+            f"Could not open or make the index {path}: {error}. Nothing was recorded; free space on its disk (or fix "
+            f"the disk), then try again."
+        )
     message = (
         f"{path} is not a usable casstore index ({error}). If it is damaged, move it aside: see 'Recovery' in "
         f"casstore's docs/gc.md."

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import zipfile
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 
 import psycopg
@@ -371,6 +372,64 @@ def test_a_database_with_a_hot_rollback_journal_is_refused_unchanged(store_root:
         ContentAddressedToolResultStore(store_root)
     assert not isinstance(refused.value, IndexDamagedError)
     assert tree_fingerprint(store_root) == before  # the journal included
+
+
+# A process killed while SQLite makes a new index, between its first page and the switch to the log, leaves a hot
+# rollback journal of a database that held nothing: from nothing (no page yet), or from a first page with no schema.
+_KILLED_WHILE_MADE = {
+    "from no page": "",
+    "from an empty first page": "connection.execute('PRAGMA auto_vacuum = INCREMENTAL')\n"
+    "connection.execute('PRAGMA user_version = 1')\n",
+}
+
+
+@pytest.mark.parametrize("before", list(_KILLED_WHILE_MADE))
+def test_an_index_whose_maker_was_killed_before_its_log_is_made_at_the_next_open(store_root: Path, before: str) -> None:
+    store_root.mkdir()
+    script = (
+        "import os, sqlite3, sys\n"
+        "connection = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        + _KILLED_WHILE_MADE[before]
+        + "connection.execute('PRAGMA cache_size = 1')\n"
+        "connection.execute('BEGIN')\n"
+        "connection.execute('CREATE TABLE half_made (body BLOB)')\n"
+        "connection.executemany('INSERT INTO half_made VALUES (?)', [(os.urandom(2000),) for _ in range(200)])\n"
+        "os._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", script, str(store_root / "index.db")], check=True, timeout=60)
+    assert (store_root / "index.db-journal").stat().st_size > 0 and (store_root / "index.db").stat().st_size > 0
+    with ContentAddressedToolResultStore(store_root) as store:
+        reference = store.write(key="a.txt", content="the first result")
+        assert store.read(reference) == "the first result"
+        assert verify(store).clean
+    assert not (store_root / "index.db-journal").exists()
+    with closing(sqlite3.connect(store_root / "index.db")) as connection:
+        tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert "half_made" not in tables and "write_rows" in tables
+
+
+def test_a_full_disk_at_the_first_write_is_a_storage_error_and_the_next_write_works(store_root: Path) -> None:
+    # A file size limit stands in for a full disk: the first page of the new index cannot be written.
+    script = (
+        "import resource, signal, sys\n"
+        "from casstore import ContentAddressedToolResultStore, StorageError\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (1024, resource.RLIM_INFINITY))\n"
+        "try:\n"
+        "    ContentAddressedToolResultStore(sys.argv[1]).write(key='a.txt', content='x')\n"
+        "except StorageError as error:\n"
+        "    print('StorageError', error)\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", script, str(store_root)], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert completed.stdout.startswith("StorageError"), completed.stdout + completed.stderr
+    assert "free space" in completed.stdout
+    with ContentAddressedToolResultStore(store_root) as store:
+        assert (
+            store.read(store.write(key="a.txt", content="written once there is room")) == "written once there is room"
+        )
+        assert verify(store).clean
 
 
 def test_a_file_that_is_not_sqlite_is_refused(store_root: Path) -> None:
