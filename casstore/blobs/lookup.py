@@ -8,7 +8,7 @@ import sqlite3
 from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from casstore.blobs.backend import STORED_IN_INDEX
 from casstore.blobs.frames import DELTA, DICTIONARY
@@ -185,7 +185,7 @@ def _unreadable(digest: str, error: _UnreadableRowError) -> BlobLocation:
 _STORED_IN = (STORED_IN_INDEX, "file", "object")
 
 
-def _location(digest: str, row: Sequence[object]) -> BlobLocation:
+def _location(digest: str, row: Sequence[Any]) -> BlobLocation:
     """
     A blob's location from its row, each value checked for its type: a row damaged by hand (`UPDATE blob_frames SET
     frame = 'text'`, a CHECK bypassed) stores whatever it was given, and such a value must read as damage of the blob
@@ -197,14 +197,7 @@ def _location(digest: str, row: Sequence[object]) -> BlobLocation:
         return BlobLocation(
             digest, 0, None, damage=f"Blob {digest} cannot be decoded: {damage} (the index is damaged)."
         )
-    return BlobLocation(
-        digest,
-        cast(int, size),
-        _kept_frame(cast(str, stored_in), cast(bytes | None, frame)),
-        cast(str | None, encoding),
-        cast(str | None, needs),
-        namespace=cast(str | None, namespace),
-    )
+    return BlobLocation(digest, size, _kept_frame(stored_in, frame), encoding, needs, namespace=namespace)
 
 
 def _damage(row: Sequence[object]) -> str | None:
