@@ -108,41 +108,33 @@ def _limit_file_size(limit: int) -> Callable[[], None]:
     return limited
 
 
-def test_writes_failing_during_the_run_are_reported_with_their_error_and_exit_1(tmp_path: Path) -> None:
-    root = tmp_path / "store"
+def _demo_short_of_space(tmp_path: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    """Run the demo with room for an empty store and a little more, not for the run: its writes fail partway."""
     create_store(tmp_path / "empty")
-    # Room for an empty store and a little more, not for the run: its writes start to fail partway.
     limit = 2 * tree_size(tmp_path / "empty")
-    completed = subprocess.run(
-        [sys.executable, "-m", "casstore", "demo", "--steps", "40", "--root", str(root), "--json"],
+    return subprocess.run(
+        [sys.executable, "-m", "casstore", "demo", "--steps", "40", "--root", str(tmp_path / "store"), *options],
         capture_output=True,
         text=True,
         check=False,
         cwd=tmp_path,
         preexec_fn=_limit_file_size(limit),
     )
+
+
+def test_writes_failing_during_the_run_are_reported_with_their_error_and_exit_1(tmp_path: Path) -> None:
+    completed = _demo_short_of_space(tmp_path, "--json")
     assert completed.returncode == 1, completed.stderr
     error = completed.stderr.splitlines()[-1]
     assert error.startswith("casstore: error: the store failed ") and "first error: StorageError" in error
     summary = json.loads(completed.stdout)
     assert summary["failed_writes"] > 0 and summary["first_failure"].startswith("StorageError")
     assert summary["first_failure"].rstrip(".") in error
-    assert summary["first_failure"].rstrip(".") in error
     assert summary["report"] is None and not (tmp_path / "casstore-report.html").exists()
 
 
 def test_the_summary_of_a_run_whose_writes_failed_blames_them_and_offers_no_commands(tmp_path: Path) -> None:
-    root = tmp_path / "store"
-    create_store(tmp_path / "empty")
-    limit = 2 * tree_size(tmp_path / "empty")
-    completed = subprocess.run(
-        [sys.executable, "-m", "casstore", "demo", "--steps", "40", "--root", str(root)],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=tmp_path,
-        preexec_fn=_limit_file_size(limit),
-    )
+    completed = _demo_short_of_space(tmp_path)
     assert completed.returncode == 1, completed.stderr
     assert "Offloading failed: the store at" in completed.stdout
     assert "The first error: StorageError" in completed.stdout
