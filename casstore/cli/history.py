@@ -24,6 +24,7 @@ from casstore.cli.output import _print_json, _table
 from casstore.history import stats as history
 from casstore.history.datasette import metadata
 from casstore.history.figures import format_bytes, format_ratio
+from casstore.history.output_file import is_standard_stream
 from casstore.history.report import DEFAULT_REPORT_NAME, write_report
 
 
@@ -218,7 +219,8 @@ def report(location: StoreLocation, namespace: str | None, since: timedelta | No
         written = write_report(store, path=output, namespace=namespace, since=period)
     if written.figures.empty:
         click.echo("nothing matches: the page says so", err=True)
-    click.echo(f"wrote {output} ({format_bytes(written.size)}): open it in a browser")
+    # Written to this command's own output (`-o /dev/stdout`), the page is not to be followed by this line.
+    click.echo(f"wrote {output} ({format_bytes(written.size)}): open it in a browser", err=is_standard_stream(output))
 
 
 @click.command("datasette-metadata")

@@ -9,10 +9,7 @@ the sections of `report_compactions` and `report_storage`, from the markup of `r
 and runs nothing, and escapes every text that came from a tool, a key, a namespace or a content preview.
 """
 
-import contextlib
-import os
 import re
-import stat
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -20,6 +17,7 @@ from pathlib import Path
 from casstore.errors import CasStoreError
 from casstore.history import charts
 from casstore.history.charts import format_bytes
+from casstore.history.output_file import write_file
 from casstore.history.report_page import render_page
 from casstore.repository import HasRepository, ReportFigures, Repository, repository_of
 
@@ -83,9 +81,8 @@ def write_report(
     since: timedelta | None = None,
 ) -> ReportFile:
     """
-    Write the report to `path`. A regular file (or none) is written whole or not at all: a temporary file beside it,
-    then a rename; through a symbolic link, the file it points to is the one replaced. Anything else there (a pipe,
-    a terminal, `/dev/stdout`) is written into, never replaced.
+    Write the report to `path` (`output_file.write_file`): a regular file whole or not at all, through the links that
+    lead to it and with its permissions; a pipe, a terminal or `/dev/stdout` is written into, never replaced.
 
     :param source: The store, or its repository.
     :param path: The HTML file to write; an existing file is replaced.
@@ -97,33 +94,12 @@ def write_report(
     page, figures = build_report(source, namespace=namespace, since=since)
     data = page.encode("utf-8")
     try:
-        _write_whole(path, data)
+        write_file(path, data)
     except OSError as error:
         raise CasStoreError(
             f"Could not write the report to {path}: {error.strerror or error}. Choose another -o FILE."
         ) from error
     return ReportFile(path=path, size=len(data), figures=figures)
-
-
-def _write_whole(path: Path, data: bytes) -> None:
-    # A rename would put a regular file where a device, a pipe or a link was (as root, over /dev/null itself).
-    try:
-        mode: int | None = os.stat(path).st_mode  # follows links: what a write would reach
-    except FileNotFoundError:
-        mode = None
-    if mode is not None and not stat.S_ISREG(mode):
-        with open(path, "wb") as stream:  # a folder fails here, with the error the caller reports
-            stream.write(data)
-        return
-    target = Path(os.path.realpath(path)) if mode is not None else path
-    temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    try:
-        temporary.write_bytes(data)
-        os.replace(temporary, target)
-    except OSError:
-        with contextlib.suppress(OSError):  # there may be no temporary file, nor a folder for one
-            temporary.unlink()
-        raise
 
 
 def _previews(repository: Repository, figures: ReportFigures) -> dict[str, str]:

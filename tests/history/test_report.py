@@ -321,6 +321,70 @@ def test_a_report_into_a_pipe_is_written_into_it_and_the_pipe_stays(demo_root: P
     assert sorted(path.name for path in tmp_path.iterdir()) == ["pipe"]
 
 
+def test_a_report_through_a_dangling_link_makes_the_file_it_names(demo_root: Path, tmp_path: Path) -> None:
+    link = tmp_path / "report.html"
+    link.symlink_to(tmp_path / "made-by-the-report.html")
+    with ContentAddressedToolResultStore(demo_root) as store:
+        write_report(store, path=link)
+    assert link.is_symlink() and (tmp_path / "made-by-the-report.html").read_text().startswith("<!DOCTYPE html>")
+
+
+def test_a_report_keeps_the_files_permissions_and_its_other_names(demo_root: Path, tmp_path: Path) -> None:
+    private, linked = tmp_path / "private.html", tmp_path / "linked.html"
+    private.write_text("old")
+    private.chmod(0o600)
+    linked.write_text("old")
+    os.link(linked, tmp_path / "other-name.html")
+    with ContentAddressedToolResultStore(demo_root) as store:
+        write_report(store, path=private)
+        write_report(store, path=linked)
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600  # previews of tool results stay private
+    assert (tmp_path / "other-name.html").read_bytes() == linked.read_bytes() != b"old"
+
+
+def test_a_link_planted_where_the_report_writes_first_is_never_followed(demo_root: Path, tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("not the report's to change")
+    for name in (f".report.html.tmp-{os.getpid()}", ".report.html.tmp"):  # names a temporary file could be given
+        (tmp_path / name).symlink_to(victim)
+    with ContentAddressedToolResultStore(demo_root) as store:
+        write_report(store, path=tmp_path / "report.html")
+    assert victim.read_text() == "not the report's to change"
+    assert (tmp_path / "report.html").read_text().startswith("<!DOCTYPE html>")
+
+
+def test_a_report_into_a_pipe_no_one_reads_is_an_error_at_once(demo_root: Path, tmp_path: Path) -> None:
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    completed = subprocess.run(
+        [sys.executable, "-m", "casstore", "report", "--root", str(demo_root), "-o", str(pipe)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert completed.returncode == 1 and "no process reads from it" in completed.stderr, completed.stderr
+    assert stat.S_ISFIFO(pipe.lstat().st_mode)
+
+
+def test_a_report_to_the_commands_own_output_is_added_to_what_it_goes_to(demo_root: Path, tmp_path: Path) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("an earlier line\n")
+    with open(log, "a") as appended:
+        completed = subprocess.run(
+            [sys.executable, "-m", "casstore", "report", "--root", str(demo_root), "-o", "/dev/stdout"],
+            stdout=appended,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert completed.returncode == 0, completed.stderr
+    written = log.read_text(encoding="utf-8")
+    assert written.startswith("an earlier line\n<!DOCTYPE html>") and written.rstrip().endswith("</html>")
+    assert "wrote /dev/stdout" in completed.stderr
+
+
 @pytest.mark.parametrize(
     ("setup", "arguments", "message"),
     [
