@@ -81,7 +81,7 @@ def _footer(outcome: SearchOutcome, *, read_tool_name: str, left_out: int) -> st
 
 def _block(position: int, hit: SearchHit) -> str:
     text = hit.text
-    lowered = text.lower()
+    lowered = _lowered_in_place(text)
     # Counted as the read tool counts them (a final newline starts no line): every number shown is an offset it takes.
     line_count = count_lines(text)
     about = [
@@ -113,6 +113,17 @@ def _block(position: int, hit: SearchHit) -> str:
     if more:
         out.append(f"   (and {more} more match(es) after line {starts[-1][0] + 1})")
     return "\n".join(out)
+
+
+def _lowered_in_place(text: str) -> str:
+    """
+    :returns: `text` lower-cased with every character where it was, so that a position in one is the same in the
+        other: a character whose lower case is longer (`İ`, two characters) becomes the first of them.
+    """
+    lowered = text.lower()
+    if len(lowered) == len(text):
+        return lowered
+    return "".join(character.lower()[0] for character in text)
 
 
 def _first_matching_lines(text: str, lowered: str, folded: list[str]) -> tuple[list[tuple[int, int]], int]:

@@ -20,6 +20,7 @@ from casstore.compactor import make_read_tool, make_search_tool
 NEEDLE = "Needle42"
 STATED = re.compile(r" bytes, ([\d,]+) lines?; holds ")
 SHOWN = re.compile(r"^   (\d+)[:-]", flags=re.MULTILINE)
+MATCHING = re.compile(r"^   (\d+):", flags=re.MULTILINE)
 HEADER = re.compile(r"^\[Lines (\d+)-(\d+) of (\d+)\.\]")
 NEXT = re.compile(r"offset=(\d+) for the next lines")
 
@@ -27,7 +28,8 @@ NEXT = re.compile(r"offset=(\d+) for the next lines")
 # holding one is not indexed for search.)
 pieces = st.lists(
     st.one_of(
-        st.sampled_from(["\n", "\n\n", "\r\n", "\r", "\u2028", " ", NEEDLE]),
+        # `İ` lower-cases to two characters: a line found in the lower-cased text must still be numbered right.
+        st.sampled_from(["\n", "\n\n", "\r\n", "\r", "\u2028", " ", "İİİ", NEEDLE]),
         st.text(st.characters(exclude_characters="\x00"), max_size=12),
     ),
     max_size=30,
@@ -85,6 +87,15 @@ def test_the_search_answer_counts_and_numbers_lines_as_the_read_tool_reads_them(
     for number in shown:
         window = read.invoke(reference=reference, offset=number, limit=1)
         assert window.startswith(f"[Lines {number}-{number} of {paged}."), window
+    # A line shown as matching (`N:`) is one the read tool gives with the term in it.
+    for number in map(int, MATCHING.findall(answer)):
+        assert NEEDLE.lower() in read.invoke(reference=reference, offset=number, limit=1).lower(), answer
+
+
+def test_a_text_whose_lower_case_is_longer_is_numbered_as_read(indexed: ContentAddressedToolResultStore) -> None:
+    text = "İ" * 50 + "\nsecond line\nthe third holds " + NEEDLE + "\nfourth"
+    _, answer = _search(indexed, text)
+    assert MATCHING.findall(answer) == ["3"] and f"3: the third holds {NEEDLE}" in answer, answer
 
 
 def test_a_final_newline_adds_no_line_to_the_search_answer(indexed: ContentAddressedToolResultStore) -> None:
