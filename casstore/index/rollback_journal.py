@@ -3,9 +3,10 @@ What a rollback journal left beside `index.db` would undo, read from its bytes w
 journal format: https://www.sqlite.org/fileformat.html#the_rollback_journal).
 
 casstore keeps its index in WAL mode, but SQLite makes a new file in rollback mode for a moment: it writes the first
-page, then switches the file to the write-ahead log. A process killed in between leaves a hot journal beside a
-database that held nothing before the transaction the journal undoes. Rolling that one back loses nothing, so the index
-may open and finish being made; rolling back any other journal would change what another program committed.
+page, then switches the file to the write-ahead log. A process killed in between leaves a hot journal beside a file of
+one page with no schema in it, and the journal undoes to that or to nothing. Rolling that back loses nothing, so the
+index may open and finish being made. Any other journal is refused: rolling it back would change what another program
+committed, and a stale journal beside a database restored from a backup would empty it.
 """
 
 from pathlib import Path
@@ -17,36 +18,49 @@ _HEADER = 28  # magic, record count, checksum nonce, database pages before, sect
 _SCHEMA_PAGE_TYPE = 100
 _SCHEMA_CELLS = 103
 _LEAF_TABLE = 0x0D
+_MAX_PAGE = 65536
+# A journal of a one-page database holds at most a record or two of page 1 (a record per transaction that journaled it).
+_MAX_RECORDS = 4
 
 
 def undoes_to_empty(journal: Path, database: Path) -> bool:
     """
     :param journal: The rollback journal (`index.db-journal`).
     :param database: The database it belongs to.
-    :returns: Whether rolling the journal back leaves a database with nothing in it: it was empty, or one page with no
-        schema object, before the transaction the journal undoes. False for anything unreadable or unexpected.
+    :returns: Whether the database holds nothing, before the transaction the journal undoes and after it: the file is
+        empty or one page with no schema object, and so is what the journal restores (nothing, or that one page).
+        False for anything unreadable or unexpected.
     """
     try:
+        with open(database, "rb") as stream:
+            now = stream.read(_MAX_PAGE + 1)
         with open(journal, "rb") as stream:
             header = stream.read(_HEADER)
             if len(header) < _HEADER or header[:8] != _MAGIC:
                 return False
+            listed = int.from_bytes(header[8:12], "big")  # 0xFFFFFFFF: as many as the file holds
             pages_before = int.from_bytes(header[16:20], "big")
             sector_size = int.from_bytes(header[20:24], "big")
             page_size = int.from_bytes(header[24:28], "big")
-            if pages_before == 0:
-                return True
-            if pages_before != 1 or not 512 <= page_size <= 65536 or not 32 <= sector_size <= 65536:
+            if not 512 <= page_size <= _MAX_PAGE or not 32 <= sector_size <= _MAX_PAGE or pages_before > 1:
                 return False
-            # Only page 1 existed, so the journal's first record, if any, is page 1 as it was.
+            if len(now) > page_size or (now and not _holds_no_schema(now)):
+                return False  # what the file holds now would be lost
             stream.seek(sector_size)
-            record = stream.read(4 + page_size)
-        if len(record) == 4 + page_size and int.from_bytes(record[:4], "big") == 1:
-            return _holds_no_schema(record[4:])
-        with open(database, "rb") as stream:  # page 1 was not journaled: the file still has it as it was
-            return _holds_no_schema(stream.read(page_size))
+            # With at most one page before, a journal records page 1 at most: each record is that page as it was.
+            records = stream.read(_MAX_RECORDS * (page_size + 8) + 1)
     except OSError:
         return False
+    whole = len(records) // (page_size + 8)
+    count = whole if listed == 0xFFFFFFFF else listed
+    if count > _MAX_RECORDS or count > whole:
+        return False
+    for start in range(0, count * (page_size + 8), page_size + 8):
+        if int.from_bytes(records[start : start + 4], "big") != 1 or not _holds_no_schema(
+            records[start + 4 : start + 4 + page_size]
+        ):
+            return False
+    return True
 
 
 def _holds_no_schema(page_one: bytes) -> bool:

@@ -94,13 +94,15 @@ def refuse_foreign_before_writing(path: Path) -> None:
         # A read-only connection cannot read past a hot journal (one that must be rolled back first). casstore leaves
         # one only if killed while SQLite makes a new index (it writes the first page before the switch to the log),
         # and rolling that back loses nothing: the writing connection does, and the index is made. Any other journal
-        # is another program's, and rolling back its transaction would change it.
+        # is another program's, or stale, and rolling it back would change or empty the file.
         if rollback_journal.undoes_to_empty(Path(f"{path}-journal"), path):
             return
         raise SchemaError(
             f"{path} has a rollback journal beside it ({path.name}-journal) that SQLite would replay into it on "
-            f"opening it to write ({error}); casstore never leaves one, so this is not a casstore index. Nothing was "
-            f"changed: point the store at an empty or casstore folder."
+            f"opening it to write ({error}), changing what it holds; casstore's index keeps a write-ahead log, so the "
+            f"journal is another program's, or left from an older file (an index restored from a backup, say). Nothing "
+            f"was changed: if {path.name} is a casstore index, move the journal aside; else point the store at an "
+            f"empty or casstore folder."
         ) from error
 
 
