@@ -78,6 +78,34 @@ def _tokenized(text: str) -> str:
     return text.replace("\x00", " ") if "\x00" in text else text
 
 
+def _as_indexed(connection: Any, document: int, text: str) -> str:
+    """
+    :returns: `text` as it was given to FTS5 when its document was indexed, which a removal must give again: with each
+        NUL a space, or (indexed by an earlier build of casstore, which gave it whole) up to its first NUL, as FTS5
+        then read it. The document's count of trigrams (`search_text_docsize`) tells which.
+    """
+    tokenized = _tokenized(text)
+    if tokenized is text:
+        return text
+    head = text[: text.index("\x00")]
+    row = connection.execute("SELECT sz FROM search_text_docsize WHERE id = ?", (document,)).fetchone()
+    if row is not None and _varint(row[0]) == max(0, len(head) - 2) != max(0, len(tokenized) - 2):
+        return head
+    return tokenized
+
+
+def _varint(data: bytes) -> int:
+    # SQLite's variable-length integer: 7 bits a byte, high bit set on all but the last (the ninth takes 8).
+    value = 0
+    for index, byte in enumerate(data[:9]):
+        if index == 8:
+            return (value << 8) | byte
+        value = (value << 7) | (byte & 0x7F)
+        if byte < 0x80:
+            break
+    return value
+
+
 class Fts5Text:
     """The SQLite index's trigrams: an FTS5 table (`tokenize='trigram'`, no positions, no copy of the text)."""
 
@@ -99,7 +127,7 @@ class Fts5Text:
         if text is not None:
             work.connection.execute(
                 "INSERT INTO search_text (search_text, rowid, body) VALUES ('delete', ?, ?)",
-                (document, _tokenized(text)),
+                (document, _as_indexed(work.connection, document, text)),
             )
 
     def clear_text(self, work: UnitOfWork) -> None:
@@ -191,6 +219,8 @@ def _in_order(row: tuple[Any, ...]) -> tuple[int, int]:
 
 
 def _trigrams(term: str) -> list[str]:
+    # As the text was indexed (a NUL a space): FTS5 reads a query, too, only up to its first NUL.
+    term = _tokenized(term)
     distinct = list(dict.fromkeys(term[index : index + 3] for index in range(len(term) - 2)))
     if len(distinct) <= _MAX_TRIGRAMS:
         return distinct

@@ -188,13 +188,41 @@ def test_a_text_holding_nul_characters_is_found_by_every_term_after_them(
     # FTS5 reads a value only up to its first NUL: what follows one must still be indexed (and removed again).
     root = tmp_path_factory.mktemp("store")
     with ContentAddressedToolResultStore(root, namespace="alice", search_index=True) as store:
-        reference = store.write(key="1_t_c.txt", content=f"{before}\x00firstterm{between}secondterm")
+        content = f"{before}\x00firstterm{between}secondterm"
+        reference = store.write(key="1_t_c.txt", content=content)
         assert _found(store, "firstterm") == [reference] and _found(store, "secondterm") == [reference]
+        # A term holding NULs is looked up too (FTS5 would read its query only up to the first).
+        for term in (f"firstterm{between}second", "\x00\x00\x00"):
+            expected = [reference] if term in content else []
+            assert [hit.reference for hit in store.search(terms=[term]).hits] == expected
+        assert verify(store).clean  # its check of each document's trigrams reads past a NUL too
         collect_garbage(store, namespace="alice", grace=timedelta(0))
         assert _found(store, "secondterm") == []
         with closing(sqlite3.connect(root / "index.db")) as connection:
             connection.execute("CREATE VIRTUAL TABLE temp.terms USING fts5vocab(main, search_text, row)")
             assert connection.execute("SELECT count(*) FROM temp.terms").fetchone() == (0,)
+        assert verify(store).clean
+
+
+def test_a_text_indexed_whole_by_an_earlier_build_is_removed_by_gc(store_root: Path) -> None:
+    # An earlier build gave FTS5 a text with a NUL whole, and FTS5 indexed it up to the NUL: gc's removal must give
+    # FTS5 the same trigrams back, or FTS5 calls its index malformed and every later gc fails.
+    with ContentAddressedToolResultStore(store_root, namespace="alice", search_index=True) as store:
+        text = "indexed before\x00the NUL was a space, and a long tail after it"
+        store.write(key="1_t_c.txt", content=text)
+        assert store.search(terms=["before"]).hits
+        with closing(sqlite3.connect(store_root / "index.db")) as connection, connection:
+            (document,) = connection.execute("SELECT id FROM search_documents").fetchone()
+            tail = text.replace("\x00", " ")
+            connection.execute(
+                "INSERT INTO search_text (search_text, rowid, body) VALUES ('delete', ?, ?)", (document, tail)
+            )
+            connection.execute("INSERT INTO search_text (rowid, body) VALUES (?, ?)", (document, text))
+        collect_garbage(store, namespace="alice", grace=timedelta(0))
+        with closing(sqlite3.connect(store_root / "index.db")) as connection:
+            connection.execute("CREATE VIRTUAL TABLE temp.terms USING fts5vocab(main, search_text, row)")
+            assert connection.execute("SELECT count(*) FROM temp.terms").fetchone() == (0,)
+            connection.execute("INSERT INTO search_text (search_text) VALUES ('integrity-check')")  # raises if not
         assert verify(store).clean
 
 
