@@ -178,6 +178,8 @@ class BlobDirectory:
 
     def remove(self, digest: str | None, *, fanout: str | None = None, name: str | None = None) -> None:
         """Remove the blob file for `digest`, or a file by fan-out folder and name; a missing file is not an error."""
+        if digest is not None and not _is_digest(digest):
+            return  # a digest damaged by hand names no file of this folder
         fanout = fanout or (digest[:2] if digest else None)
         name = name or (_file_name(digest) if digest else None)
         if fanout is None or name is None:
@@ -220,6 +222,9 @@ class BlobDirectory:
                 os.close(fanout_fd)
 
     def _open_fanout(self, digest: str, *, create: bool) -> int:
+        if not _is_digest(digest):
+            # A digest damaged by hand in the index ('..', '/', NUL): never a path, nor a way out of the folder.
+            raise UnsafeBlobPathError(errno.EINVAL, "not a digest of 64 lowercase hex characters", repr(digest))
         fanout = digest[:2]
         root = self._fd if self._fd is not None else self._open(create=create)
         try:
@@ -265,6 +270,10 @@ def _digest_of(fanout: str, name: str) -> str | None:
     if stem == name or len(stem) != 62 or not _is_hex(stem):
         return None
     return fanout + stem
+
+
+def _is_digest(digest: object) -> bool:
+    return isinstance(digest, str) and len(digest) == 64 and _is_hex(digest)
 
 
 def _is_hex(text: str) -> bool:

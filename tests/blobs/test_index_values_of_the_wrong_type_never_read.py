@@ -11,6 +11,7 @@ import random
 import sqlite3
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,7 +24,7 @@ from hypothesis import strategies as st
 from casstore import ContentAddressedToolResultStore, CorruptBlobError
 from casstore.blobs import learning as learning_module
 from casstore.cli import EXIT_FAILURE, cli
-from casstore.maintenance.checks import verify
+from casstore.maintenance.checks import collect_garbage, verify
 from tests.helpers import blake3_hex
 
 if TYPE_CHECKING:
@@ -163,3 +164,21 @@ def test_frames_made_text_read_as_corrupt_blobs_on_either_engine(backend: "Backe
         reopened.read(reference)
     assert raised.value.digest == digest and not raised.value.missing
     assert digest in [corrupt for corrupt, _ in verify(reopened).corrupt]
+
+
+@pytest.mark.parametrize("digest", ["NUL", "outside", "short"])
+def test_a_file_blobs_digest_damaged_by_hand_is_never_a_path(tmp_path: Path, digest: str) -> None:
+    # A blob file's path is made from its digest: a digest changed by hand in the index must not reach outside the
+    # blob folder (`..` and an absolute path), nor crash a check (a NUL in a path).
+    sentinel = tmp_path / "sentinel.zst"
+    sentinel.write_bytes(b"not casstore's to read or delete")
+    damaged = {"NUL": "ab\x00cd", "outside": ".." + str(sentinel.with_suffix("")), "short": "ab"}[digest]
+    root = tmp_path / "store"
+    with ContentAddressedToolResultStore(root, namespace="alice", inline_max=0) as store:
+        store.write(key="result.txt", content=CONTENT)
+        with _index(root) as connection:
+            connection.execute("UPDATE blobs SET digest = ?", (damaged,))
+        report = verify(store)
+        assert not report.ok and damaged in [digest for digest, _ in report.corrupt], report
+        collect_garbage(store, namespace="alice", grace=timedelta(0))
+    assert sentinel.read_bytes() == b"not casstore's to read or delete"
