@@ -66,7 +66,7 @@ def demo(
     # A run that offloaded nothing created no local store (the summary says so): there is no history to report. Nor
     # is there when the store failed writes: what it holds is not the run, and writing the report may fail alike.
     report_written: Path | None = None
-    if not summary.failed_writes and (summary.shared or (Path(summary.root) / INDEX_FILE_NAME).exists()):
+    if not summary.failed_write_attempts and (summary.shared or (Path(summary.root) / INDEX_FILE_NAME).exists()):
         with _open(location) as store:
             report_written = write_report(store, path=report_path, namespace=summary.namespace).path
     if as_json:
@@ -77,9 +77,8 @@ def demo(
         print_summary(summary, store_flags=flags)
         if report_written is not None:
             click.echo(f"The run's report, charts and tables: {report_written} (open it in a browser)")
-    if summary.failed_writes:
+    if summary.failed_write_attempts:
         raise click.ClickException(
-            f"the store failed {summary.failed_writes} of the run's writes, so no report was written; the first "
-            f"error: {(summary.first_failure or '').rstrip('.')}. Fix that (free space, permissions), then run the "
-            f"demo again."
+            f"the store failed {summary.failed_write_attempts} attempts to write, so no report was written; the first "
+            f"error: {summary.first_failure or 'not known'}"
         )

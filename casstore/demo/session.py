@@ -79,9 +79,9 @@ class DemoSummary:
     filesystem_store_files: int
     seconds: float
     shared: bool = False
-    # Writes the store failed during the run (a full disk, say), and the first one's error: the compactors go on
-    # without them, so the figures count only what the store took.
-    failed_writes: int = 0
+    # Attempts to write that the store failed during the run (a full disk, say), and the first one's error: the
+    # compactors go on without them (and try a result again at the next step), so the figures count what it took.
+    failed_write_attempts: int = 0
     first_failure: str | None = None
 
     # What the run's figures count: the run's own writes (in its namespace, after the run began) and the distinct
@@ -226,7 +226,7 @@ def run_demo(
         filesystem_store_bytes=filesystem_bytes,
         filesystem_store_files=filesystem_files,
         seconds=round(time.perf_counter() - started, 2),
-        failed_writes=failed.count,
+        failed_write_attempts=failed.count,
         first_failure=failed.first,
         **figures,
     )
@@ -312,7 +312,7 @@ def print_summary(summary: DemoSummary, *, command: str | None = None, store_fla
         f"{summary.filesystem_store_files} files",
         "",
     ]
-    if summary.failed_writes:  # what the store holds is not the run: no commands to explore it
+    if summary.failed_write_attempts:  # what the store holds is not the run: no commands to explore it
         lines.append(failure_message(summary))
     elif not summary.shared and not index.exists():
         lines.append(
@@ -350,15 +350,15 @@ def print_summary(summary: DemoSummary, *, command: str | None = None, store_fla
 def _window_note(summary: DemoSummary) -> str:
     if summary.peak_context_tokens <= summary.context_window:
         return _WITHIN_WINDOW
-    return _OVER_WINDOW_FAILED if summary.failed_writes else _OVER_WINDOW
+    return _OVER_WINDOW_FAILED if summary.failed_write_attempts else _OVER_WINDOW
 
 
 def failure_message(summary: DemoSummary) -> str:
     """:returns: What a run whose writes failed says of it: how many failed, the first error, and what to do."""
     return (
-        f"Offloading failed: the store at {summary.root} failed {summary.failed_writes} writes, so their results "
-        f"stayed in the conversation and the figures above count only what it took. The first error: "
-        f"{(summary.first_failure or '').rstrip('.')}. Fix that (free space, permissions), then run the demo again."
+        f"Offloading failed: the store at {summary.root} failed {summary.failed_write_attempts} attempts to write (a "
+        f"result it did not take stays in the conversation and is tried again at the next step), and the figures above "
+        f"count only what it took. The first error: {summary.first_failure or 'not known'} Then run the demo again."
     )
 
 

@@ -95,9 +95,11 @@ class Writer:
                 if isinstance(error, self._database.failures)
                 else f"the store at {self._core.description} failed"
             )
+            # What usually fails: a local store's disk; a shared store's disk or one of its servers.
+            causes = "free space, permissions" if self._database.kind == "SQLite index" else "free space, the servers"
             raise StorageError(
                 f"Could not store {len(writes)} result part(s) ({size} bytes): {where}: {error}. Nothing of this write "
-                f"was recorded; fix what failed (free space, start the server), then write again."
+                f"was recorded; fix what failed ({causes}), then write again."
             ) from error
 
     def _store(self, namespace: str, writes: Sequence[PreparedWrite]) -> None:

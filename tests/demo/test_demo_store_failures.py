@@ -128,7 +128,7 @@ def test_writes_failing_during_the_run_are_reported_with_their_error_and_exit_1(
     error = completed.stderr.splitlines()[-1]
     assert error.startswith("casstore: error: the store failed ") and "first error: StorageError" in error
     summary = json.loads(completed.stdout)
-    assert summary["failed_writes"] > 0 and summary["first_failure"].startswith("StorageError")
+    assert summary["failed_write_attempts"] > 0 and summary["first_failure"].startswith("StorageError")
     assert summary["first_failure"].rstrip(".") in error
     assert summary["report"] is None and not (tmp_path / "casstore-report.html").exists()
 
