@@ -260,6 +260,12 @@ def _open(location: StoreLocation, namespace: str = "default") -> RepositoryTool
         root = location.root
         assert root is not None
         if not (root / INDEX_FILE_NAME).is_file():  # checked first: a store opened on nothing would read as empty
+            in_the_way = next((path for path in (root, *root.parents) if path.is_file()), None)
+            if in_the_way is not None:
+                where = "a file" if in_the_way == root else f"under the file {in_the_way}"
+                raise click.ClickException(
+                    f"{root} is {where}, not a store's folder: pass --root with a store's folder."
+                )
             raise click.ClickException(
                 f"no casstore store at {root} (no {INDEX_FILE_NAME}): pass --root with a store's folder, or set "
                 f"CASSTORE_ROOT (or {INDEX_URL_VARIABLE} and {BLOB_URL_VARIABLE} for a shared store); a store is "

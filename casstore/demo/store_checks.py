@@ -54,6 +54,11 @@ def unwritable_reason(root: Path) -> str | None:
         may not write it). An existing store this process may not write, in a writable folder, its repository finds
         read-only when opened.
     """
+    if root.is_symlink() and not root.exists():
+        return (
+            f"The demo cannot make its store in {root}: it is a link to {os.readlink(root)}, which does not exist; "
+            f"make that folder, or choose another with --root."
+        )
     existing = root.absolute()
     while not existing.exists() and existing != existing.parent:  # the folder that would hold it
         existing = existing.parent

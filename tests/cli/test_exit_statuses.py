@@ -45,6 +45,7 @@ def places(tmp_path: Path) -> dict[str, str]:
         "damaged": str(damaged),
         "orphaned": str(orphaned),
         "missing": str(tmp_path / "missing"),
+        "under_a_file": str(corpus / "tool.py" / "store"),
         "corpus": str(corpus),
         "empty_corpus": str(empty_corpus),
         "demo_root": str(tmp_path / "demo"),
@@ -67,6 +68,7 @@ STATUSES = [
     # log
     (["log", "--root", "{healthy}"], OK, None),
     (["log", "--root", "{missing}"], EXIT_FAILURE, "no casstore store at"),
+    (["log", "--root", "{under_a_file}"], EXIT_FAILURE, "is under the file"),
     (["log", "--root", "{healthy}", "--namespace", "nobody"], EXIT_FAILURE, "unknown namespace"),
     (["log", "--root", "{healthy}", "--since", "soon"], EXIT_USAGE, "Invalid value for '--since'"),
     (["log", "--root", "{healthy}", "--limit", "0"], EXIT_USAGE, "Invalid value for '--limit'"),

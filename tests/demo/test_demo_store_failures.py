@@ -73,6 +73,12 @@ def _under_a_file(root: Path, protect: Protect) -> Path:
     return root
 
 
+def _dangling_link(root: Path, protect: Protect) -> Path:
+    root.parent.mkdir()
+    root.symlink_to(root.parent / "gone")
+    return root
+
+
 @pytest.mark.parametrize(
     "make_root, complaint",
     [
@@ -80,6 +86,7 @@ def _under_a_file(root: Path, protect: Protect) -> Path:
         (_store_with_read_only_index, "read-only"),
         (_in_read_only_folder, "read-only"),
         (_under_a_file, "is a file"),
+        (_dangling_link, "does not exist"),
     ],
     ids=lambda value: value.__name__[1:] if callable(value) else value.replace(" ", "-"),
 )
