@@ -51,7 +51,7 @@ def demo(
         shared_store_flags,
     )
 
-    _check_report_path(report_path)  # before the run, not after it
+    _check_report_path(report_path, location)  # before the run, not after it
     try:  # a mistake in the arguments is one line; an error in the run itself stays a traceback
         summary = run_demo(
             root=location.root,

@@ -24,7 +24,7 @@ from casstore.cli.output import _print_json, _table
 from casstore.history import stats as history
 from casstore.history.datasette import metadata
 from casstore.history.figures import format_bytes, format_ratio
-from casstore.history.output_file import is_standard_stream
+from casstore.history.output_file import is_standard_stream, write_file
 from casstore.history.report import DEFAULT_REPORT_NAME, write_report
 
 
@@ -173,7 +173,12 @@ def cat(
         content = _line_window(content, *lines, reference=reference)
     data = content.encode("utf-8") if isinstance(content, str) else content
     if output is not None:
-        output.write_bytes(data)
+        try:
+            write_file(output, data)
+        except OSError as error:
+            raise click.ClickException(
+                f"cannot write {output}: {error.strerror or error}; choose another file."
+            ) from error
         return
     if isinstance(content, bytes) and sys.stdout.isatty():
         raise click.ClickException(
@@ -209,12 +214,12 @@ def _line_window(text: str, first: int, last: int | None, *, reference: str) -> 
     type=click.Path(dir_okay=False, path_type=Path),
     default=Path(DEFAULT_REPORT_NAME),
     show_default=True,
-    help="The HTML file to write (replaced whole if it exists).",
+    help="The HTML file to write (an existing one is written over; never a file of the store).",
 )
 def report(location: StoreLocation, namespace: str | None, since: timedelta | None, output: Path) -> None:
     """Write the history as one self-contained HTML page of charts and tables, and print its path."""
     period = since
-    _check_report_path(output)
+    _check_report_path(output, location)
     with _open(location) as store:
         written = write_report(store, path=output, namespace=namespace, since=period)
     if written.figures.empty:

@@ -3,6 +3,7 @@ What the `casstore` command line means: durations, sizes, references, namespaces
 parsed; which store `--root`, `--index` and `--blobs` name, and opening it; the options every command shares.
 """
 
+import contextlib
 import functools
 import os
 import re
@@ -286,10 +287,34 @@ def _require_namespace(store: RepositoryToolResultStore, namespace: str | None) 
         raise click.ClickException(f"unknown namespace {namespace!r} (known: {known}).")
 
 
-def _check_report_path(path: Path) -> None:
+def _check_report_path(path: Path, location: StoreLocation) -> None:
     folder = path.parent if str(path.parent) else Path(".")
     if path.is_dir() or not folder.is_dir():
         raise click.ClickException(
             f"cannot write the report to {path}: {'it is a folder' if path.is_dir() else f'no folder {folder}'}; "
             f"choose another file."
         )
+    if location.root is not None and _inside_store(path, location.root):
+        raise click.ClickException(
+            f"cannot write the report to {path}: it is inside the store at {location.root} (or one of its files), "
+            f"which the report would damage; choose a file outside it."
+        )
+
+
+def _inside_store(path: Path, root: Path) -> bool:
+    """:returns: Whether `path` is in the store's folder, or another name (a link) of one of its files."""
+    store = Path(os.path.realpath(root))
+    written = Path(os.path.realpath(path))
+    if written == store or store in written.parents:
+        return True
+    try:
+        status = os.stat(path)
+    except OSError:
+        return False
+    own = (status.st_dev, status.st_ino)
+    for name in ("index.db", "index.db-wal", "index.db-shm"):
+        with contextlib.suppress(OSError):
+            other = os.stat(store / name)
+            if (other.st_dev, other.st_ino) == own:
+                return True
+    return False

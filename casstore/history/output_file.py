@@ -1,12 +1,19 @@
 """
-Writing a file a person named (`casstore report -o FILE`). A regular file is replaced whole or not at all, as the
-file the links leading to it name, with its permissions, and in place when it has other hard links; anything else
-(a pipe, a terminal, a device, this process's own standard output or error) is written into, never replaced.
+Writing a file a person named (`casstore report -o FILE`, `casstore cat -o FILE`). The file is opened first and
+everything after is decided on what was opened, never on the name again, so nothing can be swapped in between:
+
+- this process's own descriptors (`/dev/stdout`, `/dev/stderr`, `/dev/fd/N`) are written to as they are (an
+  appended log keeps its content);
+- a pipe, a terminal or a device is written into (a pipe no process reads is an error at once, not a wait);
+- an existing regular file is written in place, through the links that lead to it, keeping its owner, mode and
+  other hard links (the content is whole in memory before the file is opened, so only a failing disk can cut it);
+- a new file is made under a name no one can guess and renamed into place, so it appears whole or not at all.
 """
 
 import contextlib
 import errno
 import os
+import re
 import secrets
 import stat
 import sys
@@ -14,69 +21,56 @@ from pathlib import Path
 
 __all__ = ["is_standard_stream", "write_file"]
 
+_OWN_DESCRIPTOR = re.compile(r"/(?:dev/fd|proc/self/fd)/(\d+)")
+_NAMED_STREAMS = {"/dev/stdout": 1, "/dev/stderr": 2}
+_NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK}
+
 
 def is_standard_stream(path: Path) -> bool:
     """:returns: Whether `path` is where this process's standard output or error goes (`/dev/stdout`, say)."""
-    return _standard_descriptor(path) is not None
+    return _own_descriptor(path) in (1, 2)
 
 
 def write_file(path: Path, data: bytes) -> None:
     """
     Write `data` to `path` as this module's docstring says.
 
-    :raises OSError: If it cannot be written (no folder, a folder, no permission, a pipe no process reads); a regular
-        file is then as it was, and no temporary file is left.
+    :raises OSError: If it cannot be written (no folder, a folder, no permission, a pipe no process reads).
     """
-    descriptor = _standard_descriptor(path)
+    descriptor = _own_descriptor(path)
     if descriptor is not None:
-        # Renaming over it would replace the file the shell opened (a log appended to, say); writing to the
-        # descriptor keeps its mode and position.
-        (sys.stdout if descriptor == 1 else sys.stderr).flush()
+        stream = {1: sys.stdout, 2: sys.stderr}.get(descriptor)
+        if stream is not None:
+            stream.flush()  # what was printed before the page comes before it
         _write_all(descriptor, data)
         return
     try:
-        status: os.stat_result | None = os.stat(path)  # follows links: what a write would reach
+        # Not blocking: a pipe no process reads gives ENXIO at once. Not creating: a new file is made whole below.
+        opened = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
-        status = None
-    if status is not None and not stat.S_ISREG(status.st_mode):
-        _write_into(path, data)
+        _make(Path(os.path.realpath(path)), data)  # no file, or a link to none: the file it names
         return
-    if status is not None and status.st_nlink > 1:
-        # Its other names would keep the old content if a new file took this one's place.
-        with open(path, "wb") as stream:
-            stream.write(data)
-        return
-    if status is not None and not os.access(path, os.W_OK):
-        raise PermissionError(errno.EACCES, "the file is not writable", str(path))
-    _replace(Path(os.path.realpath(path)), data, None if status is None else stat.S_IMODE(status.st_mode))
-
-
-def _standard_descriptor(path: Path) -> int | None:
-    try:
-        status = os.stat(path)
-    except OSError:
-        return None
-    for descriptor in (1, 2):
-        with contextlib.suppress(OSError):
-            own = os.fstat(descriptor)
-            if (own.st_dev, own.st_ino) == (status.st_dev, status.st_ino):
-                return descriptor
-    return None
-
-
-def _write_into(path: Path, data: bytes) -> None:
-    # Not blocking on the open: a pipe no process reads gives ENXIO at once instead of waiting forever.
-    try:
-        descriptor = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as error:
         if error.errno == errno.ENXIO:
-            raise OSError(errno.ENXIO, "no process reads from it; start the reader first", str(path)) from None
+            raise OSError(errno.ENXIO, "no process reads from it (or it is a socket)", str(path)) from None
         raise
     try:
-        os.set_blocking(descriptor, True)
-        _write_all(descriptor, data)
+        os.set_blocking(opened, True)
+        if stat.S_ISREG(os.fstat(opened).st_mode):
+            os.ftruncate(opened, 0)
+        _write_all(opened, data)
     finally:
-        os.close(descriptor)
+        os.close(opened)
+
+
+def _own_descriptor(path: Path) -> int | None:
+    # Opened again by name, a descriptor of this process would be another open file, at offset 0, not appending.
+    text = os.path.normpath(str(path))
+    named = _NAMED_STREAMS.get(text)
+    if named is not None:
+        return named
+    found = _OWN_DESCRIPTOR.fullmatch(text)
+    return int(found.group(1)) if found else None
 
 
 def _write_all(descriptor: int, data: bytes) -> None:
@@ -85,20 +79,24 @@ def _write_all(descriptor: int, data: bytes) -> None:
         view = view[os.write(descriptor, view) :]
 
 
-def _replace(target: Path, data: bytes, mode: int | None) -> None:
-    # The temporary file gets a name no one can guess and is made only if nothing is there (not through a link
-    # planted at it); a new file gets the mode the umask gives, an existing one keeps its own.
+def _make(target: Path, data: bytes) -> None:
+    # Made only if nothing is there (not through a link planted at its name), with the mode the umask gives.
     temporary = target.with_name(f".{target.name}.{secrets.token_hex(8)}.tmp")
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
     try:
         try:
             _write_all(descriptor, data)
-            if mode is not None:
-                os.fchmod(descriptor, mode)
         finally:
             os.close(descriptor)
-        os.replace(temporary, target)
+        try:
+            os.link(temporary, target)  # never over a file made meanwhile: that one is not ours to replace
+        except OSError as error:
+            if error.errno not in _NO_HARD_LINKS:
+                raise
+            os.replace(temporary, target)  # a file system without hard links
+            return
     except BaseException:
         with contextlib.suppress(OSError):
             temporary.unlink()
         raise
+    temporary.unlink()

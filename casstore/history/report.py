@@ -81,11 +81,11 @@ def write_report(
     since: timedelta | None = None,
 ) -> ReportFile:
     """
-    Write the report to `path` (`output_file.write_file`): a regular file whole or not at all, through the links that
-    lead to it and with its permissions; a pipe, a terminal or `/dev/stdout` is written into, never replaced.
+    Write the report to `path` as `output_file.write_file` does: an existing file in place (its owner, mode and links
+    kept), a new one whole or not at all; a pipe, a terminal or `/dev/stdout` is written into, never replaced.
 
     :param source: The store, or its repository.
-    :param path: The HTML file to write; an existing file is replaced.
+    :param path: The HTML file to write; an existing file is written over.
     :param namespace: Only this namespace's history (all namespaces when None).
     :param since: Only the history of this period before now (all history when None).
     :returns: Where the report is, its size, and the figures it shows.

@@ -7,6 +7,7 @@ import contextlib
 import math
 import os
 import re
+import shlex
 import sqlite3
 import stat
 import subprocess
@@ -26,9 +27,10 @@ from hypothesis import strategies as st
 from casstore import CasStoreError, CompactionRecord, ContentAddressedToolResultStore, SharedToolResultStore
 from casstore.cli import cli
 from casstore.demo.session import run_demo
-from casstore.history import charts
+from casstore.history import charts, output_file
 from casstore.history.report import DEFAULT_REPORT_NAME, SERIES_LIMIT, build_report, write_report
 from casstore.index.report_scope import bucket_prefix
+from casstore.maintenance.checks import verify
 from tests.helpers import create_store, inline_frame, replace_inline_frame
 from tests.report_helpers import (
     HOSTILE,
@@ -319,6 +321,76 @@ def test_a_report_into_a_pipe_is_written_into_it_and_the_pipe_stays(demo_root: P
     assert received.decode("utf-8").startswith("<!DOCTYPE html>") and received.rstrip().endswith(b"</html>")
     assert stat.S_ISFIFO(pipe.lstat().st_mode)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["pipe"]
+
+
+@pytest.mark.parametrize("named", ["the index", "a link to it", "a hard link to it", "a new file in the store"])
+def test_a_report_is_never_written_over_the_stores_own_files(tmp_path: Path, named: str) -> None:
+    root = tmp_path / "store"
+    with ContentAddressedToolResultStore(root) as store:
+        reference = store.write(key="a.txt", content="kept whole")
+    output = {
+        "the index": root / "index.db",
+        "a link to it": tmp_path / "link.html",
+        "a hard link to it": tmp_path / "hard.html",
+        "a new file in the store": root / "report.html",
+    }[named]
+    if named == "a link to it":
+        output.symlink_to(root / "index.db")
+    if named == "a hard link to it":
+        os.link(root / "index.db", output)
+    result = CliRunner().invoke(cli, ["report", "--root", str(root), "-o", str(output)])
+    assert result.exit_code == 1 and "inside the store" in result.stderr, result.output
+    demo = CliRunner().invoke(cli, ["demo", "--steps", "30", "--root", str(root), "--report", str(output)])
+    assert demo.exit_code == 1 and "inside the store" in demo.stderr, demo.output
+    with ContentAddressedToolResultStore(root) as store:
+        assert store.read(reference) == "kept whole" and verify(store).clean
+
+
+def test_a_file_swapped_for_a_link_to_a_device_while_written_is_never_replaced(demo_root: Path, tmp_path: Path) -> None:
+    # The writer decides on what it opened, never on the name again: a name that now leads to a pipe is written into.
+    output, pipe = tmp_path / "report.html", tmp_path / "pipe"
+    output.write_text("old")
+    os.mkfifo(pipe)
+    reader = subprocess.Popen(["cat", str(pipe)], stdout=subprocess.PIPE)
+    opened = os.open
+
+    def swapped_after_opening(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        descriptor = opened(path, flags, *args, **kwargs)
+        if Path(path) == output:
+            output.unlink()
+            output.symlink_to(pipe)
+        return descriptor
+
+    try:
+        with pytest.MonkeyPatch.context() as patch, ContentAddressedToolResultStore(demo_root) as store:
+            patch.setattr(output_file.os, "open", swapped_after_opening)
+            write_report(store, path=output)
+    finally:
+        reader.kill()
+        reader.wait(timeout=60)
+    assert output.is_symlink() and stat.S_ISFIFO(pipe.lstat().st_mode)
+
+
+def test_a_report_to_another_descriptor_of_the_command_is_appended_and_a_closed_one_is_an_error(
+    demo_root: Path, tmp_path: Path
+) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("an earlier line\n")
+    command = f"{shlex.quote(sys.executable)} -m casstore report --root {shlex.quote(str(demo_root))}"
+    appended = subprocess.run(
+        ["bash", "-c", f"{command} -o /dev/fd/3 3>>{shlex.quote(str(log))}"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert appended.returncode == 0, appended.stderr
+    assert log.read_text(encoding="utf-8").startswith("an earlier line\n<!DOCTYPE html>")
+    closed = subprocess.run(
+        ["bash", "-c", f"{command} -o /dev/stdout >&-"], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert closed.returncode == 1 and "Traceback" not in closed.stderr, closed.stderr
+    assert "Could not write the report to /dev/stdout" in closed.stderr
 
 
 def test_a_report_through_a_dangling_link_makes_the_file_it_names(demo_root: Path, tmp_path: Path) -> None:
