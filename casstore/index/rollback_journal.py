@@ -9,6 +9,7 @@ index may open and finish being made. Any other journal is refused: rolling it b
 committed, and a stale journal beside a database restored from a backup would empty it.
 """
 
+import os
 from pathlib import Path
 
 _MAGIC = bytes.fromhex("d9d505f920a163d7")
@@ -32,6 +33,13 @@ def undoes_to_empty(journal: Path, database: Path) -> bool:
         False for anything unreadable or unexpected.
     """
     try:
+        if os.path.getsize(f"{database}-wal") > 0:
+            return False  # a log with frames: the file was switched to it, so the journal is stale
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return False
+    try:
         with open(database, "rb") as stream:
             now = stream.read(_MAX_PAGE + 1)
         with open(journal, "rb") as stream:
@@ -44,7 +52,7 @@ def undoes_to_empty(journal: Path, database: Path) -> bool:
             page_size = int.from_bytes(header[24:28], "big")
             if not 512 <= page_size <= _MAX_PAGE or not 32 <= sector_size <= _MAX_PAGE or pages_before > 1:
                 return False
-            if len(now) > page_size or (now and not _holds_no_schema(now)):
+            if len(now) > page_size or (now and not _holds_no_schema(now, page_size)):
                 return False  # what the file holds now would be lost
             stream.seek(sector_size)
             # With at most one page before, a journal records page 1 at most: each record is that page as it was.
@@ -57,13 +65,29 @@ def undoes_to_empty(journal: Path, database: Path) -> bool:
         return False
     for start in range(0, count * (page_size + 8), page_size + 8):
         if int.from_bytes(records[start : start + 4], "big") != 1 or not _holds_no_schema(
-            records[start + 4 : start + 4 + page_size]
+            records[start + 4 : start + 4 + page_size], page_size
         ):
             return False
     return True
 
 
-def _holds_no_schema(page_one: bytes) -> bool:
-    if len(page_one) < _SCHEMA_CELLS + 2 or page_one[_SCHEMA_PAGE_TYPE] != _LEAF_TABLE:
+def _holds_no_schema(page_one: bytes, page_size: int) -> bool:
+    """
+    :returns: Whether `page_one` is the first page of a database of at most one page with nothing in it: its header's
+        page size is the journal's, it reserves no bytes, keeps no free page, and its schema table holds no row.
+    """
+    if len(page_one) < _SCHEMA_CELLS + 2 or page_one[:16] != b"SQLite format 3\x00":
+        return False
+    header_page_size = int.from_bytes(page_one[16:18], "big")
+    if (65536 if header_page_size == 1 else header_page_size) != page_size or page_one[20] != 0:
+        return False
+    if int.from_bytes(page_one[28:32], "big") > 1 or any(page_one[32:40]):  # pages in all; free-page list
+        return False
+    # The schema format, the largest root page (auto-vacuum) and the text encoding of a database with nothing in it.
+    if int.from_bytes(page_one[44:48], "big") > 4 or int.from_bytes(page_one[52:56], "big") > 1:
+        return False
+    if int.from_bytes(page_one[56:60], "big") > 3:
+        return False
+    if page_one[_SCHEMA_PAGE_TYPE] != _LEAF_TABLE:
         return False
     return int.from_bytes(page_one[_SCHEMA_CELLS : _SCHEMA_CELLS + 2], "big") == 0

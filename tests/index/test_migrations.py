@@ -431,6 +431,27 @@ def test_a_stale_journal_beside_a_store_with_writes_is_refused_byte_for_byte(tmp
         assert [store.read(reference) for reference in references] == [f"result {n}" for n in range(50)]
 
 
+def test_a_stale_journal_beside_a_store_whose_writes_are_all_in_its_log_is_refused(
+    tmp_path: Path, store_root: Path
+) -> None:
+    # Killed before any checkpoint, a new store's schema and writes are all in its log, and index.db is still one page
+    # with no schema: a journal beside it must not be rolled back (SQLite would empty the file and drop the log).
+    journal = _journal_of_a_killed_maker(tmp_path) / "index.db-journal"
+    crashed = tmp_path / "crashed"
+    with ContentAddressedToolResultStore(store_root) as store:
+        references = [store.write(key=f"{number}.txt", content=f"result {number}") for number in range(20)]
+        shutil.copytree(store_root, crashed)  # as a crash leaves it: the log not yet folded into the file
+    assert (crashed / "index.db").stat().st_size == 4096 and (crashed / "index.db-wal").stat().st_size > 0
+    shutil.copyfile(journal, crashed / "index.db-journal")
+    before = tree_fingerprint(crashed)
+    with pytest.raises(SchemaError, match="rollback journal"):
+        ContentAddressedToolResultStore(crashed)
+    assert tree_fingerprint(crashed) == before
+    (crashed / "index.db-journal").unlink()
+    with ContentAddressedToolResultStore(crashed) as store:
+        assert [store.read(reference) for reference in references] == [f"result {n}" for n in range(20)]
+
+
 def test_a_full_disk_at_the_first_write_is_a_storage_error_and_the_next_write_works(store_root: Path) -> None:
     # A file size limit stands in for a full disk: the first page of the new index cannot be written.
     script = (
