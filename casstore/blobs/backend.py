@@ -27,6 +27,8 @@ class BlobBackend(Protocol):
 
     def write(self, digest: str, frame: bytes) -> object: ...  # False: something was there and was left alone
     def replace(self, digest: str, frame: bytes) -> None: ...
+    # A digest that is not 64 lowercase hex digits (a row damaged by hand) names nothing: `read` raises ValueError,
+    # `exists` says False, `remove` does nothing.
     def read(self, digest: str) -> bytes: ...  # FileNotFoundError when absent
     def exists(self, digest: str) -> bool: ...
     def remove(self, digest: str) -> None: ...  # absent already: not an error

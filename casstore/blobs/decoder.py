@@ -139,6 +139,10 @@ class BlobDecoder:
             ) from error
         except StorageError:
             raise  # the object store failed: not the blob
+        except ValueError as error:  # its digest, damaged by hand in the index, names no file or object
+            raise CorruptBlobError(
+                f"Blob {digest!r} cannot be read: {error} The index is damaged.", digest=digest
+            ) from error
         except UnsafeBlobPathError as error:
             raise UnsafeBlobError(
                 f"Blob {digest} is not a regular file inside the store (a symlink?); refusing to read it. Nothing "

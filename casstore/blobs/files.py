@@ -164,6 +164,8 @@ class BlobDirectory:
 
     def exists(self, digest: str) -> bool:
         """:returns: Whether a regular blob file for `digest` is in place."""
+        if not _is_digest(digest):
+            return False  # a digest damaged by hand names no file of this folder
         try:
             fanout_fd = self._open_fanout(digest, create=False)
         except OSError:
@@ -224,7 +226,7 @@ class BlobDirectory:
     def _open_fanout(self, digest: str, *, create: bool) -> int:
         if not _is_digest(digest):
             # A digest damaged by hand in the index ('..', '/', NUL): never a path, nor a way out of the folder.
-            raise UnsafeBlobPathError(errno.EINVAL, "not a digest of 64 lowercase hex characters", repr(digest))
+            raise ValueError(f"A blob digest is 64 lowercase hex digits, not {digest!r}.")
         fanout = digest[:2]
         root = self._fd if self._fd is not None else self._open(create=create)
         try:

@@ -198,6 +198,8 @@ class ObjectBlobs:
         :returns: Whether the object for `digest` exists.
         :raises StorageError: If the object store fails (an outage is not an absence).
         """
+        if not is_digest(digest):
+            return False  # a digest damaged by hand in the index names no object
         return self._size(object_name(digest)) is not None
 
     def replace(self, digest: str, frame: bytes) -> None:
@@ -219,7 +221,8 @@ class ObjectBlobs:
         :param digest: The blob's BLAKE3 digest.
         :raises StorageError: If the object store fails.
         """
-        self.remove_name(object_name(digest))
+        if is_digest(digest):  # a digest damaged by hand in the index names no object of this store
+            self.remove_name(object_name(digest))
 
     def read_name(self, name: str) -> bytes | None:
         """
@@ -319,13 +322,18 @@ class ObjectBlobs:
         return StorageError(f"The object store {self.url} failed to {operation} {name}: {summary}{advice(summary)}")
 
 
+def is_digest(digest: object) -> bool:
+    """:returns: Whether `digest` is a blob digest, 64 lowercase hex digits (a row damaged by hand may hold another)."""
+    return isinstance(digest, str) and len(digest) == 64 and _HEX.issuperset(digest)
+
+
 def object_name(digest: str) -> str:
     """
     :param digest: A BLAKE3 digest, 64 lowercase hex digits.
     :returns: The object's name relative to the prefix: `blake3/<2 hex>/<62 hex>`.
     :raises ValueError: If `digest` is not 64 lowercase hex digits.
     """
-    if len(digest) != 64 or not _HEX.issuperset(digest):
+    if not is_digest(digest):
         raise ValueError(f"A blob digest is 64 lowercase hex digits, not {digest!r}.")
     return f"{_FOLDER}/{digest[:2]}/{digest[2:]}"
 

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from casstore import ContentAddressedToolResultStore, CorruptBlobError
+from casstore import ContentAddressedToolResultStore, CorruptBlobError, ReferenceNotFoundError
 from casstore.blobs import learning as learning_module
 from casstore.cli import EXIT_FAILURE, cli
 from casstore.maintenance.checks import collect_garbage, verify
@@ -182,3 +182,17 @@ def test_a_file_blobs_digest_damaged_by_hand_is_never_a_path(tmp_path: Path, dig
         assert not report.ok and damaged in [digest for digest, _ in report.corrupt], report
         collect_garbage(store, namespace="alice", grace=timedelta(0))
     assert sentinel.read_bytes() == b"not casstore's to read or delete"
+
+
+@pytest.mark.parametrize("damaged", ["upper", "dotdot", "short"])
+def test_a_digest_damaged_by_hand_is_a_corrupt_blob_on_every_backend(backend: "Backend", damaged: str) -> None:
+    store = backend.open(namespace="alice", inline_max=0)  # a blob file, or an object
+    reference = store.write(key="result.txt", content=CONTENT)
+    digest = blake3_hex(CONTENT.encode())
+    value = {"upper": digest.upper(), "dotdot": "../" + digest[3:], "short": digest[:2]}[damaged]
+    backend.execute("UPDATE blobs SET digest = ?", (value,))
+    report = verify(store)
+    assert not report.ok and value in [found for found, _ in report.corrupt], report
+    with pytest.raises((CorruptBlobError, ReferenceNotFoundError)):  # its write names the blob by id, not digest
+        store.read(reference)
+    collect_garbage(store, namespace="alice", grace=timedelta(0))  # forgets it, and raises nothing
