@@ -54,11 +54,19 @@ def unwritable_reason(root: Path) -> str | None:
         may not write it). An existing store this process may not write, in a writable folder, its repository finds
         read-only when opened.
     """
-    if root.is_symlink() and not root.exists():
-        return (
-            f"The demo cannot make its store in {root}: it is a link to {os.readlink(root)}, which does not exist; "
-            f"make that folder, or choose another with --root."
-        )
+    for path in (root, *root.parents):
+        if not path.is_symlink():
+            continue
+        try:
+            os.stat(path)
+        except FileNotFoundError:
+            what = "it is" if path == root else f"{path} is"
+            return (
+                f"The demo cannot make its store in {root}: {what} a link to {os.readlink(path)}, which does not "
+                f"exist; make that folder, or choose another with --root."
+            )
+        except OSError as error:  # a loop of links, say
+            return f"The demo cannot make its store in {root}: {path}: {error.strerror}; choose a folder with --root."
     existing = root.absolute()
     while not existing.exists() and existing != existing.parent:  # the folder that would hold it
         existing = existing.parent

@@ -79,6 +79,18 @@ def _dangling_link(root: Path, protect: Protect) -> Path:
     return root
 
 
+def _under_a_dangling_link(root: Path, protect: Protect) -> Path:
+    root.parent.symlink_to(root.parent.parent / "gone")  # `place` itself is the link
+    return root
+
+
+def _in_a_loop_of_links(root: Path, protect: Protect) -> Path:
+    root.parent.mkdir()
+    (root.parent / "other").symlink_to(root)
+    root.symlink_to(root.parent / "other")
+    return root / "store"
+
+
 @pytest.mark.parametrize(
     "make_root, complaint",
     [
@@ -87,6 +99,8 @@ def _dangling_link(root: Path, protect: Protect) -> Path:
         (_in_read_only_folder, "read-only"),
         (_under_a_file, "is a file"),
         (_dangling_link, "does not exist"),
+        (_under_a_dangling_link, "does not exist"),
+        (_in_a_loop_of_links, "symbolic links"),
     ],
     ids=lambda value: value.__name__[1:] if callable(value) else value.replace(" ", "-"),
 )
