@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from casstore import CasStoreError, CompactionRecord, ContentAddressedToolResultStore, SharedToolResultStore
 from casstore.cli import cli
 from casstore.demo.session import run_demo
-from casstore.history import charts, output_file
+from casstore.history import charts
 from casstore.history.report import DEFAULT_REPORT_NAME, SERIES_LIMIT, build_report, write_report
 from casstore.index.report_scope import bucket_prefix
 from casstore.maintenance.checks import verify
@@ -363,7 +363,7 @@ def test_a_file_swapped_for_a_link_to_a_device_while_written_is_never_replaced(d
 
     try:
         with pytest.MonkeyPatch.context() as patch, ContentAddressedToolResultStore(demo_root) as store:
-            patch.setattr(output_file.os, "open", swapped_after_opening)
+            patch.setattr(os, "open", swapped_after_opening)
             write_report(store, path=output)
     finally:
         reader.kill()
