@@ -5,7 +5,15 @@ from pathlib import Path
 
 import click
 
-from casstore.cli.options import NAMESPACE, StoreLocation, _check_report_path, _json_option, _location_options, _open
+from casstore.cli.options import (
+    NAMESPACE,
+    StoreLocation,
+    _check_output_path,
+    _json_option,
+    _location_options,
+    _open,
+    _store_files,
+)
 from casstore.cli.output import _print_json
 from casstore.history.report import DEFAULT_REPORT_NAME, write_report
 from casstore.stores.local import INDEX_FILE_NAME
@@ -51,7 +59,7 @@ def demo(
         shared_store_flags,
     )
 
-    _check_report_path(report_path, location)  # before the run, not after it
+    _check_output_path(report_path, location)  # before the run, not after it
     try:  # a mistake in the arguments is one line; an error in the run itself stays a traceback
         summary = run_demo(
             root=location.root,
@@ -68,7 +76,8 @@ def demo(
     report_written: Path | None = None
     if not summary.failed_write_attempts and (summary.shared or (Path(summary.root) / INDEX_FILE_NAME).exists()):
         with _open(location) as store:
-            report_written = write_report(store, path=report_path, namespace=summary.namespace).path
+            never = _store_files(location)
+            report_written = write_report(store, path=report_path, namespace=summary.namespace, never=never).path
     if as_json:
         _print_json({**summary.to_json(), "report": None if report_written is None else str(report_written)})
     else:

@@ -13,12 +13,13 @@ from casstore.cli.options import (
     NAMESPACE,
     REFERENCE,
     StoreLocation,
-    _check_report_path,
+    _check_output_path,
     _describe,
     _json_option,
     _location_options,
     _open,
     _require_namespace,
+    _store_files,
 )
 from casstore.cli.output import _print_json, _table
 from casstore.history import stats as history
@@ -173,13 +174,16 @@ def cat(
         content = _line_window(content, *lines, reference=reference)
     data = content.encode("utf-8") if isinstance(content, str) else content
     if output is not None:
+        _check_output_path(output, location)
         try:
-            write_file(output, data)
+            write_file(output, data, never=_store_files(location))
         except OSError as error:
             raise click.ClickException(
                 f"cannot write {output}: {error.strerror or error}; choose another file."
             ) from error
         return
+    if sys.stdout is None:  # started with its standard output closed
+        raise click.ClickException(f"standard output is closed: use -o FILE to write {reference}.")
     if isinstance(content, bytes) and sys.stdout.isatty():
         raise click.ClickException(
             f"{reference} holds {len(content)} bytes of binary content; use -o FILE or redirect stdout."
@@ -219,9 +223,9 @@ def _line_window(text: str, first: int, last: int | None, *, reference: str) -> 
 def report(location: StoreLocation, namespace: str | None, since: timedelta | None, output: Path) -> None:
     """Write the history as one self-contained HTML page of charts and tables, and print its path."""
     period = since
-    _check_report_path(output, location)
+    _check_output_path(output, location)
     with _open(location) as store:
-        written = write_report(store, path=output, namespace=namespace, since=period)
+        written = write_report(store, path=output, namespace=namespace, since=period, never=_store_files(location))
     if written.figures.empty:
         click.echo("nothing matches: the page says so", err=True)
     # Written to this command's own output (`-o /dev/stdout`), the page is not to be followed by this line.

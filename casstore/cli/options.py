@@ -287,18 +287,30 @@ def _require_namespace(store: RepositoryToolResultStore, namespace: str | None) 
         raise click.ClickException(f"unknown namespace {namespace!r} (known: {known}).")
 
 
-def _check_report_path(path: Path, location: StoreLocation) -> None:
+def _check_output_path(path: Path, location: StoreLocation) -> None:
     folder = path.parent if str(path.parent) else Path(".")
     if path.is_dir() or not folder.is_dir():
         raise click.ClickException(
-            f"cannot write the report to {path}: {'it is a folder' if path.is_dir() else f'no folder {folder}'}; "
+            f"cannot write to {path}: {'it is a folder' if path.is_dir() else f'no folder {folder}'}; "
             f"choose another file."
         )
     if location.root is not None and _inside_store(path, location.root):
         raise click.ClickException(
-            f"cannot write the report to {path}: it is inside the store at {location.root} (or one of its files), "
-            f"which the report would damage; choose a file outside it."
+            f"cannot write to {path}: it is inside the store at {location.root} (or one of its files), which that "
+            f"would damage; choose a file outside it."
         )
+
+
+def _store_files(location: StoreLocation) -> set[tuple[int, int]]:
+    """:returns: The local store's index files by `(st_dev, st_ino)`, which no output may be written over."""
+    if location.root is None:
+        return set()
+    found = set()
+    for name in ("index.db", "index.db-wal", "index.db-shm"):
+        with contextlib.suppress(OSError):
+            status = os.stat(location.root / name)
+            found.add((status.st_dev, status.st_ino))
+    return found
 
 
 def _inside_store(path: Path, root: Path) -> bool:

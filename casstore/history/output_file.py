@@ -12,11 +12,13 @@ everything after is decided on what was opened, never on the name again, so noth
 
 import contextlib
 import errno
+import fcntl
 import os
 import re
 import secrets
 import stat
 import sys
+from collections.abc import Collection
 from pathlib import Path
 
 __all__ = ["is_standard_stream", "write_file"]
@@ -28,21 +30,26 @@ _NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK}
 
 def is_standard_stream(path: Path) -> bool:
     """:returns: Whether `path` is where this process's standard output or error goes (`/dev/stdout`, say)."""
-    return _own_descriptor(path) in (1, 2)
+    if _own_descriptor(path) in (1, 2):
+        return True
+    try:
+        named = _identity(os.stat(path))
+    except OSError:
+        return False
+    return any(_descriptor_identity(descriptor) == named for descriptor in (1, 2))
 
 
-def write_file(path: Path, data: bytes) -> None:
+def write_file(path: Path, data: bytes, *, never: Collection[tuple[int, int]] = ()) -> None:
     """
     Write `data` to `path` as this module's docstring says.
 
-    :raises OSError: If it cannot be written (no folder, a folder, no permission, a pipe no process reads).
+    :param never: Files never to write, by `(st_dev, st_ino)`: a store's own files, whatever name leads to them.
+    :raises OSError: If it cannot be written (no folder, a folder, no permission, a pipe no process reads, one of
+        `never`).
     """
     descriptor = _own_descriptor(path)
     if descriptor is not None:
-        stream = {1: sys.stdout, 2: sys.stderr}.get(descriptor)
-        if stream is not None:
-            stream.flush()  # what was printed before the page comes before it
-        _write_all(descriptor, data)
+        _write_to_own(descriptor, data, never)
         return
     try:
         # Not blocking: a pipe no process reads gives ENXIO at once. Not creating: a new file is made whole below.
@@ -55,12 +62,54 @@ def write_file(path: Path, data: bytes) -> None:
             raise OSError(errno.ENXIO, "no process reads from it (or it is a socket)", str(path)) from None
         raise
     try:
-        os.set_blocking(opened, True)
-        if stat.S_ISREG(os.fstat(opened).st_mode):
+        status = os.fstat(opened)
+        if _identity(status) in never:
+            raise OSError(errno.EPERM, "it is one of the store's own files", str(path))
+        if stat.S_ISREG(status.st_mode):
+            # A file this process has open already (a log the shell appends to, by any name) is written through the
+            # descriptor it has: opened again, it would be written from its start.
+            held = _held_descriptor(_identity(status), besides=opened)
+            if held is not None:
+                _write_to_own(held, data, never)
+                return
             os.ftruncate(opened, 0)
+        os.set_blocking(opened, True)
         _write_all(opened, data)
     finally:
         os.close(opened)
+
+
+def _write_to_own(descriptor: int, data: bytes, never: Collection[tuple[int, int]]) -> None:
+    if _descriptor_identity(descriptor) in never:
+        raise OSError(errno.EPERM, "it is one of the store's own files", f"/dev/fd/{descriptor}")
+    stream = {1: sys.stdout, 2: sys.stderr}.get(descriptor)
+    if stream is not None:
+        stream.flush()  # what was printed before the page comes before it
+    _write_all(descriptor, data)
+
+
+def _identity(status: os.stat_result) -> tuple[int, int]:
+    return (status.st_dev, status.st_ino)
+
+
+def _descriptor_identity(descriptor: int) -> tuple[int, int] | None:
+    try:
+        return _identity(os.fstat(descriptor))
+    except OSError:
+        return None
+
+
+def _held_descriptor(identity: tuple[int, int], *, besides: int) -> int | None:
+    try:
+        listed = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:  # no /proc: the standard streams at least
+        listed = [1, 2]
+    for descriptor in sorted(listed):
+        if descriptor != besides and _descriptor_identity(descriptor) == identity:
+            with contextlib.suppress(OSError):
+                if fcntl.fcntl(descriptor, fcntl.F_GETFL) & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR):
+                    return descriptor
+    return None
 
 
 def _own_descriptor(path: Path) -> int | None:

@@ -10,6 +10,7 @@ and runs nothing, and escapes every text that came from a tool, a key, a namespa
 """
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -79,6 +80,7 @@ def write_report(
     path: Path,
     namespace: str | None = None,
     since: timedelta | None = None,
+    never: Collection[tuple[int, int]] = (),
 ) -> ReportFile:
     """
     Write the report to `path` as `output_file.write_file` does: an existing file in place (its owner, mode and links
@@ -88,13 +90,14 @@ def write_report(
     :param path: The HTML file to write; an existing file is written over.
     :param namespace: Only this namespace's history (all namespaces when None).
     :param since: Only the history of this period before now (all history when None).
+    :param never: Files never to write, by `(st_dev, st_ino)` (the store's own: `output_file.write_file`).
     :returns: Where the report is, its size, and the figures it shows.
     :raises CasStoreError: If `path` cannot be written (its folder is missing, or it is a folder); nothing is left.
     """
     page, figures = build_report(source, namespace=namespace, since=since)
     data = page.encode("utf-8")
     try:
-        write_file(path, data)
+        write_file(path, data, never=never)
     except OSError as error:
         raise CasStoreError(
             f"Could not write the report to {path}: {error.strerror or error}. Choose another -o FILE."

@@ -57,12 +57,15 @@ def undoes_to_empty(journal: Path, database: Path) -> bool:
             stream.seek(sector_size)
             # With at most one page before, a journal records page 1 at most: each record is that page as it was.
             records = stream.read(_MAX_RECORDS * (page_size + 8) + 1)
+            rest = stream.read(_MAX_PAGE * 2)
     except OSError:
         return False
     whole = len(records) // (page_size + 8)
     count = whole if listed == 0xFFFFFFFF else listed
-    if count > _MAX_RECORDS or count > whole:
+    if count > _MAX_RECORDS or count > whole or rest:
         return False
+    if _MAGIC in records[count * (page_size + 8) :]:
+        return False  # another segment of the journal follows, which SQLite would replay too
     for start in range(0, count * (page_size + 8), page_size + 8):
         if int.from_bytes(records[start : start + 4], "big") != 1 or not _holds_no_schema(
             records[start + 4 : start + 4 + page_size], page_size

@@ -393,6 +393,58 @@ def test_a_report_to_another_descriptor_of_the_command_is_appended_and_a_closed_
     assert "Could not write the report to /dev/stdout" in closed.stderr
 
 
+@pytest.mark.parametrize("output", ["/dev/fd/3", "//proc/self/fd/3"])
+def test_a_report_to_a_descriptor_the_store_opened_is_refused(tmp_path: Path, output: str) -> None:
+    # Descriptor 3 is not open when the command starts; once the store is open, it is SQLite's, on index.db.
+    root = tmp_path / "store"
+    with ContentAddressedToolResultStore(root) as store:
+        reference = store.write(key="a.txt", content="kept whole")
+    for command in (
+        ["report", "--root", str(root), "-o", output],
+        ["cat", reference, "--root", str(root), "-o", output],
+    ):
+        completed = subprocess.run(
+            [sys.executable, "-m", "casstore", *command, "-o", output],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert completed.returncode == 1 and "store" in completed.stderr, completed.stderr
+    with ContentAddressedToolResultStore(root) as store:
+        assert store.read(reference) == "kept whole" and verify(store).clean
+
+
+def test_cat_is_never_written_over_the_stores_index(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    with ContentAddressedToolResultStore(root) as store:
+        reference = store.write(key="a.txt", content="kept whole")
+    (tmp_path / "link").symlink_to(root / "index.db")
+    for output in (root / "index.db", tmp_path / "link"):
+        result = CliRunner().invoke(cli, ["cat", reference, "--root", str(root), "-o", str(output)])
+        assert result.exit_code == 1 and "inside the store" in result.stderr, result.output
+    with ContentAddressedToolResultStore(root) as store:
+        assert store.read(reference) == "kept whole" and verify(store).clean
+
+
+def test_a_report_to_a_log_the_shell_appends_to_by_another_name_keeps_the_log(demo_root: Path, tmp_path: Path) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("an earlier line\n")
+    (tmp_path / "out-link").symlink_to("/dev/stdout")
+    command = f"{shlex.quote(sys.executable)} -m casstore report --root {shlex.quote(str(demo_root))}"
+    for output in ("//dev/fd/3", "/proc/thread-self/fd/3", str(tmp_path / "out-link")):
+        redirect = "1" if output.endswith("out-link") else "3"
+        completed = subprocess.run(
+            ["bash", "-c", f"{command} -o {shlex.quote(output)} {redirect}>>{shlex.quote(str(log))}"],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert completed.returncode == 0, completed.stderr
+        assert log.read_text(encoding="utf-8").startswith("an earlier line\n<!DOCTYPE html>"), output
+
+
 def test_a_report_through_a_dangling_link_makes_the_file_it_names(demo_root: Path, tmp_path: Path) -> None:
     link = tmp_path / "report.html"
     link.symlink_to(tmp_path / "made-by-the-report.html")
