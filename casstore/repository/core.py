@@ -194,8 +194,10 @@ class RepositoryCore:
                 yield connection
         except self.database.failures as error:
             if isinstance(error, self.database.damage):
+                # The driver's message may quote the damaged value itself: shown on one line, printable, cut short.
+                shown = "".join(character if character.isprintable() else "?" for character in str(error))
                 raise CorruptBlobError(
-                    f"Cannot look up a blob: the index is damaged ({error}). See 'Recovery' in the README."
+                    f"Cannot look up a blob: the index is damaged ({shown[:200]}). See 'Recovery' in the README."
                 ) from error
             raise self.engine_failed(error) from error
 
