@@ -1,4 +1,4 @@
-"""How much a folder takes on disk, counted as `du` counts it."""
+"""A local store's folder on disk: how much it takes (counted as `du` counts it), and a file in the way of making it."""
 
 import os
 from pathlib import Path
@@ -34,3 +34,8 @@ def disk_usage_of_file(path: Path) -> int:
         return os.lstat(path).st_blocks * 512
     except FileNotFoundError:
         return 0
+
+
+def file_in_the_way(folder: Path) -> Path | None:
+    """:returns: The file that stands where `folder`, or a folder above it, is (or would be made); None if none does."""
+    return next((path for path in (folder, *folder.absolute().parents) if path.exists() and not path.is_dir()), None)

@@ -22,6 +22,7 @@ _PARALLEL_HASH_BYTES = 4 * 1024 * 1024
 ALGORITHM = "blake3"
 _BINARY_SEGMENT = "bin"
 DIGEST_HEX_LENGTH = 64
+_HEX_DIGITS = frozenset("0123456789abcdef")
 MAX_KEY_LENGTH = 1024
 
 # An extension is kept in the reference only when it is short and plain, so a reference stays safe to show a model, to
@@ -157,6 +158,14 @@ def _is_utf8_encodable(text: str) -> bool:
 
 def _shorten(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else f"{text[:limit]}..."
+
+
+def is_digest(value: object) -> bool:
+    """
+    :returns: Whether `value` is a digest as casstore writes one: 64 lowercase hex characters. A path or an object
+        name is made only from such a digest (a row of the index damaged by hand may hold anything).
+    """
+    return isinstance(value, str) and len(value) == DIGEST_HEX_LENGTH and _HEX_DIGITS.issuperset(value)
 
 
 def content_digest(data: bytes, key: bytes | None = None) -> str:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from casstore.errors import CasStoreError, StoreClosedError
+from casstore.references import is_digest
 
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _BLOB_SUFFIX = ".zst"
@@ -164,7 +165,7 @@ class BlobDirectory:
 
     def exists(self, digest: str) -> bool:
         """:returns: Whether a regular blob file for `digest` is in place."""
-        if not _is_digest(digest):
+        if not is_digest(digest):
             return False  # a digest damaged by hand names no file of this folder
         try:
             fanout_fd = self._open_fanout(digest, create=False)
@@ -180,7 +181,7 @@ class BlobDirectory:
 
     def remove(self, digest: str | None, *, fanout: str | None = None, name: str | None = None) -> None:
         """Remove the blob file for `digest`, or a file by fan-out folder and name; a missing file is not an error."""
-        if digest is not None and not _is_digest(digest):
+        if digest is not None and not is_digest(digest):
             return  # a digest damaged by hand names no file of this folder
         fanout = fanout or (digest[:2] if digest else None)
         name = name or (_file_name(digest) if digest else None)
@@ -224,7 +225,7 @@ class BlobDirectory:
                 os.close(fanout_fd)
 
     def _open_fanout(self, digest: str, *, create: bool) -> int:
-        if not _is_digest(digest):
+        if not is_digest(digest):
             # A digest damaged by hand in the index ('..', '/', NUL): never a path, nor a way out of the folder.
             raise ValueError(f"A blob digest is 64 lowercase hex digits, not {digest!r}.")
         fanout = digest[:2]
@@ -272,10 +273,6 @@ def _digest_of(fanout: str, name: str) -> str | None:
     if stem == name or len(stem) != 62 or not _is_hex(stem):
         return None
     return fanout + stem
-
-
-def _is_digest(digest: object) -> bool:
-    return isinstance(digest, str) and len(digest) == 64 and _is_hex(digest)
 
 
 def _is_hex(text: str) -> bool:

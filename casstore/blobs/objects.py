@@ -26,6 +26,7 @@ from obstore.store import from_url
 from casstore.blobs.files import BlobFile
 from casstore.blobs.object_checks import advice, check_blob_url, check_s3_settings
 from casstore.errors import ObjectSizeMismatchError, StorageError, StoreClosedError
+from casstore.references import is_digest
 
 __all__ = ["BlobObject", "ObjectBlobs", "ObjectSizeMismatchError", "digest_of", "object_name"]
 
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
     from obstore.store import ObjectStore
 
 _FOLDER = "blake3"
-_HEX = frozenset("0123456789abcdef")
 # Options that configure the HTTP client rather than the store; every other option goes to the store's config.
 _CLIENT_OPTIONS = frozenset(
     {
@@ -322,11 +322,6 @@ class ObjectBlobs:
         return StorageError(f"The object store {self.url} failed to {operation} {name}: {summary}{advice(summary)}")
 
 
-def is_digest(digest: object) -> bool:
-    """:returns: Whether `digest` is a blob digest, 64 lowercase hex digits (a row damaged by hand may hold another)."""
-    return isinstance(digest, str) and len(digest) == 64 and _HEX.issuperset(digest)
-
-
 def object_name(digest: str) -> str:
     """
     :param digest: A BLAKE3 digest, 64 lowercase hex digits.
@@ -347,7 +342,7 @@ def digest_of(name: str) -> str | None:
     if len(parts) != 3 or parts[0] != _FOLDER or len(parts[1]) != 2 or len(parts[2]) != 62:
         return None
     digest = parts[1] + parts[2]
-    return digest if _HEX.issuperset(digest) else None
+    return digest if is_digest(digest) else None
 
 
 def _is_credential(key: str) -> bool:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, TypeVar
 
 import click
 
+from casstore.disk import file_in_the_way
 from casstore.errors import InvalidReferenceError
 from casstore.history import stats as history
 from casstore.namespaces import check_namespace
@@ -261,7 +262,7 @@ def _open(location: StoreLocation, namespace: str = "default") -> RepositoryTool
         root = location.root
         assert root is not None
         if not (root / INDEX_FILE_NAME).is_file():  # checked first: a store opened on nothing would read as empty
-            in_the_way = next((path for path in (root, *root.parents) if path.is_file()), None)
+            in_the_way = file_in_the_way(root)
             if in_the_way is not None:
                 where = "a file" if in_the_way == root else f"under the file {in_the_way}"
                 raise click.ClickException(
@@ -303,12 +304,14 @@ def _check_output_path(path: Path, location: StoreLocation) -> None:
 
 def _store_files(location: StoreLocation) -> set[tuple[int, int]]:
     """:returns: The local store's index files by `(st_dev, st_ino)`, which no output may be written over."""
-    if location.root is None:
-        return set()
+    return set() if location.root is None else _index_files(location.root)
+
+
+def _index_files(root: Path) -> set[tuple[int, int]]:
     found = set()
-    for name in ("index.db", "index.db-wal", "index.db-shm"):
+    for name in (INDEX_FILE_NAME, f"{INDEX_FILE_NAME}-wal", f"{INDEX_FILE_NAME}-shm"):
         with contextlib.suppress(OSError):
-            status = os.stat(location.root / name)
+            status = os.stat(root / name)
             found.add((status.st_dev, status.st_ino))
     return found
 
@@ -323,10 +326,4 @@ def _inside_store(path: Path, root: Path) -> bool:
         status = os.stat(path)
     except OSError:
         return False
-    own = (status.st_dev, status.st_ino)
-    for name in ("index.db", "index.db-wal", "index.db-shm"):
-        with contextlib.suppress(OSError):
-            other = os.stat(store / name)
-            if (other.st_dev, other.st_ino) == own:
-                return True
-    return False
+    return (status.st_dev, status.st_ino) in _index_files(store)

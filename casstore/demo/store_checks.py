@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from casstore.disk import file_in_the_way
+
 # The compactors' modules that write to the store: a write that fails leaves its result or steps in the conversation
 # and is logged as a warning carrying the `error`, which is how the demo learns of it.
 WRITING_LOGGERS = (
@@ -67,11 +69,12 @@ def unwritable_reason(root: Path) -> str | None:
             )
         except OSError as error:  # a loop of links, say
             return f"The demo cannot make its store in {root}: {path}: {error.strerror}; choose a folder with --root."
+    in_the_way = file_in_the_way(root)
+    if in_the_way is not None:
+        return f"The demo cannot make its store in {root}: {in_the_way} is a file; choose a folder with --root."
     existing = root.absolute()
     while not existing.exists() and existing != existing.parent:  # the folder that would hold it
         existing = existing.parent
-    if not existing.is_dir():
-        return f"The demo cannot make its store in {root}: {existing} is a file; choose a folder with --root."
     if not os.access(existing, os.W_OK | os.X_OK):
         return (
             f"The demo cannot write its store in {root}: {existing} is read-only (read-only media, or this process "

@@ -46,6 +46,8 @@ class Database:
     # What a transaction that should simply run again raises: nothing, as SQLite runs one writer at a time.
     conflicts: tuple[type[Exception], ...] = ()
     kind = "SQLite index"
+    # What to check when a write fails: this index is a local file.
+    failure_causes = "free space, permissions"
 
     def __init__(
         self, path: Path, *, durable: bool, busy_timeout: float = DEFAULT_BUSY_TIMEOUT_SECONDS, lazy: bool = False

@@ -143,6 +143,8 @@ class PostgresDatabase:
     # A transaction PostgreSQL rolled back to break a deadlock between writers, or a serialization conflict: run again.
     conflicts: tuple[type[Exception], ...] = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
     kind = "PostgreSQL index"
+    # What to check when a write fails: the servers, and the disks behind them.
+    failure_causes = "free space, the servers"
     # The search index's trigrams (`casstore.search.postgres`), which the repository's search layer asks for.
 
     def __init__(self, url: str, *, max_connections: int = 16) -> None:

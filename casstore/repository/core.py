@@ -42,6 +42,7 @@ class IndexDatabase(Protocol):
     damage: tuple[type[Exception], ...]
     conflicts: tuple[type[Exception], ...]
     kind: str
+    failure_causes: str
     description: str
 
     def reading(self) -> AbstractContextManager[Any]: ...

@@ -1,6 +1,5 @@
 """The `Repository`'s writer: the parts of one result stored and recorded together, or none."""
 
-import os
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -9,6 +8,7 @@ from pathlib import Path
 from casstore.blobs.catalog import LearnedFrameRefused
 from casstore.blobs.encoder import StagedBlob
 from casstore.blobs.hints import LAST_SEEN_RESOLUTION
+from casstore.disk import file_in_the_way
 from casstore.errors import CasStoreError, StorageError
 from casstore.index import writes as index
 from casstore.index.prepared import PreparedWrite
@@ -82,7 +82,11 @@ class Writer:
             raise
         except self._core.failures as error:
             size = sum(len(write.data) for write in writes)
-            in_the_way = _file_in_the_way(error, Path(self._core.description))
+            in_the_way = (
+                file_in_the_way(Path(self._core.description))
+                if isinstance(error, (FileExistsError, NotADirectoryError))
+                else None
+            )
             if in_the_way is not None:
                 root = self._core.description
                 where = "a file" if in_the_way == Path(root) else f"under the file {in_the_way}"
@@ -95,11 +99,9 @@ class Writer:
                 if isinstance(error, self._database.failures)
                 else f"the store at {self._core.description} failed"
             )
-            # What usually fails: a local store's disk; a shared store's disk or one of its servers.
-            causes = "free space, permissions" if self._database.kind == "SQLite index" else "free space, the servers"
             raise StorageError(
                 f"Could not store {len(writes)} result part(s) ({size} bytes): {where}: {error}. Nothing of this write "
-                f"was recorded; fix what failed ({causes}), then write again."
+                f"was recorded; fix what failed ({self._database.failure_causes}), then write again."
             ) from error
 
     def _store(self, namespace: str, writes: Sequence[PreparedWrite]) -> None:
@@ -273,19 +275,3 @@ class _BlobsMissing(Exception):
     def __init__(self, digests: list[str]) -> None:
         super().__init__(digests)
         self.digests = digests
-
-
-def _file_in_the_way(error: Exception, root: Path) -> Path | None:
-    """
-    :param root: The store's folder (a shared store's description is no path, and matches nothing here).
-    :returns: The file `error` found where the store's folder, or one above it, was to be made; None if it was not
-        that.
-    """
-    if not isinstance(error, (FileExistsError, NotADirectoryError)) or not error.filename:
-        return None
-    path = Path(os.fsdecode(error.filename))
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    if not path.exists() or path.is_dir():
-        return None
-    return path if path.absolute() in {root.absolute(), *root.absolute().parents} else None
