@@ -371,38 +371,13 @@ def test_a_file_swapped_for_a_link_to_a_device_while_written_is_never_replaced(d
     assert output.is_symlink() and stat.S_ISFIFO(pipe.lstat().st_mode)
 
 
-def test_a_report_to_another_descriptor_of_the_command_is_appended_and_a_closed_one_is_an_error(
-    demo_root: Path, tmp_path: Path
-) -> None:
-    log = tmp_path / "app.log"
-    log.write_text("an earlier line\n")
-    command = f"{shlex.quote(sys.executable)} -m casstore report --root {shlex.quote(str(demo_root))}"
-    appended = subprocess.run(
-        ["bash", "-c", f"{command} -o /dev/fd/3 3>>{shlex.quote(str(log))}"],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert appended.returncode == 0, appended.stderr
-    assert log.read_text(encoding="utf-8").startswith("an earlier line\n<!DOCTYPE html>")
-    closed = subprocess.run(
-        ["bash", "-c", f"{command} -o /dev/stdout >&-"], check=False, capture_output=True, text=True, timeout=60
-    )
-    assert closed.returncode == 1 and "Traceback" not in closed.stderr, closed.stderr
-    assert "Could not write the report to /dev/stdout" in closed.stderr
-
-
 @pytest.mark.parametrize("output", ["/dev/fd/3", "//proc/self/fd/3"])
 def test_a_report_to_a_descriptor_the_store_opened_is_refused(tmp_path: Path, output: str) -> None:
     # Descriptor 3 is not open when the command starts; once the store is open, it is SQLite's, on index.db.
     root = tmp_path / "store"
     with ContentAddressedToolResultStore(root) as store:
         reference = store.write(key="a.txt", content="kept whole")
-    for command in (
-        ["report", "--root", str(root), "-o", output],
-        ["cat", reference, "--root", str(root), "-o", output],
-    ):
+    for command in (["report", "--root", str(root)], ["cat", reference, "--root", str(root)]):
         completed = subprocess.run(
             [sys.executable, "-m", "casstore", *command, "-o", output],
             check=False,
@@ -427,22 +402,40 @@ def test_cat_is_never_written_over_the_stores_index(tmp_path: Path) -> None:
         assert store.read(reference) == "kept whole" and verify(store).clean
 
 
-def test_a_report_to_a_log_the_shell_appends_to_by_another_name_keeps_the_log(demo_root: Path, tmp_path: Path) -> None:
+def _report_in_shell(demo_root: Path, output: str, redirection: str) -> subprocess.CompletedProcess[str]:
+    """:returns: `casstore report -o OUTPUT` run by bash with `redirection` (`3>>app.log`, say)."""
+    command = f"{shlex.quote(sys.executable)} -m casstore report --root {shlex.quote(str(demo_root))}"
+    return subprocess.run(
+        ["bash", "-c", f"{command} -o {shlex.quote(output)} {redirection}"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    ("output", "descriptor"),
+    [("/dev/fd/3", 3), ("//dev/fd/3", 3), ("/proc/thread-self/fd/3", 3), ("a link to /dev/stdout", 1)],
+)
+def test_a_report_to_a_log_the_shell_appends_to_keeps_the_log(
+    demo_root: Path, tmp_path: Path, output: str, descriptor: int
+) -> None:
+    # Opened again by name, the log would be written from its start: the writer uses the descriptor it has.
     log = tmp_path / "app.log"
     log.write_text("an earlier line\n")
-    (tmp_path / "out-link").symlink_to("/dev/stdout")
-    command = f"{shlex.quote(sys.executable)} -m casstore report --root {shlex.quote(str(demo_root))}"
-    for output in ("//dev/fd/3", "/proc/thread-self/fd/3", str(tmp_path / "out-link")):
-        redirect = "1" if output.endswith("out-link") else "3"
-        completed = subprocess.run(
-            ["bash", "-c", f"{command} -o {shlex.quote(output)} {redirect}>>{shlex.quote(str(log))}"],
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert completed.returncode == 0, completed.stderr
-        assert log.read_text(encoding="utf-8").startswith("an earlier line\n<!DOCTYPE html>"), output
+    if output.startswith("a link"):
+        output = str(tmp_path / "out-link")
+        Path(output).symlink_to("/dev/stdout")
+    completed = _report_in_shell(demo_root, output, f"{descriptor}>>{shlex.quote(str(log))}")
+    assert completed.returncode == 0, completed.stderr
+    assert log.read_text(encoding="utf-8").startswith("an earlier line\n<!DOCTYPE html>")
+
+
+def test_a_report_to_a_closed_standard_output_is_a_one_line_error(demo_root: Path) -> None:
+    closed = _report_in_shell(demo_root, "/dev/stdout", ">&-")
+    assert closed.returncode == 1 and "Traceback" not in closed.stderr, closed.stderr
+    assert "Could not write the report to /dev/stdout" in closed.stderr
 
 
 def test_a_report_through_a_dangling_link_makes_the_file_it_names(demo_root: Path, tmp_path: Path) -> None:

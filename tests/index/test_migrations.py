@@ -418,32 +418,22 @@ def test_an_index_whose_maker_was_killed_before_its_log_is_made_at_the_next_open
     assert not (folder / "index.db-journal").exists()
 
 
-def test_a_stale_journal_beside_a_store_with_writes_is_refused_byte_for_byte(tmp_path: Path, store_root: Path) -> None:
-    # A killed maker's journal beside an index restored from a backup, say: rolling it back would empty the index.
-    journal = _journal_of_a_killed_maker(tmp_path) / "index.db-journal"
-    with ContentAddressedToolResultStore(store_root) as store:
-        references = [store.write(key=f"{number}.txt", content=f"result {number}") for number in range(50)]
-    shutil.copyfile(journal, store_root / "index.db-journal")
-    before = tree_fingerprint(store_root)
-    with pytest.raises(SchemaError, match="rollback journal"):
-        ContentAddressedToolResultStore(store_root)
-    assert tree_fingerprint(store_root) == before
-    (store_root / "index.db-journal").unlink()
-    with ContentAddressedToolResultStore(store_root) as store:
-        assert [store.read(reference) for reference in references] == [f"result {n}" for n in range(50)]
-
-
-def test_a_stale_journal_beside_a_store_whose_writes_are_all_in_its_log_is_refused(
-    tmp_path: Path, store_root: Path
+@pytest.mark.parametrize("writes_in", ["index.db", "its log"])
+def test_a_stale_journal_beside_a_store_with_writes_is_refused_byte_for_byte(
+    tmp_path: Path, store_root: Path, writes_in: str
 ) -> None:
-    # Killed before any checkpoint, a new store's schema and writes are all in its log, and index.db is still one page
-    # with no schema: a journal beside it must not be rolled back (SQLite would empty the file and drop the log).
+    # A killed maker's journal beside an index restored from a backup, say, whose writes are in the file, or all still
+    # in its log (a crash before any checkpoint leaves index.db one page with no schema): rolling it back would empty
+    # the file, and SQLite would drop the log with it.
     journal = _journal_of_a_killed_maker(tmp_path) / "index.db-journal"
     crashed = tmp_path / "crashed"
     with ContentAddressedToolResultStore(store_root) as store:
         references = [store.write(key=f"{number}.txt", content=f"result {number}") for number in range(20)]
-        shutil.copytree(store_root, crashed)  # as a crash leaves it: the log not yet folded into the file
-    assert (crashed / "index.db").stat().st_size == 4096 and (crashed / "index.db-wal").stat().st_size > 0
+        if writes_in == "its log":
+            shutil.copytree(store_root, crashed)  # as a crash leaves it: the log not yet folded into the file
+            assert (crashed / "index.db").stat().st_size == 4096 and (crashed / "index.db-wal").stat().st_size > 0
+    if writes_in == "index.db":
+        shutil.copytree(store_root, crashed)  # closed: the log folded into the file
     shutil.copyfile(journal, crashed / "index.db-journal")
     before = tree_fingerprint(crashed)
     with pytest.raises(SchemaError, match="rollback journal"):
