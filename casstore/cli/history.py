@@ -25,8 +25,8 @@ from casstore.cli.output import _print_json, _table
 from casstore.history import stats as history
 from casstore.history.datasette import metadata
 from casstore.history.figures import format_bytes, format_ratio
-from casstore.history.output_file import is_standard_stream, write_file
 from casstore.history.report import DEFAULT_REPORT_NAME, write_report
+from casstore.output_file import is_standard_stream, write_file
 
 
 @click.command()

@@ -18,8 +18,8 @@ from pathlib import Path
 from casstore.errors import CasStoreError
 from casstore.history import charts
 from casstore.history.charts import format_bytes
-from casstore.history.output_file import write_file
 from casstore.history.report_page import render_page
+from casstore.output_file import write_file
 from casstore.repository import HasRepository, ReportFigures, Repository, repository_of
 
 __all__ = ["DEFAULT_REPORT_NAME", "SERIES_LIMIT", "ReportFile", "build_report", "write_report"]
