@@ -7,6 +7,7 @@ import click
 
 from casstore.cli.options import (
     NAMESPACE,
+    OUTPUT_FILE,
     StoreLocation,
     _check_output_path,
     _json_option,
@@ -36,7 +37,7 @@ from casstore.stores.shared import BLOB_URL_VARIABLE, INDEX_URL_VARIABLE
 @click.option(
     "--report",
     "report_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OUTPUT_FILE,
     default=Path(DEFAULT_REPORT_NAME),
     show_default=True,
     help="Where to write the HTML report of the run (as casstore report --namespace writes it).",

@@ -11,6 +11,7 @@ from casstore.cli.options import (
     DURATION,
     LINE_RANGE,
     NAMESPACE,
+    OUTPUT_FILE,
     REFERENCE,
     StoreLocation,
     _check_output_path,
@@ -150,7 +151,7 @@ def _log_line(entry: history.OffloadEntry) -> str:
 @click.option(
     "--lines", "lines", type=LINE_RANGE, help="Only lines A to B (1-based, inclusive), such as 10:20, 10: or :20."
 )
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the content to a file.")
+@click.option("-o", "--output", type=OUTPUT_FILE, help="Write the content to a file.")
 def cat(
     reference: str,
     location: StoreLocation,
@@ -215,7 +216,7 @@ def _line_window(text: str, first: int, last: int | None, *, reference: str) -> 
 @click.option(
     "-o",
     "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OUTPUT_FILE,
     default=Path(DEFAULT_REPORT_NAME),
     show_default=True,
     help="The HTML file to write (an existing one is written over; never a file of the store).",

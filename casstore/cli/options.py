@@ -167,7 +167,21 @@ class _Size(_ParamType):
             self.fail(error.message, param, ctx)
 
 
+class _OutputFile(click.Path):
+    """A file a command writes: not a folder, nor a name that ends in a separator (which says "a folder" too)."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False, path_type=Path)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        # `Path` drops a trailing separator: `-o out/` would write a file named `out`.
+        if isinstance(value, str) and value.endswith(("/", os.sep)):
+            self.fail(f"{value!r} ends with a separator, which names a folder; name a file (in that folder) instead.")
+        return super().convert(value, param, ctx)
+
+
 DURATION, LINE_RANGE, REFERENCE, NAMESPACE, SIZE = _Duration(), _LineRange(), _Reference(), _Namespace(), _Size()
+OUTPUT_FILE = _OutputFile()
 
 
 @dataclass(frozen=True)

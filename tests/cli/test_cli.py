@@ -125,6 +125,15 @@ def test_cat_prints_content_windows_and_binary(store_root: Path, built: dict[str
     assert piped.stdout == out.read_bytes()
 
 
+def test_cat_to_a_name_ending_in_a_separator_is_refused_and_writes_nothing(
+    store_root: Path, built: dict[str, str], tmp_path: Path
+) -> None:
+    arguments = ["cat", built["png"], "--root", str(store_root), "--namespace", "alice"]
+    result = _invoke(*arguments, "-o", f"{tmp_path / 'plots'}/")
+    assert result.exit_code == 2 and "names a folder" in _one_line_error(result)
+    assert not (tmp_path / "plots").exists()
+
+
 def test_cat_numbers_lines_as_the_read_tool_does(store_root: Path) -> None:
     with ContentAddressedToolResultStore(store_root) as store:
         reference = store.write(key="odd.txt", content="hello\fworld\u2028still line one\r\nline2\nline3")

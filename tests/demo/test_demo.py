@@ -135,6 +135,7 @@ def test_the_demo_refuses_bad_arguments_in_one_line_and_creates_nothing(tmp_path
         (["--corpus", str(empty_corpus)], "holds no text files", 1),
         (["--namespace", ""], "namespace", 1),
         (["--report", str(tmp_path / "no-folder" / "report.html")], "no folder", 1),  # said before the run
+        (["--report", f"{tmp_path / 'reports'}/"], "names a folder", 2),
     ]:
         completed = subprocess.run(
             [sys.executable, "-m", "casstore", "demo", "--steps", "5", "--root", str(root), *arguments],

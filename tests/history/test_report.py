@@ -261,6 +261,7 @@ def test_the_command_writes_the_default_file_and_says_where(demo_root: Path, in_
         (["--since", "a week"], 2, "is not a duration"),  # a usage error, as a bad size is
         (["-o", "missing-folder/report.html"], 1, "no folder missing-folder"),
         (["-o", "."], 2, "is a directory"),  # a usage error, caught by click
+        (["-o", "reports/"], 2, "names a folder"),  # not a file named `reports`
     ],
 )
 def test_bad_arguments_are_one_line_and_write_nothing(
