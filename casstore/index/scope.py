@@ -35,9 +35,16 @@ def check_dedup_scope(value: object) -> str | None:
     """
     :param value: What a store was given as `dedup_scope`.
     :returns: `value`, checked: `"store"`, `"namespace"` or None (whatever the index records).
-    :raises ValueError: If it is anything else.
+    :raises TypeError: If it is neither a string nor None.
+    :raises ValueError: If it is another string.
     """
-    if value is None or value in SCOPES:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(
+            f"`dedup_scope` must be 'store', 'namespace' or None, got {value!r:.60} ({type(value).__name__})."
+        )
+    if value in SCOPES:
         return value
     raise ValueError(
         f"`dedup_scope` must be 'store' (deduplicate across namespaces), 'namespace' (only within one) or None "

@@ -82,9 +82,9 @@ class SharedToolResultStore(RepositoryToolResultStore):
             (for stores shared by parties who must not learn about each other: docs/dedup-scope.md). Chosen when the
             store is made (`"store"` unless said otherwise) and recorded in its index; None (the default) opens
             whichever the index records.
-        :raises TypeError: If `index_url` is neither a `Secret` nor a string, `compression_level` or `inline_max` is not
-            an `int` (a `bool` or `float` is refused), or `learn` or `search_index` is not a `bool`; raised before
-            connecting to anything.
+        :raises TypeError: If `index_url` is neither a `Secret` nor a string, `dedup_scope` is not a string,
+            `compression_level` or `inline_max` is not an `int` (a `bool` or `float` is refused), or `learn` or
+            `search_index` is not a `bool`; raised before connecting to anything.
         :raises ValueError: If `blob_options` hold credentials, a setting is out of range or not a string, or
             `dedup_scope` is unknown or not the scope the index records (the message names both).
         :raises SearchUnavailableError: With `search_index=True`, if the server has no `pg_trgm` or the user may not

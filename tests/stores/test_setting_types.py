@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from casstore import ContentAddressedToolResultStore, SharedToolResultStore, StorageError
 
-NUMBERS = {"compression_level": (1, 22, "from 1 to 22"), "inline_max": (0, None, "0 or more")}
+NUMBERS = {"compression_level": (1, 22, "from 1 to 22"), "inline_max": (0, 1_000_000_000, "from 0 to 1000000000")}
 LOCAL_SWITCHES = ("durable", "learn", "search_index")
 SHARED_SWITCHES = ("learn", "search_index")
 
@@ -34,6 +34,9 @@ anything_else = st.one_of(
 )
 not_a_whole_number = st.one_of(st.booleans(), anything_else)
 not_a_bool = st.one_of(st.integers(), anything_else)
+not_a_string = st.one_of(
+    st.booleans(), st.integers(), anything_else.filter(lambda value: value is not None and not isinstance(value, str))
+)
 
 
 def _out_of_range(name: str) -> st.SearchStrategy[int]:
@@ -50,6 +53,16 @@ def wrong_settings(switches: tuple[str, ...]) -> st.SearchStrategy[tuple[str, An
             st.tuples(st.just(name), not_a_whole_number, st.just(TypeError), st.just(f"whole number {accepted}"))
         )
         cases.append(st.tuples(st.just(name), _out_of_range(name), st.just(ValueError), st.just(accepted)))
+    scopes = "'store', 'namespace' or None"
+    cases.append(st.tuples(st.just("dedup_scope"), not_a_string, st.just(TypeError), st.just(scopes)))
+    cases.append(
+        st.tuples(
+            st.just("dedup_scope"),
+            st.text(max_size=20).filter(lambda text: text not in {"store", "namespace"}),
+            st.just(ValueError),
+            st.just("'store'"),
+        )
+    )
     return st.one_of(cases)
 
 
@@ -103,7 +116,10 @@ def test_bools_are_taken_and_serialized_as_bools(store_root: Path, name: str, va
         assert store.to_dict()["init_parameters"][name] is value
 
 
-@pytest.mark.parametrize(("name", "value"), [("compression_level", 1), ("compression_level", 22), ("inline_max", 0)])
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("compression_level", 1), ("compression_level", 22), ("inline_max", 0), ("inline_max", 1_000_000_000)],
+)
 def test_whole_numbers_at_the_ends_of_their_range_are_taken(store_root: Path, name: str, value: int) -> None:
     keywords: dict[str, Any] = {name: value}
     with ContentAddressedToolResultStore(store_root, **keywords) as store:
