@@ -37,7 +37,10 @@ def copy(root: Path, to_index: str, to_blobs: str, as_json: bool) -> None:
         _open(StoreLocation(root=root)) as source,
         _open(StoreLocation(index_url=to_index, blob_url=to_blobs)) as target,
     ):
-        report = copy_store(source, target)
+        try:
+            report = copy_store(source, target)
+        except ValueError as error:  # a target that hashes otherwise (its dedup scope): refused before any copy
+            raise click.ClickException(str(error)) from error
     if as_json:
         _print_json({**dataclasses.asdict(report), "complete": report.complete})
     else:

@@ -82,7 +82,8 @@ def copy_store(
     unreadable = set(report.unreadable_blobs)
     in_target = target.copies.write_rows()
     missing_writes: list[WriteRow] = []
-    for row, count in sorted(source.copies.write_rows().items(), key=lambda item: (item[0][6], item[0][0], item[0][1])):
+    # In the order of their time (the row's 7th value), and within one time as the source has them: a stable sort.
+    for row, count in sorted(source.copies.write_rows().items(), key=lambda item: str(item[0][6])):
         lacking = count - in_target.get(row, 0)
         if lacking <= 0:
             continue
@@ -148,7 +149,7 @@ def _copy_counted_rows(
     """
     missing = [
         row
-        for row, count in sorted(in_source.items(), key=lambda item: (str(item[0][time_column]), item[0][0]))
+        for row, count in sorted(in_source.items(), key=lambda item: str(item[0][time_column]))  # stable, as above
         for _ in range(count - in_target.get(row, 0))
     ]
     for start in range(0, len(missing), _BATCH):
