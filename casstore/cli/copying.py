@@ -49,6 +49,11 @@ def copy(root: Path, to_index: str, to_blobs: str, as_json: bool) -> None:
             f"{report.writes_copied} writes, {report.offloads_copied} offloads, {report.compactions_copied} "
             f"compactions and {report.archives_copied} archives from {root} to {target.repository.description}"
         )
+        if report.dedup_scope_adopted is not None:
+            click.echo(
+                f"The target had no blobs and now hashes as the source does: dedup scope "
+                f"{report.dedup_scope_adopted!r} (open it with dedup_scope={report.dedup_scope_adopted!r} or None)."
+            )
         for digest in report.unreadable_blobs:
             click.echo(f"not copied  blob {digest}: it does not verify in the source (see casstore verify)")
         if report.writes_skipped:

@@ -35,6 +35,8 @@ class CopyReport:
     archives_copied: int = 0
     unreadable_blobs: list[str] = field(default_factory=list)
     writes_skipped: int = 0
+    dedup_scope_adopted: str | None = None
+    """The dedup scope the target took from the source, if it had no blobs and hashed otherwise before the copy."""
 
     @property
     def complete(self) -> bool:
@@ -63,7 +65,10 @@ def copy_store(
     source, target = repository_of(source), repository_of(target)
     report = CopyReport()
     # References are copied as they are, so the target hashes as the source does (an empty target takes its scope).
+    scope_before = target.dedup_scope.name
     target.copies.adopt_dedup_scope(source.copies.dedup_settings())
+    if target.dedup_scope.name != scope_before:
+        report.dedup_scope_adopted = target.dedup_scope.name
     keyed_for = source.copies.blob_namespaces()
     have = target.copies.blob_seen_times()
     wanted = {digest: seen for digest, seen in source.copies.blob_seen_times().items() if digest not in have}

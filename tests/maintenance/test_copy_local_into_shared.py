@@ -213,3 +213,27 @@ def test_copying_into_a_store_that_hashes_otherwise_is_one_line_and_copies_nothi
     assert "Traceback" not in completed.stderr
     with _connect(postgres_url) as connection:
         assert connection.execute("SELECT count(*) FROM writes").fetchone()[0] == 1
+
+
+def test_an_empty_target_that_takes_the_sources_dedup_scope_is_told_so(
+    tmp_path: Path, postgres_url: str, s3_bucket_url: S3Location
+) -> None:
+    root = tmp_path / "local"
+    with ContentAddressedToolResultStore(root, dedup_scope="namespace") as source:
+        reference = source.write(key="a.txt", content="keyed for the default namespace")
+    with SharedToolResultStore(index_url=postgres_url, blob_url=s3_bucket_url.url, dedup_scope="store"):
+        pass  # made, of `store` scope, and empty
+    arguments = ["copy", "--root", str(root), "--to-index", postgres_url, "--to-blobs", s3_bucket_url.url]
+    completed = subprocess.run(
+        [sys.executable, "-m", "casstore", *arguments],
+        capture_output=True, text=True, timeout=120, check=False, env={**os.environ, **s3_bucket_url.env},
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    assert "now hashes as the source does: dedup scope 'namespace'" in completed.stdout
+    with SharedToolResultStore(index_url=postgres_url, blob_url=s3_bucket_url.url, dedup_scope="namespace") as target:
+        assert target.read(reference) == "keyed for the default namespace"
+    again = subprocess.run(
+        [sys.executable, "-m", "casstore", *arguments, "--json"],
+        capture_output=True, text=True, timeout=120, check=False, env={**os.environ, **s3_bucket_url.env},
+    )  # fmt: skip
+    assert json.loads(again.stdout)["dedup_scope_adopted"] is None  # a second copy changes no scope
