@@ -13,7 +13,7 @@ from click.testing import CliRunner, Result
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from casstore import CompactionRecord, ContentAddressedToolResultStore, OffloadRecord
+from casstore import ContentAddressedToolResultStore, OffloadRecord
 from casstore.cli import cli
 
 ESC, BEL = "\x1b", "\x07"
@@ -58,7 +58,8 @@ def test_hostile_tool_names_call_ids_and_keys_are_one_line_each_and_escaped(stor
     assert r"\r2099-01-01" in result.output and r"\u202etxt.exe" in result.output
     assert r"del\x7f\x85\u2028bidi\u202e\u2066" in result.output and r"call=id\r\x1b[K" in result.output
     # --json keeps every value exactly.
-    assert {entry["tool_name"] for entry in entries} >= {f"read{CLEAR}\nFORGED LINE", "del\x7f\x85\u2028bidi\u202e\u2066"}
+    names = {entry["tool_name"] for entry in entries}
+    assert names >= {f"read{CLEAR}\nFORGED LINE", "del\x7f\x85\u2028bidi\u202e\u2066"}
 
 
 _TEXT = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), min_size=1, max_size=40)
@@ -81,7 +82,7 @@ def test_any_tool_name_and_call_id_is_one_line_of_the_log(tmp_path: Path, names:
 def test_stats_shows_hostile_tool_names_escaped_on_one_row_each(store_root: Path) -> None:
     with ContentAddressedToolResultStore(store_root, namespace="n") as store:
         reference = store.write(key="x.txt", content="hello")
-        names = [f"read{OSC52}", f"t\nFORGED  n  rm_rf  1  9  9", f"ls\r{CLEAR}", "abc\u202edef"]
+        names = [f"read{OSC52}", "t\nFORGED  n  rm_rf  1  9  9", f"ls\r{CLEAR}", "abc\u202edef"]
         store.record_offloads(
             compaction_id="c", offloads=[OffloadRecord(name, None, [reference], 10, 5) for name in names]
         )
@@ -98,7 +99,8 @@ def test_a_long_tool_name_is_cut_in_the_stats_table_and_whole_in_json(store_root
     with ContentAddressedToolResultStore(store_root, namespace="n") as store:
         reference = store.write(key="x.txt", content="hello")
         offloads = [OffloadRecord(f"t{number}", None, [reference], 1, 1) for number in range(200)]
-        store.record_offloads(compaction_id="c", offloads=[*offloads, OffloadRecord(long_name, None, [reference], 1, 1)])
+        offloads.append(OffloadRecord(long_name, None, [reference], 1, 1))
+        store.record_offloads(compaction_id="c", offloads=offloads)
     output = _invoke("stats", "--root", str(store_root)).output
     widest = max(len(line) for line in _lines(output))
     assert widest < 200, widest
