@@ -9,7 +9,8 @@ draw with JavaScript in the browser. Drawing here also keeps every text that cam
 rule: everything that is not a number passes through `escape` before it is part of the markup.
 
 The functions take plain numbers, times and labels (of casstore they use only `printable`), and return SVG markup
-as a string. Each drawn datum is an element of class `mark` (with `data-kind`), holding a `<title>` a browser shows on hover.
+as a string. Each drawn datum is an element of class `mark` (with `data-kind`), holding a `<title>` a browser shows on
+hover.
 """
 
 import html
