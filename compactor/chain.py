@@ -37,7 +37,8 @@ class CompactorChain(Compactor):
         """
         :param compactors: The compactors, in the order they run.
         :raises ValueError: If `compactors` is empty.
-        :raises TypeError: If `compactors` is not a sequence, or one of them has no `compact` method.
+        :raises TypeError: If `compactors` is not a sequence, or one of them is a class rather than a compactor made
+            from it, or has no `compact` method.
         """
         if isinstance(compactors, (str, bytes)) or not isinstance(compactors, Sequence):
             raise TypeError(f"`compactors` must be a list of compactors, got {type(compactors).__name__}.")
@@ -47,8 +48,17 @@ class CompactorChain(Compactor):
                 "[DedupOffloadCompactor(store=store), StepArchiveCompactor(store=store)]."
             )
         for compactor in compactors:
+            if isinstance(compactor, type):
+                # The class's `compact` is callable too, but calling it mid-run fails for want of an instance.
+                raise TypeError(
+                    f"Every entry of `compactors` must be a compactor object, got the class {compactor.__name__}: "
+                    f"pass a compactor made from it, such as {compactor.__name__}(...)."
+                )
             if not callable(getattr(compactor, "compact", None)):
-                raise TypeError(f"Every entry of `compactors` must be a Compactor, got {compactor!r:.80}.")
+                raise TypeError(
+                    f"Every entry of `compactors` must be a compactor object (with a `compact` method), got "
+                    f"{compactor!r:.80}: pass one such as StepArchiveCompactor(store=store)."
+                )
         self.compactors = list(compactors)
 
     def compact(
