@@ -24,6 +24,7 @@ from casstore.compactor.archive_note import (
     archive_note,
     summary_of,
 )
+from casstore.compactor.archive_settings import check_settings
 from casstore.compactor.parts import key_part
 from casstore.compactor.pointers import block_extension
 from casstore.compactor.read_tool import DEFAULT_NAME as READ_TOOL_NAME
@@ -92,25 +93,22 @@ class StepArchiveCompactor(Compactor):
         :param read_tool_name: The read tool's name as registered with the Agent, which the note tells the model.
         :param search_tool_name: The search tool's name as registered, or None when the Agent has no search tool.
         :param context_window: The model's window in tokens, for the store's `compactions` history; None records NULL.
-        :raises TypeError: If `store` has no callable `write` and `read` (a path, None: pass a store).
-        :raises ValueError: If `min_keep_steps` is negative, a tool name is empty, or `context_window` is given and not
-            a positive whole number.
+        :raises TypeError: If `store` has no callable `write` and `read` (a path, None: pass a store); if `summarizer`
+            is neither None nor a chat generator object (one with a callable `run`; a model's name or a class is
+            refused); or if `summary_instruction`, `read_tool_name` or `search_tool_name` (unless None) is not a
+            string. The message names the argument, what it got and what it takes.
+        :raises ValueError: If `min_keep_steps` is negative or not whole, `summary_instruction` or a tool name is
+            empty, or `context_window` is given and not a positive whole number.
         """
         check_store(store, owner="StepArchiveCompactor")
-        if isinstance(min_keep_steps, bool) or not isinstance(min_keep_steps, int) or min_keep_steps < 0:
-            raise ValueError(
-                f"`min_keep_steps` must be a whole number, at least 0, got {min_keep_steps!r}: it is how many of the "
-                f"newest steps always stay in the conversation."
-            )
-        if not read_tool_name or search_tool_name == "":
-            raise ValueError(
-                "`read_tool_name` and `search_tool_name` must be the names the tools are registered under (or "
-                "search_tool_name=None when the Agent has no search tool); got an empty name."
-            )
-        if context_window is not None and (
-            isinstance(context_window, bool) or not isinstance(context_window, int) or context_window < 1
-        ):
-            raise ValueError(f"`context_window` must be a positive number of tokens, or None; got {context_window!r}.")
+        check_settings(
+            min_keep_steps=min_keep_steps,
+            summarizer=summarizer,
+            summary_instruction=summary_instruction,
+            read_tool_name=read_tool_name,
+            search_tool_name=search_tool_name,
+            context_window=context_window,
+        )
         self.store = store
         self.min_keep_steps = min_keep_steps
         self.summarizer = summarizer
