@@ -2,6 +2,7 @@
 `CompactorChain`: several compactors as one, for Haystack's `CompactionHook`, which takes a single compactor.
 """
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -131,7 +132,8 @@ class CompactorChain(Compactor):
             deserialization allowlist.
         """
         compactors = []
-        for entry in data.get("init_parameters", {}).get("compactors", []):
+        # A deep copy: a compactor's own `from_dict` may change the dictionary it is given.
+        for entry in copy.deepcopy(data).get("init_parameters", {}).get("compactors", []):
             holder = {"compactor": entry}
             deserialize_component_inplace(holder, key="compactor")
             compactors.append(holder["compactor"])

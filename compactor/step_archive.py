@@ -4,6 +4,7 @@ first, so the note left in their place says where they went and the model can re
 """
 
 import asyncio
+import copy
 from collections.abc import Callable
 from typing import Any
 from uuid import uuid4
@@ -297,11 +298,13 @@ class StepArchiveCompactor(Compactor):
         :raises DeserializationError: If a class cannot be imported or is not on Haystack's deserialization allowlist
             (for casstore's store, the application opts in, for example with `HAYSTACK_DESERIALIZATION_ALLOWLIST`).
         """
-        init_parameters = dict(data.get("init_parameters", {}))
+        # A deep copy: the store's or the summarizer's own `from_dict` may change the dictionary it is given.
+        data = copy.deepcopy(data)
+        init_parameters = data.get("init_parameters", {})
         for key in ("store", "summarizer"):
             if init_parameters.get(key) is not None:
                 deserialize_component_inplace(init_parameters, key=key)
-        return default_from_dict(cls, {**data, "init_parameters": init_parameters})
+        return default_from_dict(cls, data)
 
     def __repr__(self) -> str:
         return (
