@@ -54,7 +54,7 @@ def test_a_tool_name_or_instruction_that_is_no_string_is_refused(
 def test_a_read_tool_name_or_instruction_of_none_is_refused(files: FileSystemToolResultStore, argument: str) -> None:
     # Only the search tool may be absent (search_tool_name=None); the read tool and the instruction may not.
     with pytest.raises(TypeError, match=re.escape(f"`{argument}` must be a non-empty string")) as refused:
-        StepArchiveCompactor(store=files, **{argument: None})
+        StepArchiveCompactor(store=files, **{argument: None})  # type: ignore[arg-type]
     assert str(refused.value).endswith("; got None.")
 
 
@@ -64,7 +64,7 @@ def test_an_empty_tool_name_or_instruction_is_refused(
     files: FileSystemToolResultStore, argument: str, value: str
 ) -> None:
     with pytest.raises(ValueError, match=re.escape(f"`{argument}` must be a non-empty string")):
-        StepArchiveCompactor(store=files, **{argument: value})
+        StepArchiveCompactor(store=files, **{argument: value})  # type: ignore[arg-type]
 
 
 def test_a_chat_generator_and_string_names_are_taken(files: FileSystemToolResultStore) -> None:

@@ -5,6 +5,7 @@ and the note before it) carries the count on, so the next archive goes on from t
 
 import sqlite3
 import tempfile
+from typing import Any
 
 from haystack.dataclasses import ChatMessage, ChatRole
 from haystack.hooks.tool_result_offloading import FileSystemToolResultStore
@@ -23,7 +24,7 @@ def _steps(prefix: str, count: int, *, size: int = 100) -> list[ChatMessage]:
     return [m for call_id in ids for m in (tool_call(call_id), tool_result("x " * size, call_id=call_id))]
 
 
-def _marker(messages: list[ChatMessage]) -> dict:
+def _marker(messages: list[ChatMessage]) -> dict[str, Any]:
     (marker,) = [m.meta["context_compaction"] for m in messages if "context_compaction" in m.meta]
     return dict(marker)
 
