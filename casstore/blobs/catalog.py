@@ -24,23 +24,29 @@ _CONFIRM_AGO = ago(LAST_SEEN_RESOLUTION)
 _RESOLUTION_SECONDS = LAST_SEEN_RESOLUTION.total_seconds()
 _COLUMNS = "digest, size, stored_size, stored_in, encoding, dictionary_id, base_id, first_seen, last_seen, namespace"
 # A plain frame's row; a row already there is replaced (either layout holds the same content), keeping its id (a
-# delta may be on it) and its first_seen.
+# delta may be on it) and its first_seen. A blob found lost is stored again this way, so it is no longer lost.
+_REPLACED = (
+    "size = excluded.size, stored_size = excluded.stored_size, stored_in = excluded.stored_in, "
+    "encoding = excluded.encoding, dictionary_id = NULL, base_id = NULL, lost_at = NULL"
+)
 _PUT_SQL = (
     f"INSERT INTO blobs ({_COLUMNS}) VALUES (?, ?, ?, ?, '{PLAIN}', NULL, NULL, {NOW_SQL}, {NOW_SQL}, ?) "
-    "ON CONFLICT (digest) DO UPDATE SET last_seen = excluded.last_seen, stored_size = excluded.stored_size, "
-    "stored_in = excluded.stored_in, encoding = excluded.encoding, dictionary_id = NULL, base_id = NULL RETURNING id"
+    f"ON CONFLICT (digest) DO UPDATE SET last_seen = excluded.last_seen, {_REPLACED} RETURNING id"
 )
 # The same for a blob copied from another store, which keeps its times; a row already there keeps its own.
 _IMPORT_SQL = (
     f"INSERT INTO blobs ({_COLUMNS}) VALUES (?, ?, ?, ?, '{PLAIN}', NULL, NULL, ?, ?, ?) "
-    "ON CONFLICT (digest) DO UPDATE SET stored_size = excluded.stored_size, stored_in = excluded.stored_in, "
-    "encoding = excluded.encoding, dictionary_id = NULL, base_id = NULL RETURNING id"
+    f"ON CONFLICT (digest) DO UPDATE SET {_REPLACED} RETURNING id"
 )
 # A learned frame's row, only for content that has none yet (see `_needed_id`).
 _PUT_LEARNED_SQL = (
     f"INSERT INTO blobs ({_COLUMNS}) VALUES (?, ?, ?, '{STORED_IN_INDEX}', ?, ?, ?, {NOW_SQL}, {NOW_SQL}, ?) "
     "ON CONFLICT (digest) DO NOTHING RETURNING id"
 )
+# Whether a write must store the content: no row, or one a read or `verify` found lost (`mark_lost`).
+_NEEDS_STORING_SQL = "SELECT lost_at IS NULL FROM blobs WHERE digest = ?"
+# Only rows not found lost already: a blob lost again keeps the time it was first found lost.
+_MARK_LOST_SQL = f"UPDATE blobs SET lost_at = {NOW_SQL} WHERE digest = ? AND lost_at IS NULL"
 _PUT_FRAME_SQL = (
     "INSERT INTO blob_frames (blob_id, frame) VALUES (?, ?) ON CONFLICT (blob_id) DO UPDATE SET frame = excluded.frame"
 )
@@ -151,7 +157,10 @@ class BlobCatalog:
                 self._verified.forget(needs)
                 raise LearnedFrameRefused(staged.digest)
             return int(row[0]), None
-        row = connection.execute("SELECT id, stored_in FROM blobs WHERE digest = ?", (needs,)).fetchone()
+        # A base found lost is no base: a delta on it could not be read until the base is stored again.
+        row = connection.execute(
+            "SELECT id, stored_in FROM blobs WHERE digest = ? AND lost_at IS NULL", (needs,)
+        ).fetchone()
         if row is None:
             self._verified.forget(needs)
             raise LearnedFrameRefused(staged.digest)
@@ -195,6 +204,20 @@ class BlobCatalog:
         if row is None:
             return False
         return row[0] == STORED_IN_INDEX or not self._can_vanish or self._files.exists(digest)
+
+    def needs_storing(self, connection: sqlite3.Connection, digest: str) -> bool:
+        """:returns: Whether a write of `digest` must store its content: it has no row, or was found lost."""
+        row = connection.execute(_NEEDS_STORING_SQL, (digest,)).fetchone()
+        return row is None or not row[0]
+
+    def mark_lost(self, work: UnitOfWork, digests: Sequence[str]) -> None:
+        """
+        Record, inside the caller's write transaction, that a read or `verify` found these blobs' stored bytes missing
+        or damaged: the next write of each content stores it again (`needs_storing`, `index.record_write`, and the
+        engine's one-statement duplicate write all pass over such a row), and `put` clears the mark. Reads never look
+        at it. A digest with no row is passed over.
+        """
+        work.connection.executemany(_MARK_LOST_SQL, [(digest,) for digest in sorted(set(digests))])
 
     def exists(self, connection: sqlite3.Connection, digest: str) -> bool:
         """:returns: Whether a blob row exists for `digest` (its content is not checked; see `load`)."""

@@ -90,6 +90,8 @@ class BlobStore:
         self.confirm = catalog.confirm
         self.is_stored = catalog.is_stored
         self.exists = catalog.exists
+        self.needs_storing = catalog.needs_storing
+        self.mark_lost = catalog.mark_lost
         self.record_dictionary = catalog.record_dictionary
         self.active_dictionary = catalog.active_dictionary
         # Reading: `locate` while holding the connection, then `load` without it.
