@@ -43,6 +43,9 @@ _PUT_LEARNED_SQL = (
     f"INSERT INTO blobs ({_COLUMNS}) VALUES (?, ?, ?, '{STORED_IN_INDEX}', ?, ?, ?, {NOW_SQL}, {NOW_SQL}, ?) "
     "ON CONFLICT (digest) DO NOTHING RETURNING id"
 )
+# A stored blob's row, as a write that found its reference confirms it; the row is read anyway (for `last_seen`), so
+# asking whether it was found lost costs nothing more.
+_CONFIRM_SQL = f"SELECT stored_in, last_seen < {SHIFTED_NOW_SQL}, lost_at IS NOT NULL FROM blobs WHERE digest = ?"
 # Whether a write must store the content: no row, or one a read or `verify` found lost (`mark_lost`).
 _NEEDS_STORING_SQL = "SELECT lost_at IS NULL FROM blobs WHERE digest = ?"
 # Only rows not found lost already: a blob lost again keeps the time it was first found lost.
@@ -176,17 +179,15 @@ class BlobCatalog:
         `last_seen` is rewritten only when it is more than `LAST_SEEN_RESOLUTION` old, so a burst of repeated writes
         costs one row update, not one each: it is kept to that resolution.
 
-        :returns: True if the blob is stored; False if it is not (or its file has gone), and the caller must `stage`
-            and `put` it.
+        :returns: True if the blob is stored; False if it is not (or its file has gone, or a read or `verify` found it
+            lost: `mark_lost`), and the caller must `stage` and `put` it.
         """
         checked_at = self._hints.now()
         connection = work.connection
-        row = connection.execute(
-            f"SELECT stored_in, last_seen < {SHIFTED_NOW_SQL} FROM blobs WHERE digest = ?", (_CONFIRM_AGO, digest)
-        ).fetchone()
-        if row is None:
+        row = connection.execute(_CONFIRM_SQL, (_CONFIRM_AGO, digest)).fetchone()
+        if row is None or row[2]:
             return False
-        stored_in, stale = row
+        stored_in, stale, _lost = row
         in_index = stored_in == STORED_IN_INDEX
         if not in_index and self._can_vanish and not self._files.exists(digest):
             return False
@@ -213,9 +214,9 @@ class BlobCatalog:
     def mark_lost(self, work: UnitOfWork, digests: Sequence[str]) -> None:
         """
         Record, inside the caller's write transaction, that a read or `verify` found these blobs' stored bytes missing
-        or damaged: the next write of each content stores it again (`needs_storing`, `index.record_write`, and the
-        engine's one-statement duplicate write all pass over such a row), and `put` clears the mark. Reads never look
-        at it. A digest with no row is passed over.
+        or damaged: a write of the content then stores it again (`needs_storing` and `confirm` say so, and so does the
+        engine's one-statement duplicate write), and `put` clears the mark. Reads never look at it. A digest with no
+        row is passed over.
         """
         work.connection.executemany(_MARK_LOST_SQL, [(digest,) for digest in sorted(set(digests))])
 

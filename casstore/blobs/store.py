@@ -85,6 +85,7 @@ class BlobStore:
         # Storing: `stage` outside any transaction, then `put` (or `confirm`, for content stored already) inside one.
         self.known = self._hints.known
         self.needs_confirmation = self._hints.needs_confirmation
+        self.forget = self._hints.forget
         self.stage = encoder.stage
         self.put = catalog.put
         self.confirm = catalog.confirm

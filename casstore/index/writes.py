@@ -22,11 +22,9 @@ _WRITE_COLUMNS = "namespace, key, blob_id, kind, extension, size, written_at"
 # A write names its blob by id, so it is appended only if its blob has a row: then the caller needs no look-up of its
 # own to know the blob is there (it looks only when `last_seen` is due, or the blob is a file that can vanish). A row
 # counts: the statement runs in the caller's transaction, and gc deletes a blob only in one of its own, after the last
-# write naming it is gone. A blob a read or `verify` found lost (`lost_at`) counts as not stored: the caller stores it
-# again, and its `put` clears the mark.
+# write naming it is gone.
 _APPEND_IF_STORED_SQL = (
-    f"INSERT INTO write_rows ({_WRITE_COLUMNS}) SELECT ?, ?, id, ?, ?, ?, {NOW_SQL} FROM blobs "
-    "WHERE digest = ? AND lost_at IS NULL"
+    f"INSERT INTO write_rows ({_WRITE_COLUMNS}) SELECT ?, ?, id, ?, ?, ?, {NOW_SQL} FROM blobs WHERE digest = ?"
 )
 _IS_VISIBLE_SQL = (
     "SELECT 1 FROM blobs b JOIN write_rows w ON w.blob_id = b.id "
@@ -88,9 +86,8 @@ def record_write(work: UnitOfWork, namespace: str, write: PreparedWrite) -> bool
     Append one write to the history, which makes its reference visible in `namespace`, inside the caller's
     transaction, if its blob has a row.
 
-    :returns: Whether the blob's row was there, not found lost (and the write recorded): then the caller needs no
-        look-up to know it is stored. If not, nothing was recorded: the caller stores the blob and records the write
-        again.
+    :returns: Whether the blob's row was there (and the write recorded): then the caller needs no look-up to know it
+        is stored. If not, nothing was recorded: the caller stores the blob and records the write again.
     """
     kind, extension = reference_kind(write.reference)
     return bool(

@@ -227,6 +227,8 @@ class RepositoryCore:
         next write of each content stores it again (`BlobStore.mark_lost`). Nothing else is written, nothing at all in
         a read-only index, and a failure to record is passed over: the caller raises what it found whatever happens.
         """
+        for digest in digests:
+            self.blobs.forget(digest)  # so this process's next write of it confirms it, and finds it lost
         if not digests or self.read_only:
             return
         try:

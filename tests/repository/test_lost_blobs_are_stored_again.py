@@ -10,12 +10,14 @@ import sqlite3
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from casstore import ContentAddressedToolResultStore, CorruptBlobError
+from casstore.blobs import hints
 from casstore.maintenance.checks import verify
 from casstore.references import split_reference
 from tests.helpers import tree_fingerprint
@@ -202,3 +204,21 @@ def test_a_read_whose_mark_fails_raises_what_it_found(store_root: Path) -> None:
         # Unmarked, the blob file is still found gone by the write's own look-up, and stored again.
         store.write(key="b.txt", content=CONTENT)
         assert store.read(reference) == CONTENT
+
+
+def test_a_writer_that_stored_the_content_a_moment_ago_stores_it_again_once_its_hint_is_stale(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another store object (as another process would) finds the blob lost; the writer's hint, less than
+    # LAST_SEEN_RESOLUTION old, is of its own write, and the first write after that resolution stores it again.
+    writer = backend.open(learn=False)
+    content = "a small result, kept in the index"
+    reference = writer.write(key="1.txt", content=content)
+    backend.execute("UPDATE blob_frames SET frame = ?", (b"damaged",))
+    reader = backend.open(learn=False)
+    with pytest.raises(CorruptBlobError):
+        reader.read(reference)
+    later = hints.time.monotonic() + 2 * hints.LAST_SEEN_RESOLUTION.total_seconds()
+    monkeypatch.setattr(hints, "time", SimpleNamespace(monotonic=lambda: later))
+    writer.write(key="2.txt", content=content)
+    assert reader.read(reference) == content
