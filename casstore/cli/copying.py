@@ -37,7 +37,10 @@ def copy(root: Path, to_index: str, to_blobs: str, as_json: bool) -> None:
         _open(StoreLocation(root=root)) as source,
         _open(StoreLocation(index_url=to_index, blob_url=to_blobs)) as target,
     ):
-        report = copy_store(source, target)
+        try:
+            report = copy_store(source, target)
+        except ValueError as error:  # a target that hashes otherwise (its dedup scope): refused before any copy
+            raise click.ClickException(str(error)) from error
     if as_json:
         _print_json({**dataclasses.asdict(report), "complete": report.complete})
     else:
@@ -46,6 +49,11 @@ def copy(root: Path, to_index: str, to_blobs: str, as_json: bool) -> None:
             f"{report.writes_copied} writes, {report.offloads_copied} offloads, {report.compactions_copied} "
             f"compactions and {report.archives_copied} archives from {root} to {target.repository.description}"
         )
+        if report.dedup_scope_adopted is not None:
+            click.echo(
+                f"The target had no blobs and now hashes as the source does: dedup scope "
+                f"{report.dedup_scope_adopted!r} (open it with dedup_scope={report.dedup_scope_adopted!r} or None)."
+            )
         for digest in report.unreadable_blobs:
             click.echo(f"not copied  blob {digest}: it does not verify in the source (see casstore verify)")
         if report.writes_skipped:

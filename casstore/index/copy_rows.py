@@ -15,30 +15,33 @@ ArchiveRow = tuple[str, str, str, int, int | None, int | None, int, int, str]
 
 
 def write_rows(connection: sqlite3.Connection) -> Counter[WriteRow]:
-    """:returns: How many writes there are of each `(namespace, key, digest, kind, size, reference, written_at)`."""
+    """
+    :returns: How many writes there are of each `(namespace, key, digest, kind, size, reference, written_at)`, in
+        the order of their first row (so writes of the same millisecond keep their order in a copy).
+    """
     rows = connection.execute(
         "SELECT namespace, key, digest, kind, size, reference, written_at, count(*) FROM writes "
-        "GROUP BY namespace, key, digest, kind, size, reference, written_at"
+        "GROUP BY namespace, key, digest, kind, size, reference, written_at ORDER BY min(id)"
     )
     return Counter({tuple(row[:7]): int(row[7]) for row in rows})
 
 
 def offload_rows(connection: sqlite3.Connection) -> Counter[OffloadRow]:
-    """:returns: How many offloads there are of each row's values (its id aside)."""
+    """:returns: How many offloads there are of each row's values (its id aside), in the order of their first row."""
     rows = connection.execute(
         "SELECT compaction_id, namespace, tool_name, tool_call_id, refs, original_tokens, saved_tokens, offloaded_at, "
         "count(*) FROM offloads GROUP BY compaction_id, namespace, tool_name, tool_call_id, refs, original_tokens, "
-        "saved_tokens, offloaded_at"
+        "saved_tokens, offloaded_at ORDER BY min(id)"
     )
     return Counter({tuple(row[:8]): int(row[8]) for row in rows})
 
 
 def archive_rows(connection: sqlite3.Connection) -> Counter[ArchiveRow]:
-    """:returns: How many archives there are of each row's values (its id aside)."""
+    """:returns: How many archives there are of each row's values (its id aside), in the order of their first row."""
     columns = (
         "compaction_id, namespace, refs, messages, first_step, last_step, original_tokens, saved_tokens, archived_at"
     )
-    rows = connection.execute(f"SELECT {columns}, count(*) FROM archives GROUP BY {columns}")
+    rows = connection.execute(f"SELECT {columns}, count(*) FROM archives GROUP BY {columns} ORDER BY min(id)")
     return Counter({tuple(row[:-1]): int(row[-1]) for row in rows})
 
 

@@ -35,6 +35,8 @@ class CopyReport:
     archives_copied: int = 0
     unreadable_blobs: list[str] = field(default_factory=list)
     writes_skipped: int = 0
+    dedup_scope_adopted: str | None = None
+    """The dedup scope the target took from the source, if it had no blobs and hashed otherwise before the copy."""
 
     @property
     def complete(self) -> bool:
@@ -63,7 +65,10 @@ def copy_store(
     source, target = repository_of(source), repository_of(target)
     report = CopyReport()
     # References are copied as they are, so the target hashes as the source does (an empty target takes its scope).
+    scope_before = target.dedup_scope.name
     target.copies.adopt_dedup_scope(source.copies.dedup_settings())
+    if target.dedup_scope.name != scope_before:
+        report.dedup_scope_adopted = target.dedup_scope.name
     keyed_for = source.copies.blob_namespaces()
     have = target.copies.blob_seen_times()
     wanted = {digest: seen for digest, seen in source.copies.blob_seen_times().items() if digest not in have}
@@ -82,7 +87,8 @@ def copy_store(
     unreadable = set(report.unreadable_blobs)
     in_target = target.copies.write_rows()
     missing_writes: list[WriteRow] = []
-    for row, count in sorted(source.copies.write_rows().items(), key=lambda item: (item[0][6], item[0][0], item[0][1])):
+    # In the order of their time (the row's 7th value), and within one time as the source has them: a stable sort.
+    for row, count in sorted(source.copies.write_rows().items(), key=lambda item: str(item[0][6])):
         lacking = count - in_target.get(row, 0)
         if lacking <= 0:
             continue
@@ -148,7 +154,7 @@ def _copy_counted_rows(
     """
     missing = [
         row
-        for row, count in sorted(in_source.items(), key=lambda item: (str(item[0][time_column]), item[0][0]))
+        for row, count in sorted(in_source.items(), key=lambda item: str(item[0][time_column]))  # stable, as above
         for _ in range(count - in_target.get(row, 0))
     ]
     for start in range(0, len(missing), _BATCH):

@@ -88,6 +88,8 @@ class RepositoryToolResultStore(ToolResultStore):
 
         :param prepared: What `prepare_write` returned.
         :returns: `prepared.reference`.
+        :raises TypeError: If `prepared` is not a `PreparedWrite`.
+        :raises ValueError: If `prepared` is not what this store's `prepare_write` makes of its key and content.
         :raises StorageError: If the blob or its history row could not be stored (disk full, file size limit, I/O
             error); nothing of this write is recorded then.
         """
@@ -99,10 +101,38 @@ class RepositoryToolResultStore(ToolResultStore):
 
         :param prepared: What `prepare_write` returned, for each part.
         :returns: Their references, in order.
+        :raises TypeError: If a part is not a `PreparedWrite`.
+        :raises ValueError: If a part is not what this store's `prepare_write` makes of its key and content (made by
+            another store or for another namespace, or changed since, as with `dataclasses.replace`): a digest that
+            does not hash its content would name another result. Nothing is stored then.
         :raises StorageError: If any part could not be stored; then none of them is recorded.
         """
+        for write in prepared:
+            self._check_prepared(write)
         self._repository.store(namespace=self.namespace, writes=prepared)
         return [write.reference for write in prepared]
+
+    def _check_prepared(self, write: PreparedWrite) -> None:
+        # Hashed again, whatever it claims: the index trusts a write's digest to name its content, so a part whose
+        # digest names another result (another namespace's, or content not written yet) would be recorded as that
+        # result. One BLAKE3 pass, on the prepared path only (`write` hashes once).
+        if not isinstance(write, PreparedWrite):
+            raise TypeError(f"`write_prepared` takes what `prepare_write` returned, got {type(write).__name__}.")
+        namespace = self.namespace
+        digest_key = self._repository.dedup_scope.key_for(namespace)
+        if write.keyed_for != (None if digest_key is None else namespace):
+            return  # hashed for another namespace: the repository refuses it, naming both
+        try:
+            content = write.data.decode("utf-8") if write.is_text else write.data
+            matches = prepare(key=write.key, content=content, namespace=namespace, digest_key=digest_key) == write
+        except (AttributeError, TypeError, ValueError):  # data that is not bytes, or text that is not UTF-8
+            matches = False
+        if not matches:
+            raise ValueError(
+                f"The prepared write {write.reference!r:.100} is not what this store's `prepare_write` makes of its "
+                f"key and content (its digest does not hash its content here): it was made by another store, or "
+                f"changed after `prepare_write`. Prepare it again with this store's `prepare_write`, then write it."
+            )
 
     def write(self, *, key: str, content: str | bytes) -> str:
         """

@@ -173,3 +173,67 @@ with ContentAddressedToolResultStore(sys.argv[1]) as source, SharedToolResultSto
     assert completed.returncode == 0, completed.stderr
     assert json.loads(completed.stdout)["complete"]
     _assert_same_content(root, postgres_url, s3_bucket_url, references)
+
+
+def test_writes_of_one_millisecond_keep_their_order_in_a_copy(
+    tmp_path: Path, postgres_url: str, s3_bucket_url: S3Location
+) -> None:
+    root = tmp_path / "local"
+    keys = [f"{n}_{tool}_call_{n}.txt" for n in range(6) for tool in ("read_file", "grep")]
+    with ContentAddressedToolResultStore(root) as store:
+        for key in keys:
+            store.write(key=key, content=f"the result of {key}")
+    with closing(sqlite3.connect(root / "index.db")) as connection, connection:
+        connection.execute("UPDATE write_rows SET written_at = '2026-01-01 00:00:00.000'")  # all in one millisecond
+    with (
+        ContentAddressedToolResultStore(root) as source,
+        SharedToolResultStore(index_url=postgres_url, blob_url=s3_bucket_url.url) as target,
+    ):
+        copy_store(source, target)
+    with _connect(postgres_url) as connection:
+        copied = [row[0] for row in connection.execute("SELECT key FROM writes ORDER BY id")]
+    assert copied == keys  # not sorted by key: `log` and `--max-size` break ties by id
+
+
+def test_copying_into_a_store_that_hashes_otherwise_is_one_line_and_copies_nothing(
+    tmp_path: Path, postgres_url: str, s3_bucket_url: S3Location
+) -> None:
+    root = tmp_path / "local"
+    with ContentAddressedToolResultStore(root, dedup_scope="namespace") as source:
+        source.write(key="a.txt", content="keyed for the default namespace")
+    with SharedToolResultStore(index_url=postgres_url, blob_url=s3_bucket_url.url, dedup_scope="store") as target:
+        target.write(key="b.txt", content="already here")
+    completed = subprocess.run(
+        [sys.executable, "-m", "casstore", "copy", "--root", str(root), "--to-index", postgres_url,
+         "--to-blobs", s3_bucket_url.url],
+        capture_output=True, text=True, timeout=120, check=False, env={**os.environ, **s3_bucket_url.env},
+    )  # fmt: skip
+    assert completed.returncode == 1
+    assert completed.stderr.startswith("casstore: error: Cannot copy into") and completed.stderr.count("\n") == 1
+    assert "Traceback" not in completed.stderr
+    with _connect(postgres_url) as connection:
+        assert connection.execute("SELECT count(*) FROM writes").fetchone()[0] == 1
+
+
+def test_an_empty_target_that_takes_the_sources_dedup_scope_is_told_so(
+    tmp_path: Path, postgres_url: str, s3_bucket_url: S3Location
+) -> None:
+    root = tmp_path / "local"
+    with ContentAddressedToolResultStore(root, dedup_scope="namespace") as source:
+        reference = source.write(key="a.txt", content="keyed for the default namespace")
+    with SharedToolResultStore(index_url=postgres_url, blob_url=s3_bucket_url.url, dedup_scope="store"):
+        pass  # made, of `store` scope, and empty
+    arguments = ["copy", "--root", str(root), "--to-index", postgres_url, "--to-blobs", s3_bucket_url.url]
+    completed = subprocess.run(
+        [sys.executable, "-m", "casstore", *arguments],
+        capture_output=True, text=True, timeout=120, check=False, env={**os.environ, **s3_bucket_url.env},
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    assert "now hashes as the source does: dedup scope 'namespace'" in completed.stdout
+    with SharedToolResultStore(index_url=postgres_url, blob_url=s3_bucket_url.url, dedup_scope="namespace") as target:
+        assert target.read(reference) == "keyed for the default namespace"
+    again = subprocess.run(
+        [sys.executable, "-m", "casstore", *arguments, "--json"],
+        capture_output=True, text=True, timeout=120, check=False, env={**os.environ, **s3_bucket_url.env},
+    )  # fmt: skip
+    assert json.loads(again.stdout)["dedup_scope_adopted"] is None  # a second copy changes no scope
