@@ -183,8 +183,8 @@ def test_writes_of_one_millisecond_keep_their_order_in_a_copy(
     with ContentAddressedToolResultStore(root) as store:
         for key in keys:
             store.write(key=key, content=f"the result of {key}")
-    with closing(sqlite3.connect(root / "index.db")) as connection, connection:
-        connection.execute("UPDATE write_rows SET written_at = '2026-01-01 00:00:00.000'")  # all in one millisecond
+    with closing(sqlite3.connect(root / "index.db")) as local, local:
+        local.execute("UPDATE write_rows SET written_at = '2026-01-01 00:00:00.000'")  # all in one millisecond
     with (
         ContentAddressedToolResultStore(root) as source,
         SharedToolResultStore(index_url=postgres_url, blob_url=s3_bucket_url.url) as target,
@@ -212,7 +212,7 @@ def test_copying_into_a_store_that_hashes_otherwise_is_one_line_and_copies_nothi
     assert completed.stderr.startswith("casstore: error: Cannot copy into") and completed.stderr.count("\n") == 1
     assert "Traceback" not in completed.stderr
     with _connect(postgres_url) as connection:
-        assert connection.execute("SELECT count(*) FROM writes").fetchone()[0] == 1
+        assert connection.execute("SELECT count(*) FROM writes").fetchone() == (1,)
 
 
 def test_an_empty_target_that_takes_the_sources_dedup_scope_is_told_so(

@@ -109,10 +109,11 @@ def test_a_changed_prepared_write_is_stored_only_if_it_is_still_what_prepare_wri
 
 def _remade(store: RepositoryToolResultStore, changed: PreparedWrite) -> PreparedWrite | None:
     """:returns: What `prepare_write` makes of `changed`'s key and content, if it has content at all."""
-    if not isinstance(changed.data, bytes):
+    data: object = changed.data  # a change may have made it a `str`
+    if not isinstance(data, bytes):
         return None
     try:
-        content = changed.data.decode("utf-8") if changed.is_text else changed.data
+        content = data.decode("utf-8") if changed.is_text else data
     except UnicodeDecodeError:
         return None
     return store.prepare_write(key=changed.key, content=content)
