@@ -8,6 +8,7 @@ as not stored.
 import contextlib
 import sqlite3
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -218,7 +219,7 @@ def test_a_writer_that_stored_the_content_a_moment_ago_stores_it_again_once_its_
     reader = backend.open(learn=False)
     with pytest.raises(CorruptBlobError):
         reader.read(reference)
-    later = hints.time.monotonic() + 2 * hints.LAST_SEEN_RESOLUTION.total_seconds()
+    later = time.monotonic() + 2 * hints.LAST_SEEN_RESOLUTION.total_seconds()
     monkeypatch.setattr(hints, "time", SimpleNamespace(monotonic=lambda: later))
     writer.write(key="2.txt", content=content)
     assert reader.read(reference) == content
