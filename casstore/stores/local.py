@@ -29,6 +29,7 @@ from casstore.repository import (
     check_dedup_scope,
     prepare,
 )
+from casstore.stores.history_records import check_compaction, check_compaction_id, check_offloads
 
 __all__ = [
     "BLOB_DIRECTORY_NAME",
@@ -200,7 +201,14 @@ class RepositoryToolResultStore(ToolResultStore):
 
         :param compaction_id: An id shared by all offloads of one `compact` call.
         :param offloads: One record per tool result that was replaced by references.
+        :raises TypeError: If `offloads` is not a list of `OffloadRecord`, or a field of one is not of its type (a
+            `str` as `references`: wrap it in a list). Nothing is written.
+        :raises ValueError: If a tool name is empty, a tool name, call id or `compaction_id` holds a NUL or a lone
+            surrogate, a reference is malformed (`InvalidReferenceError`), or a token count is negative, over
+            `MAX_TOKENS` (10^12) or saves more than the result took. Nothing is written.
         """
+        check_compaction_id(compaction_id)
+        check_offloads(offloads)
         self._repository.record_offloads(namespace=self.namespace, compaction_id=compaction_id, offloads=offloads)
 
     def record_compaction(
@@ -213,7 +221,14 @@ class RepositoryToolResultStore(ToolResultStore):
         :param compaction: The conversation's tokens before and after the call, its target and the model's window.
         :param offloads: One record per tool result the call replaced by references (none when it found nothing to
             offload).
+        :raises TypeError: If `compaction` is not a `CompactionRecord` or a count in it not an `int`, or `offloads`
+            is not as `record_offloads` takes it. Nothing is written.
+        :raises ValueError: If a count is negative or over `MAX_TOKENS`, or an offload is refused as
+            `record_offloads` refuses it. Nothing is written.
         """
+        check_compaction_id(compaction_id)
+        check_compaction(compaction)
+        check_offloads(offloads)
         self._repository.record_compaction(
             namespace=self.namespace, compaction_id=compaction_id, compaction=compaction, offloads=offloads
         )
