@@ -72,9 +72,11 @@ def test_a_bad_offload_is_refused_and_nothing_is_recorded(
     change = {name: reference if value == "REF" else value for name, value in change.items()}
     good = _offload(reference)
     bad = _offload(reference, **change)
-    with pytest.raises(error):
+    # The message names the field at fault (a reference's, what a reference looks like).
+    says = "is not a casstore reference" if error is InvalidReferenceError else f"`{next(iter(change))}`"
+    with pytest.raises(error, match=says):
         store.record_offloads(compaction_id="c1", offloads=[good, bad])
-    with pytest.raises(error):
+    with pytest.raises(error, match=says):
         store.record_compaction(compaction_id="c2", compaction=GOOD, offloads=[good, bad])
     assert _history(backend) == (0, 0)
     store.record_compaction(compaction_id="c3", compaction=GOOD, offloads=[good])
