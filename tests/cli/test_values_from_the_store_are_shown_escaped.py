@@ -62,7 +62,7 @@ def test_hostile_tool_names_call_ids_and_keys_are_one_line_each_and_escaped(stor
     assert names >= {f"read{CLEAR}\nFORGED LINE", "del\x7f\x85\u2028bidi\u202e\u2066"}
 
 
-_TEXT = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), min_size=1, max_size=40)
+_TEXT = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), min_size=1, max_size=40)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -125,8 +125,8 @@ def test_a_bad_compaction_id_is_refused(backend: Backend, compaction_id: Any, er
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    tool=st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), min_size=1, max_size=30),
-    call=st.none() | st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=30),
+    tool=st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), min_size=1, max_size=30),
+    call=st.none() | st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), max_size=30),
     original=st.integers(min_value=0, max_value=MAX_TOKENS),
     share=st.floats(min_value=0, max_value=1),
 )
