@@ -85,17 +85,17 @@ def copy_store(
             progress("blobs", done, len(wanted))
 
     unreadable = set(report.unreadable_blobs)
-    in_target = target.copies.write_rows()
+    in_target = Counter(target.copies.write_rows())
     missing_writes: list[WriteRow] = []
+    for row in source.copies.write_rows():  # in the source's order; the first rows of a value are those present
+        if in_target[row] > 0:
+            in_target[row] -= 1
+        elif row[2] in unreadable:
+            report.writes_skipped += 1
+        else:
+            missing_writes.append(row)
     # In the order of their time (the row's 7th value), and within one time as the source has them: a stable sort.
-    for row, count in sorted(source.copies.write_rows().items(), key=lambda item: str(item[0][6])):
-        lacking = count - in_target.get(row, 0)
-        if lacking <= 0:
-            continue
-        if row[2] in unreadable:
-            report.writes_skipped += lacking
-            continue
-        missing_writes += [row] * lacking
+    missing_writes.sort(key=lambda row: str(row[6]))
     for start in range(0, len(missing_writes), _BATCH):
         batch = missing_writes[start : start + _BATCH]
         target.copies.import_writes(batch)

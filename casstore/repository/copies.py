@@ -77,8 +77,8 @@ class Copies:
             with self._database.transaction() as work:
                 self._blobs.put(work, staged, seen=seen)
 
-    def write_rows(self) -> "Counter[WriteRow]":
-        """:returns: How many writes there are of each `(namespace, key, digest, kind, size, reference, written_at)`."""
+    def write_rows(self) -> list[WriteRow]:
+        """:returns: Every write's `(namespace, key, digest, kind, size, reference, written_at)`, in recorded order."""
         with self._index() as connection:
             return copy_rows.write_rows(connection)
 
