@@ -65,9 +65,9 @@ def copy_store(
     source, target = repository_of(source), repository_of(target)
     report = CopyReport()
     # References are copied as they are, so the target hashes as the source does (an empty target takes its scope).
-    scope_before = target.dedup_scope.name
+    scope_before = target.dedup_scope  # its name and its secret: an empty target may take another secret alone
     target.copies.adopt_dedup_scope(source.copies.dedup_settings())
-    if target.dedup_scope.name != scope_before:
+    if target.dedup_scope != scope_before:
         report.dedup_scope_adopted = target.dedup_scope.name
     keyed_for = source.copies.blob_namespaces()
     have = target.copies.blob_seen_times()
