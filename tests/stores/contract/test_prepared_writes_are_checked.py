@@ -144,7 +144,8 @@ def test_a_part_that_claims_to_equal_anything_is_still_refused(backend: Backend)
 def test_content_that_may_change_while_it_is_written_is_refused(backend: Backend) -> None:
     store = backend.open(namespace="alice")
     prepared = store.prepare_write(key="a.txt", content="hello")
-    changeable = dataclasses.replace(prepared, data=bytearray(prepared.data))  # equal bytes, but mutable
+    mutable: Any = bytearray(prepared.data)  # equal bytes, but another thread may change them
+    changeable = dataclasses.replace(prepared, data=mutable)
     with pytest.raises(ValueError, match="does not hash its content here"):
         store.write_prepared(changeable)
     assert backend.count("writes") == 0
