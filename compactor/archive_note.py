@@ -7,8 +7,9 @@ not for the task, and the model sees it where the steps were:
     Steps 1-40 (83 messages) were archived to 'blake3/ab/cdef....md'; read them with read_offloaded_result, or find
     something in them with search_offloaded_results.
 
-Steps are numbered across the run: the meta of the note records the last step archived so far, and the next archive,
-which takes that note into its transcript, goes on from there.
+Steps are numbered across the run: the meta of the note records how many steps the run has archived so far
+(`steps_archived`, carried through an archive that held no step), and the next archive, which takes that note into its
+transcript, goes on from there.
 """
 
 from collections.abc import Sequence
@@ -50,21 +51,25 @@ class ArchivedSpan:
     last_step: int | None
     # Whether an earlier archive's note is among the messages, so earlier steps are reachable through it.
     chains: bool
+    # How many steps the run has archived with this archive, counting those of the archives before it: the next
+    # archive numbers on from here, also after an archive that held no step.
+    steps_archived: int
 
     @classmethod
     def of(cls, removed: Sequence[ChatMessage]) -> "ArchivedSpan":
         """
         :param removed: The messages being archived, oldest first.
-        :returns: Their span, numbering their steps on from the last one an earlier note among them archived.
+        :returns: Their span, numbering their steps on from the count an earlier note among them carries.
         """
         earlier = [marker for message in removed if (marker := _marker(message)) is not None]
-        before = max((int(marker.get("last_step") or 0) for marker in earlier), default=0)
+        before = max((_steps_archived(marker) for marker in earlier), default=0)
         steps = sum(1 for message in removed if message.is_from(ChatRole.ASSISTANT))
         return cls(
             messages=len(removed),
             first_step=before + 1 if steps else None,
             last_step=before + steps if steps else None,
             chains=bool(earlier),
+            steps_archived=before + steps,
         )
 
     @property
@@ -117,6 +122,7 @@ def archive_note(
         "archive": reference,
         "first_step": span.first_step,
         "last_step": span.last_step,
+        "steps_archived": span.steps_archived,
     }
     meta: dict[str, Any] = {COMPACTION_META_KEY: marker}
     if compaction_id is not None:
@@ -160,3 +166,12 @@ def _marker(message: ChatMessage) -> dict[str, Any] | None:
     if message.is_from(ChatRole.USER) and isinstance(marker, dict) and marker.get("strategy") == STRATEGY:
         return marker
     return None
+
+
+def _steps_archived(marker: dict[str, Any]) -> int:
+    """:returns: How many steps the run had archived up to an earlier note (0 when it does not say)."""
+    count = marker.get("steps_archived")
+    if count is None:
+        # A note that does not carry the count: its last step is the count, when it held steps.
+        count = marker.get("last_step")
+    return count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 0

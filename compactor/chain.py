@@ -2,6 +2,7 @@
 `CompactorChain`: several compactors as one, for Haystack's `CompactionHook`, which takes a single compactor.
 """
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,15 +30,17 @@ class CompactorChain(Compactor):
     hook = CompactionHook(compactor=chain, context_window=128_000)
     ```
 
-    A compactor that returns None leaves the conversation to the next one; the chain stops as soon as the conversation
-    is at or under the target, and returns None only when no compactor changed anything.
+    A compactor that returns None leaves the conversation to the next one, and so does one that returns a conversation
+    no smaller than it was given (Haystack's contract asks for None then); the chain stops as soon as the conversation
+    is at or under the target, and returns None only when no compactor made it smaller.
     """
 
     def __init__(self, *, compactors: Sequence[Compactor] | Any) -> None:
         """
         :param compactors: The compactors, in the order they run.
         :raises ValueError: If `compactors` is empty.
-        :raises TypeError: If `compactors` is not a sequence, or one of them has no `compact` method.
+        :raises TypeError: If `compactors` is not a sequence, or one of them is a class rather than a compactor made
+            from it, or has no `compact` method.
         """
         if isinstance(compactors, (str, bytes)) or not isinstance(compactors, Sequence):
             raise TypeError(f"`compactors` must be a list of compactors, got {type(compactors).__name__}.")
@@ -47,8 +50,17 @@ class CompactorChain(Compactor):
                 "[DedupOffloadCompactor(store=store), StepArchiveCompactor(store=store)]."
             )
         for compactor in compactors:
+            if isinstance(compactor, type):
+                # The class's `compact` is callable too, but calling it mid-run fails for want of an instance.
+                raise TypeError(
+                    f"Every entry of `compactors` must be a compactor object, got the class {compactor.__name__}: "
+                    f"pass a compactor made from it, such as {compactor.__name__}(...)."
+                )
             if not callable(getattr(compactor, "compact", None)):
-                raise TypeError(f"Every entry of `compactors` must be a Compactor, got {compactor!r:.80}.")
+                raise TypeError(
+                    f"Every entry of `compactors` must be a compactor object (with a `compact` method), got "
+                    f"{compactor!r:.80}: pass one such as StepArchiveCompactor(store=store)."
+                )
         self.compactors = list(compactors)
 
     def compact(
@@ -60,17 +72,14 @@ class CompactorChain(Compactor):
         :param messages: The conversation, oldest to newest. It is not changed.
         :param target_tokens: The size the conversation should come in under.
         :param token_counter: Measures the conversation; handed to every compactor.
-        :returns: The last compacted conversation, or None when no compactor changed anything.
+        :returns: The last compacted conversation, or None when no compactor made it smaller.
         """
-        current: list[ChatMessage] | None = None
+        run = _Run(messages, token_counter)
         for compactor in self.compactors:
-            conversation = messages if current is None else current
-            if token_counter.count(messages=conversation) <= target_tokens:
+            if run.tokens <= target_tokens:
                 break
-            compacted = compactor.compact(conversation, target_tokens, token_counter)
-            if compacted is not None:
-                current = compacted
-        return current
+            run.take(compactor.compact(run.conversation, target_tokens, token_counter))
+        return run.result
 
     async def compact_async(
         self, messages: list[ChatMessage], target_tokens: int, token_counter: TokenCounter
@@ -81,17 +90,14 @@ class CompactorChain(Compactor):
         :param messages: The conversation, oldest to newest. It is not changed.
         :param target_tokens: The size the conversation should come in under.
         :param token_counter: Measures the conversation; handed to every compactor.
-        :returns: The last compacted conversation, or None when no compactor changed anything.
+        :returns: The last compacted conversation, or None when no compactor made it smaller.
         """
-        current: list[ChatMessage] | None = None
+        run = _Run(messages, token_counter)
         for compactor in self.compactors:
-            conversation = messages if current is None else current
-            if token_counter.count(messages=conversation) <= target_tokens:
+            if run.tokens <= target_tokens:
                 break
-            compacted = await compactor.compact_async(conversation, target_tokens, token_counter)
-            if compacted is not None:
-                current = compacted
-        return current
+            run.take(await compactor.compact_async(run.conversation, target_tokens, token_counter))
+        return run.result
 
     def warm_up(self) -> None:
         """Warm up every compactor that has something to warm up."""
@@ -126,7 +132,8 @@ class CompactorChain(Compactor):
             deserialization allowlist.
         """
         compactors = []
-        for entry in data.get("init_parameters", {}).get("compactors", []):
+        # A deep copy: a compactor's own `from_dict` may change the dictionary it is given.
+        for entry in copy.deepcopy(data).get("init_parameters", {}).get("compactors", []):
             holder = {"compactor": entry}
             deserialize_component_inplace(holder, key="compactor")
             compactors.append(holder["compactor"])
@@ -134,3 +141,21 @@ class CompactorChain(Compactor):
 
     def __repr__(self) -> str:
         return f"CompactorChain(compactors={self.compactors!r})"
+
+
+class _Run:
+    """The conversation as the chain's compactors have made it so far, and its size."""
+
+    def __init__(self, messages: list[ChatMessage], token_counter: TokenCounter) -> None:
+        self.conversation = messages
+        self.tokens = token_counter.count(messages=messages)
+        self.result: list[ChatMessage] | None = None
+        self._counter = token_counter
+
+    def take(self, compacted: list[ChatMessage] | None) -> None:
+        """Go on from `compacted` if it is smaller than the conversation so far; otherwise leave it."""
+        if compacted is None:
+            return
+        tokens = self._counter.count(messages=compacted)
+        if tokens < self.tokens:
+            self.conversation, self.tokens, self.result = compacted, tokens, compacted

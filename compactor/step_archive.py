@@ -4,19 +4,20 @@ first, so the note left in their place says where they went and the model can re
 """
 
 import asyncio
-from dataclasses import dataclass
+import copy
+from collections.abc import Callable
 from typing import Any
 from uuid import uuid4
 
 from haystack import logging
 from haystack.core.serialization import component_to_dict, default_from_dict, default_to_dict
-from haystack.dataclasses import ChatMessage, FileContent, ImageContent
+from haystack.dataclasses import ChatMessage
 from haystack.hooks.compaction.types import Compactor
 from haystack.hooks.tool_result_offloading.types import ToolResultStore
 from haystack.token_counters import TokenCounter
 from haystack.utils.deserialization import deserialize_component_inplace
 
-from casstore import ArchiveRecord, CompactionRecord, PreparedWrite
+from casstore import ArchiveRecord, CompactionRecord
 from casstore.compactor.archive_note import (
     DEFAULT_SUMMARY_INSTRUCTION,
     STRATEGY,
@@ -24,17 +25,11 @@ from casstore.compactor.archive_note import (
     archive_note,
     summary_of,
 )
-from casstore.compactor.parts import key_part
-from casstore.compactor.pointers import block_extension
+from casstore.compactor.archive_settings import check_settings
+from casstore.compactor.archive_writer import PendingTranscript, prepare_transcript, store_transcript
 from casstore.compactor.read_tool import DEFAULT_NAME as READ_TOOL_NAME
 from casstore.compactor.search_tool import DEFAULT_NAME as SEARCH_TOOL_NAME
-from casstore.compactor.store_protocols import (
-    ArchiveHistoryStore,
-    CompactionHistoryStore,
-    PreparingStore,
-    check_store,
-)
-from casstore.compactor.transcript import binary_payload, render_transcript
+from casstore.compactor.store_protocols import ArchiveHistoryStore, CompactionHistoryStore, check_store
 from casstore.compactor.window_split import is_note, split_window
 
 logger = logging.getLogger(__name__)
@@ -92,25 +87,22 @@ class StepArchiveCompactor(Compactor):
         :param read_tool_name: The read tool's name as registered with the Agent, which the note tells the model.
         :param search_tool_name: The search tool's name as registered, or None when the Agent has no search tool.
         :param context_window: The model's window in tokens, for the store's `compactions` history; None records NULL.
-        :raises TypeError: If `store` has no callable `write` and `read` (a path, None: pass a store).
-        :raises ValueError: If `min_keep_steps` is negative, a tool name is empty, or `context_window` is given and not
-            a positive whole number.
+        :raises TypeError: If `store` has no callable `write` and `read` (a path, None: pass a store); if `summarizer`
+            is neither None nor a chat generator object (one with a callable `run`; a model's name or a class is
+            refused); or if `summary_instruction`, `read_tool_name` or `search_tool_name` (unless None) is not a
+            string. The message names the argument, what it got and what it takes.
+        :raises ValueError: If `min_keep_steps` is negative or not whole, `summary_instruction` or a tool name is
+            empty, or `context_window` is given and not a positive whole number.
         """
         check_store(store, owner="StepArchiveCompactor")
-        if isinstance(min_keep_steps, bool) or not isinstance(min_keep_steps, int) or min_keep_steps < 0:
-            raise ValueError(
-                f"`min_keep_steps` must be a whole number, at least 0, got {min_keep_steps!r}: it is how many of the "
-                f"newest steps always stay in the conversation."
-            )
-        if not read_tool_name or search_tool_name == "":
-            raise ValueError(
-                "`read_tool_name` and `search_tool_name` must be the names the tools are registered under (or "
-                "search_tool_name=None when the Agent has no search tool); got an empty name."
-            )
-        if context_window is not None and (
-            isinstance(context_window, bool) or not isinstance(context_window, int) or context_window < 1
-        ):
-            raise ValueError(f"`context_window` must be a positive number of tokens, or None; got {context_window!r}.")
+        check_settings(
+            min_keep_steps=min_keep_steps,
+            summarizer=summarizer,
+            summary_instruction=summary_instruction,
+            read_tool_name=read_tool_name,
+            search_tool_name=search_tool_name,
+            context_window=context_window,
+        )
         self.store = store
         self.min_keep_steps = min_keep_steps
         self.summarizer = summarizer
@@ -129,7 +121,8 @@ class StepArchiveCompactor(Compactor):
         :param target_tokens: The size the kept conversation should come in under.
         :param token_counter: Measures the conversation, its turns and its steps.
         :returns: The kept messages with the note where the archived ones were, or None when nothing was archived
-            (the conversation fits, nothing but an earlier note could go, or the store could not write).
+            (the conversation fits, nothing but an earlier note could go, the note would leave the conversation no
+            smaller than it was, or the store could not write).
         """
         tokens_before = token_counter.count(messages=messages)
         if tokens_before <= target_tokens:
@@ -145,23 +138,36 @@ class StepArchiveCompactor(Compactor):
         if all(is_note(message, strategy=STRATEGY) for message in split.removed):
             return None
         span = ArchivedSpan.of(split.removed)
-        written = self._write(split.removed, span)
-        if written is None:
+        pending = self._prepare(split.removed, span)
+        if pending is None:
             return None
         compaction_id = uuid4().hex
         keeps_history = isinstance(self.store, (ArchiveHistoryStore, CompactionHistoryStore))
-        summary = summary_of(self.summarizer, self.summary_instruction, written.text) if self.summarizer else None
-        note = archive_note(
-            span,
-            reference=written.references[0],
-            kept_messages=len(split.kept),
-            read_tool_name=self.read_tool_name,
-            search_tool_name=self.search_tool_name,
-            summary=summary,
-            compaction_id=compaction_id if keeps_history else None,
-        )
-        compacted = [*split.kept[: split.note_index], note, *split.kept[split.note_index :]]
+
+        def with_note(summary: str | None) -> list[ChatMessage]:
+            note = archive_note(
+                span,
+                reference=pending.references[0],
+                kept_messages=len(split.kept),
+                read_tool_name=self.read_tool_name,
+                search_tool_name=self.search_tool_name,
+                summary=summary,
+                compaction_id=compaction_id if keeps_history else None,
+            )
+            return [*split.kept[: split.note_index], note, *split.kept[split.note_index :]]
+
+        # Haystack's contract: None unless the conversation gets smaller. The note is measured before anything is
+        # stored (on a store that can tell references first), so a step smaller than its note is never archived.
+        compacted = with_note(None)
         tokens_after = token_counter.count(messages=compacted)
+        if tokens_after >= tokens_before:
+            return None
+        if self.summarizer is not None:
+            summarized = self._summarized(with_note, pending.text, token_counter, tokens_before)
+            if summarized is not None:
+                compacted, tokens_after = summarized
+        if not self._store(pending, count=len(split.removed)):
+            return None
         self._record_history(
             compaction_id,
             CompactionRecord(
@@ -171,7 +177,7 @@ class StepArchiveCompactor(Compactor):
                 context_window=self.context_window,
             ),
             ArchiveRecord(
-                references=written.references,
+                references=pending.references,
                 messages=len(split.removed),
                 first_step=span.first_step,
                 last_step=span.last_step,
@@ -194,51 +200,56 @@ class StepArchiveCompactor(Compactor):
         """
         return await asyncio.to_thread(self.compact, messages, target_tokens, token_counter)
 
-    def _write(self, removed: list[ChatMessage], span: ArchivedSpan) -> "_Transcript | None":
+    def _summarized(
+        self,
+        with_note: Callable[[str | None], list[ChatMessage]],
+        transcript: str,
+        token_counter: TokenCounter,
+        tokens_before: int,
+    ) -> tuple[list[ChatMessage], int] | None:
         """
-        Store the transcript of `removed` (and its images and files): all of it, or nothing on a store that can tell
-        references before writing.
-
-        :returns: What was written, or None (with a warning) when the store could not take it.
+        :returns: The conversation with a note that carries the summarizer's summary, and its tokens; or None when
+            there is no summary, or it would leave the conversation no smaller than it was (the note then goes
+            without one).
         """
-        store = self.store
-        binary = bool(getattr(store, "supports_binary_content", False))
-        # A content-addressed key is only recorded; other stores get a random part so that keys never collide.
-        prefix = f"archived_{key_part(span.heading.replace(' ', '_'))}"
-        suffix = "" if isinstance(store, PreparingStore) else f"_{uuid4().hex}"
-        prepared: list[PreparedWrite] = []
-        attachments: list[str] = []
-
-        def put(key: str, content: str | bytes) -> str:
-            if isinstance(store, PreparingStore):
-                write = store.prepare_write(key=key, content=content)
-                prepared.append(write)
-                return write.reference
-            return store.write(key=key, content=content)
-
-        def attach(block: ImageContent | FileContent) -> str:
-            if not binary:
-                return "(not archived: the store takes text only)"
-            key = f"{prefix}{suffix}_{len(attachments) + 1}{block_extension(block)}"
-            reference = put(key, binary_payload(block))
-            attachments.append(reference)
-            return reference
-
-        try:
-            text = render_transcript(removed, heading=span.heading, attach=attach)
-            transcript = put(f"{prefix}{suffix}.md", text)
-            if isinstance(store, PreparingStore):
-                store.write_prepared_many(prepared)  # the transcript and its attachments, or none of them
-        except Exception as error:
-            logger.warning(
-                "Could not archive {count} messages to {store}, so they stay in the conversation (over its target) "
-                "and no note names an archive. Error: {error}",
-                count=len(removed),
-                store=type(store).__name__,
-                error=error,
-            )
+        summary = summary_of(self.summarizer, self.summary_instruction, transcript)
+        if summary is None:
             return None
-        return _Transcript(references=[transcript, *attachments], text=text)
+        summarized = with_note(summary)
+        tokens = token_counter.count(messages=summarized)
+        if tokens < tokens_before:
+            return summarized, tokens
+        logger.warning(
+            "The summary of the archived messages is longer than what archiving them frees, so the archive's note "
+            "carries no summary; ask for a shorter one with `summary_instruction`."
+        )
+        return None
+
+    def _prepare(self, removed: list[ChatMessage], span: ArchivedSpan) -> PendingTranscript | None:
+        """:returns: The transcript of `removed`, not yet stored on a casstore store, or None (with a warning)."""
+        try:
+            return prepare_transcript(self.store, removed, heading=span.heading)
+        except Exception as error:
+            self._not_archived(len(removed), error)
+            return None
+
+    def _store(self, pending: PendingTranscript, *, count: int) -> bool:
+        """:returns: Whether the transcript and its attachments are stored (all or none), with a warning if not."""
+        try:
+            store_transcript(self.store, pending)
+        except Exception as error:
+            self._not_archived(count, error)
+            return False
+        return True
+
+    def _not_archived(self, count: int, error: Exception) -> None:
+        logger.warning(
+            "Could not archive {count} messages to {store}, so they stay in the conversation (over its target) "
+            "and no note names an archive. Error: {error}",
+            count=count,
+            store=type(self.store).__name__,
+            error=error,
+        )
 
     def _record_history(self, compaction_id: str, compaction: CompactionRecord, archive: ArchiveRecord) -> None:
         """Append the archive to the store's history, if it keeps one; a failure only costs the history row."""
@@ -287,11 +298,13 @@ class StepArchiveCompactor(Compactor):
         :raises DeserializationError: If a class cannot be imported or is not on Haystack's deserialization allowlist
             (for casstore's store, the application opts in, for example with `HAYSTACK_DESERIALIZATION_ALLOWLIST`).
         """
-        init_parameters = dict(data.get("init_parameters", {}))
+        # A deep copy: the store's or the summarizer's own `from_dict` may change the dictionary it is given.
+        data = copy.deepcopy(data)
+        init_parameters = data.get("init_parameters", {})
         for key in ("store", "summarizer"):
             if init_parameters.get(key) is not None:
                 deserialize_component_inplace(init_parameters, key=key)
-        return default_from_dict(cls, {**data, "init_parameters": init_parameters})
+        return default_from_dict(cls, data)
 
     def __repr__(self) -> str:
         return (
@@ -299,11 +312,3 @@ class StepArchiveCompactor(Compactor):
             f"summarizer={self.summarizer!r}, read_tool_name={self.read_tool_name!r}, "
             f"search_tool_name={self.search_tool_name!r}, context_window={self.context_window})"
         )
-
-
-@dataclass(frozen=True, slots=True)
-class _Transcript:
-    """An archive in the store: the transcript's reference first, then each image's or file's, and its text."""
-
-    references: list[str]
-    text: str

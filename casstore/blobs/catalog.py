@@ -24,23 +24,32 @@ _CONFIRM_AGO = ago(LAST_SEEN_RESOLUTION)
 _RESOLUTION_SECONDS = LAST_SEEN_RESOLUTION.total_seconds()
 _COLUMNS = "digest, size, stored_size, stored_in, encoding, dictionary_id, base_id, first_seen, last_seen, namespace"
 # A plain frame's row; a row already there is replaced (either layout holds the same content), keeping its id (a
-# delta may be on it) and its first_seen.
+# delta may be on it) and its first_seen. A blob found lost is stored again this way, so it is no longer lost.
+_REPLACED = (
+    "size = excluded.size, stored_size = excluded.stored_size, stored_in = excluded.stored_in, "
+    "encoding = excluded.encoding, dictionary_id = NULL, base_id = NULL, lost_at = NULL"
+)
 _PUT_SQL = (
     f"INSERT INTO blobs ({_COLUMNS}) VALUES (?, ?, ?, ?, '{PLAIN}', NULL, NULL, {NOW_SQL}, {NOW_SQL}, ?) "
-    "ON CONFLICT (digest) DO UPDATE SET last_seen = excluded.last_seen, stored_size = excluded.stored_size, "
-    "stored_in = excluded.stored_in, encoding = excluded.encoding, dictionary_id = NULL, base_id = NULL RETURNING id"
+    f"ON CONFLICT (digest) DO UPDATE SET last_seen = excluded.last_seen, {_REPLACED} RETURNING id"
 )
 # The same for a blob copied from another store, which keeps its times; a row already there keeps its own.
 _IMPORT_SQL = (
     f"INSERT INTO blobs ({_COLUMNS}) VALUES (?, ?, ?, ?, '{PLAIN}', NULL, NULL, ?, ?, ?) "
-    "ON CONFLICT (digest) DO UPDATE SET stored_size = excluded.stored_size, stored_in = excluded.stored_in, "
-    "encoding = excluded.encoding, dictionary_id = NULL, base_id = NULL RETURNING id"
+    f"ON CONFLICT (digest) DO UPDATE SET {_REPLACED} RETURNING id"
 )
 # A learned frame's row, only for content that has none yet (see `_needed_id`).
 _PUT_LEARNED_SQL = (
     f"INSERT INTO blobs ({_COLUMNS}) VALUES (?, ?, ?, '{STORED_IN_INDEX}', ?, ?, ?, {NOW_SQL}, {NOW_SQL}, ?) "
     "ON CONFLICT (digest) DO NOTHING RETURNING id"
 )
+# A stored blob's row, as a write that found its reference confirms it; the row is read anyway (for `last_seen`), so
+# asking whether it was found lost costs nothing more.
+_CONFIRM_SQL = f"SELECT stored_in, last_seen < {SHIFTED_NOW_SQL}, lost_at IS NOT NULL FROM blobs WHERE digest = ?"
+# Whether a write must store the content: no row, or one a read or `verify` found lost (`mark_lost`).
+_NEEDS_STORING_SQL = "SELECT lost_at IS NULL FROM blobs WHERE digest = ?"
+# Only rows not found lost already: a blob lost again keeps the time it was first found lost.
+_MARK_LOST_SQL = f"UPDATE blobs SET lost_at = {NOW_SQL} WHERE digest = ? AND lost_at IS NULL"
 _PUT_FRAME_SQL = (
     "INSERT INTO blob_frames (blob_id, frame) VALUES (?, ?) ON CONFLICT (blob_id) DO UPDATE SET frame = excluded.frame"
 )
@@ -151,7 +160,10 @@ class BlobCatalog:
                 self._verified.forget(needs)
                 raise LearnedFrameRefused(staged.digest)
             return int(row[0]), None
-        row = connection.execute("SELECT id, stored_in FROM blobs WHERE digest = ?", (needs,)).fetchone()
+        # A base found lost is no base: a delta on it could not be read until the base is stored again.
+        row = connection.execute(
+            "SELECT id, stored_in FROM blobs WHERE digest = ? AND lost_at IS NULL", (needs,)
+        ).fetchone()
         if row is None:
             self._verified.forget(needs)
             raise LearnedFrameRefused(staged.digest)
@@ -167,17 +179,15 @@ class BlobCatalog:
         `last_seen` is rewritten only when it is more than `LAST_SEEN_RESOLUTION` old, so a burst of repeated writes
         costs one row update, not one each: it is kept to that resolution.
 
-        :returns: True if the blob is stored; False if it is not (or its file has gone), and the caller must `stage`
-            and `put` it.
+        :returns: True if the blob is stored; False if it is not (or its file has gone, or a read or `verify` found it
+            lost: `mark_lost`), and the caller must `stage` and `put` it.
         """
         checked_at = self._hints.now()
         connection = work.connection
-        row = connection.execute(
-            f"SELECT stored_in, last_seen < {SHIFTED_NOW_SQL} FROM blobs WHERE digest = ?", (_CONFIRM_AGO, digest)
-        ).fetchone()
-        if row is None:
+        row = connection.execute(_CONFIRM_SQL, (_CONFIRM_AGO, digest)).fetchone()
+        if row is None or row[2]:
             return False
-        stored_in, stale = row
+        stored_in, stale, _lost = row
         in_index = stored_in == STORED_IN_INDEX
         if not in_index and self._can_vanish and not self._files.exists(digest):
             return False
@@ -195,6 +205,20 @@ class BlobCatalog:
         if row is None:
             return False
         return row[0] == STORED_IN_INDEX or not self._can_vanish or self._files.exists(digest)
+
+    def needs_storing(self, connection: sqlite3.Connection, digest: str) -> bool:
+        """:returns: Whether a write of `digest` must store its content: it has no row, or was found lost."""
+        row = connection.execute(_NEEDS_STORING_SQL, (digest,)).fetchone()
+        return row is None or not row[0]
+
+    def mark_lost(self, work: UnitOfWork, digests: Sequence[str]) -> None:
+        """
+        Record, inside the caller's write transaction, that a read or `verify` found these blobs' stored bytes missing
+        or damaged: a write of the content then stores it again (`needs_storing` and `confirm` say so, and so does the
+        engine's one-statement duplicate write), and `put` clears the mark. Reads never look at it. A digest with no
+        row is passed over.
+        """
+        work.connection.executemany(_MARK_LOST_SQL, [(digest,) for digest in sorted(set(digests))])
 
     def exists(self, connection: sqlite3.Connection, digest: str) -> bool:
         """:returns: Whether a blob row exists for `digest` (its content is not checked; see `load`)."""

@@ -5,7 +5,8 @@ change nothing.
 A hint is only ever learned from a transaction that committed (the blob layer publishes it through the transaction's
 `on_commit`), and it is never proof that a blob is still stored: a write whose reference was visible found it through
 the blob's row in its own transaction, and the hint only spares it rewriting `last_seen` that it made current less
-than `LAST_SEEN_RESOLUTION` ago. gc adds nothing to its grace period for it: no writer relies on the grace period.
+than `LAST_SEEN_RESOLUTION` ago (and looking whether a read found it lost since: `needs_confirmation`). gc adds
+nothing to its grace period for it: no writer relies on the grace period.
 """
 
 import threading
@@ -39,6 +40,11 @@ class BlobHints:
             while len(known) > _REMEMBERED:
                 del known[next(iter(known))]
 
+    def forget(self, digest: str) -> None:
+        """Drop what is known of the blob (found lost): the next write of it looks at its row again."""
+        with self._lock:
+            self._known.pop(digest, None)
+
     def known(self, digest: str) -> bool:
         """:returns: Whether the blob was stored or confirmed lately: a hint, never proof."""
         return digest in self._known
@@ -49,7 +55,10 @@ class BlobHints:
         reference through it) should still confirm the blob, refreshing `last_seen`.
 
         :returns: False only if the blob was stored or confirmed less than `LAST_SEEN_RESOLUTION` ago and lives in the
-            index (or as an object). A blob file could have been removed since, and only a confirmation notices.
+            index (or as an object). A blob file could have been removed since, and only a confirmation notices; so
+            does only a confirmation notice a blob found lost (`BlobCatalog.mark_lost`): one another process found
+            lost within that second is stored again by the first write after it (this process's own finding drops
+            the hint at once).
         """
         known = self._known.get(digest)
         # `time.monotonic()` as `now()` reads it, called here directly: this is on every duplicate write's path.

@@ -17,6 +17,7 @@ import json
 import uuid
 from typing import Any, Protocol
 
+from casstore.blobs.object_checks import first_write_advice
 from casstore.errors import BlobLocationError, StorageError
 
 MARKER_NAME = "casstore-store.json"
@@ -127,7 +128,15 @@ def _mark(objects: _Objects, *, store_id: str, index: str) -> None:
     """Write the marker naming `store_id` unless it is there; refuse a location marked by another store."""
     marker = json.dumps({"casstore": "the blobs of a shared store", "store_id": store_id, "index": index}).encode()
     for _ in range(_MARKER_ATTEMPTS):
-        if objects.create_name(MARKER_NAME, marker):
+        try:
+            created = objects.create_name(MARKER_NAME, marker)
+        except StorageError as error:
+            # The first object a store writes: a bucket that does not exist fails here, in words some servers choose.
+            advised = first_write_advice(str(error))
+            if not advised:
+                raise
+            raise StorageError(f"{error}{advised}") from error
+        if created:
             return
         found = objects.read_name(MARKER_NAME)
         if found is None:  # S3's answer to a conflicting concurrent write, with nothing written: write again

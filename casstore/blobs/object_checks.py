@@ -72,6 +72,12 @@ def check_s3_settings(*, client: Mapping[str, Any], config: Mapping[str, str], e
         raise ValueError(f"{present} is set but {missing} is not: set both for the object store's credentials.")
 
 
+# S3's code for a bucket that does not exist (AWS, MinIO, R2...), and its message.
+_NO_BUCKET = ("NoSuchBucket", "The specified bucket does not exist")
+# A server's own failure (HTTP 500): what SeaweedFS answers a write into a bucket that does not exist.
+_SERVER_FAILED = ("500 Internal Server Error", "<Code>InternalError</Code>")
+
+
 def advice(summary: str) -> str:
     """
     :param summary: The object-store client's message for a failed request.
@@ -84,8 +90,24 @@ def advice(summary: str) -> str:
         )
     if "builder error" in summary:
         return " The endpoint is plain HTTP: set AWS_ALLOW_HTTP=true (or blob_options allow_http='true')."
+    if any(words in summary for words in _NO_BUCKET):
+        return f" The bucket does not exist: create it, or correct the bucket in the blob URL ({BLOB_URL_NAMES})."
     if any(code in summary for code in ("SignatureDoesNotMatch", "InvalidAccessKeyId", "InvalidToken")):
         return (
             " The credentials were refused: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN)."
         )
     return ""
+
+
+def first_write_advice(message: str) -> str:
+    """
+    :param message: Why the first object write of a store being made (its marker) failed, with `advice` appended.
+    :returns: A sentence to append when a bucket that does not exist is the likely cause: the server failed (HTTP 500)
+        and nothing else was found to advise; empty otherwise.
+    """
+    if not any(words in message for words in _SERVER_FAILED) or "bucket does not exist" in message:
+        return ""
+    return (
+        " This was the store's first write to that bucket: check that the bucket exists (some servers, SeaweedFS "
+        "among them, answer a write into a missing bucket with 500 InternalError), and create it if not."
+    )

@@ -85,11 +85,14 @@ class BlobStore:
         # Storing: `stage` outside any transaction, then `put` (or `confirm`, for content stored already) inside one.
         self.known = self._hints.known
         self.needs_confirmation = self._hints.needs_confirmation
+        self.forget = self._hints.forget
         self.stage = encoder.stage
         self.put = catalog.put
         self.confirm = catalog.confirm
         self.is_stored = catalog.is_stored
         self.exists = catalog.exists
+        self.needs_storing = catalog.needs_storing
+        self.mark_lost = catalog.mark_lost
         self.record_dictionary = catalog.record_dictionary
         self.active_dictionary = catalog.active_dictionary
         # Reading: `locate` while holding the connection, then `load` without it.

@@ -38,6 +38,8 @@ RELATIONS: dict[str, Relation] = {
             "within its grace period",
             "namespace": "under dedup scope namespace, the namespace whose key its digest is keyed with; NULL for a "
             "blob of the whole store (every blob under dedup scope store)",
+            "lost_at": "when a read or verify found its stored frame (in blob_frames, a file or an object) missing or "
+            f"damaged ({_TIMES}); NULL normally. The next write of the content stores it again and clears it",
         },
     ),
     "blob_frames": Relation(

@@ -30,6 +30,10 @@ _PASSING = (
     "server closed the connection unexpectedly",
 )
 _RETRY_PAUSE_SECONDS = 0.2
+# libpq's second line under a refused or timed-out connection.
+_LIBPQ_HINT = "Is the server running"
+# libpq's and the resolver's words for a host name that does not resolve: nothing was asked, nothing refused.
+_UNRESOLVED = ("failed to resolve host", "could not translate host name", "name or service not known")
 
 
 def check_url(url: str) -> None:
@@ -82,6 +86,11 @@ def wait_until_connectable(conninfo: str, *, description: str, timeout: float) -
             ) from None
         except psycopg.OperationalError as error:
             reason = reason_of(error)
+            if is_unresolved(reason):
+                raise StorageError(
+                    f"The host name of the PostgreSQL index at {description} does not resolve: {reason}. Check the "
+                    "host in the index URL (index_url, --index or CASSTORE_INDEX_URL), and this machine's DNS."
+                ) from error
             if not is_passing(reason):
                 raise StorageError(
                     f"The PostgreSQL index at {description} refused the connection: {reason} (check the index URL: "
@@ -98,13 +107,25 @@ def wait_until_connectable(conninfo: str, *, description: str, timeout: float) -
 
 
 def reason_of(error: psycopg.Error) -> str:
-    """:returns: libpq's message without its `connection failed: connection to server at ... failed:` preamble."""
-    text = " ".join(str(error).split())
+    """
+    :returns: libpq's message without its `connection failed: connection to server at ... failed:` preamble, its
+        lines joined as sentences, and without libpq's hint `Is the server running on that host ...?` (the messages
+        made of it ask that in their own words).
+    """
+    lines = (" ".join(line.split()) for line in str(error).splitlines())
+    kept = [line for line in lines if line and not line.startswith(_LIBPQ_HINT)]
+    text = "; ".join(line.rstrip(".") for line in kept)
     for marker in ("FATAL:", "failed:"):
         _, found, rest = text.rpartition(marker)
         if found and rest.strip():
             return rest.strip()
     return text or type(error).__name__
+
+
+def is_unresolved(reason: str) -> bool:
+    """:returns: Whether a failure to connect is a host name that does not resolve (no server was reached)."""
+    lowered = reason.lower()
+    return any(words in lowered for words in _UNRESOLVED)
 
 
 def is_passing(reason: str) -> bool:

@@ -5,7 +5,7 @@ Every collaborator of the `Repository` (its writer, reader, history, search, ret
 object in its constructor and works on what it holds; none of them opens or closes anything.
 """
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Protocol
@@ -21,6 +21,7 @@ from casstore.errors import (
     ReadOnlyStoreError,
     ReferenceNotFoundError,
     StorageError,
+    UnsafeBlobError,
 )
 from casstore.index import read_only
 from casstore.index import scope as dedup_scopes
@@ -220,11 +221,45 @@ class RepositoryCore:
         if self.read_only:
             raise self.read_only_error(what)
 
+    def mark_lost(self, digests: Sequence[str]) -> None:
+        """
+        Record, best effort, that a read or `verify` found these blobs' stored bytes missing or damaged, so that the
+        next write of each content stores it again (`BlobStore.mark_lost`). Nothing else is written, nothing at all in
+        a read-only index, and a failure to record is passed over: the caller raises what it found whatever happens.
+        """
+        for digest in digests:
+            self.blobs.forget(digest)  # so this process's next write of it confirms it, and finds it lost
+        if not digests or self.read_only:
+            return
+        try:
+            with self.guard.held(), self.database.transaction() as work:
+                self.blobs.mark_lost(work, digests)
+        except Exception:
+            pass
+
     def close(self) -> None:
         """Close the index and the blob backend once operations in flight end; later ones raise `StoreClosedError`."""
         if self.guard.close():
             self.database.close()
             self.blobs.close()
+
+
+def lost_blobs(error: CorruptBlobError) -> list[str]:
+    """
+    :param error: What `BlobStore.load` raised.
+    :returns: The digests of the blobs it found missing or damaged: the one read, and each link of its chain that
+        failed (a delta's base). A delta whose base is lost is itself stored again (plain) by a write of its content,
+        so either write heals the read. Nothing for a planted link: a write cannot replace it (docs/gc.md).
+    """
+    found: list[str] = []
+    cause: BaseException | None = error
+    while isinstance(cause, CorruptBlobError):
+        if isinstance(cause, UnsafeBlobError):
+            return []
+        if cause.digest:
+            found.append(cause.digest)
+        cause = cause.__cause__
+    return found
 
 
 def not_found_error(namespace: str, reference: str) -> ReferenceNotFoundError:

@@ -45,7 +45,11 @@ class OpenGuard:
             self._for_this_process()
         with self._lock:
             if self._closing:
-                raise StoreClosedError("This casstore store is closed; open a new ContentAddressedToolResultStore.")
+                # Both stores share this guard, so the message names neither: "open it again" fits either one.
+                raise StoreClosedError(
+                    "This casstore store is closed; open the store again (a new store object on the same location) "
+                    "to go on."
+                )
             self._active += 1
 
     def __exit__(self, *exc_info: object) -> None:

@@ -17,7 +17,7 @@ from casstore.index import queries as index_queries
 from casstore.index import writes as index
 from casstore.index.queries import NeededBlob
 from casstore.index.work import UnitOfWork
-from casstore.repository.core import ROWS_PER_TRANSACTION, RepositoryCore
+from casstore.repository.core import ROWS_PER_TRANSACTION, RepositoryCore, lost_blobs
 from casstore.repository.findings import BlobCheck, Collection, CollectionPreview, IntegritySnapshot
 from casstore.repository.indexing import SearchIndexing
 
@@ -54,18 +54,26 @@ class Retention:
             )
 
     def check_blob(self, digest: str) -> BlobCheck:
-        """Re-read and re-hash one blob, as a read would. :returns: What was found."""
+        """
+        Re-read and re-hash one blob, as a read would; a blob found missing or damaged is recorded as lost, as a read
+        records it (`RepositoryCore.mark_lost`), so that the next write of its content stores it again.
+
+        :returns: What was found.
+        """
         with self._guard.held():
             try:
                 with self._index() as connection:
                     location = self._blobs.locate(connection, digest)
                 self._blobs.load(location, guarded=False, fresh=True)
             except CorruptBlobError as error:
+                lost = lost_blobs(error)
                 if not error.missing:
+                    self._core.mark_lost(lost)
                     return BlobCheck("corrupt", str(error))
                 with self._index() as connection:
                     if not self._blobs.exists(connection, digest):
                         return BlobCheck("collected")  # a concurrent gc deleted it after the list was taken
+                self._core.mark_lost(lost)
                 return BlobCheck("missing", str(error))
         return BlobCheck("ok")
 

@@ -187,7 +187,7 @@ class Writer:
         if not unknown:
             return {}
         with self._database.reading() as connection:
-            new = {write.digest: write for write in unknown if not self._blobs.exists(connection, write.digest)}
+            new = {write.digest: write for write in unknown if self._blobs.needs_storing(connection, write.digest)}
         return {
             digest: self._blobs.stage(digest, write.data, key=write.key, namespace=write.keyed_for)
             for digest, write in new.items()

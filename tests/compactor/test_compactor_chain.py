@@ -98,6 +98,14 @@ def test_anything_but_a_list_of_compactors_is_refused(compactors: Any) -> None:
         CompactorChain(compactors=compactors)
 
 
+@pytest.mark.parametrize("cls", [StepArchiveCompactor, DedupOffloadCompactor, SlidingWindowCompactor])
+def test_a_compactor_class_is_refused_when_the_chain_is_made(cls: type) -> None:
+    # Among compactor objects too: the class's `compact` is callable, but would fail only once a run calls it.
+    for compactors in ([cls], [SlidingWindowCompactor(), cls]):
+        with pytest.raises(TypeError, match=f"got the class {cls.__name__}: pass a compactor made from it"):
+            CompactorChain(compactors=compactors)
+
+
 def test_it_serializes_inside_haystacks_hook(
     store: ContentAddressedToolResultStore, allow_casstore_deserialization: None
 ) -> None:

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from casstore import ContentAddressedToolResultStore
 from casstore.cli import cli
 from casstore.compactor import DedupOffloadCompactor, StepArchiveCompactor, make_read_tool, make_search_tool
+from casstore.compactor.archive_note import ArchivedSpan, archive_note
 from casstore.maintenance.checks import collect_garbage
 from tests.compactor_helpers import (
     PayloadCounter,
@@ -55,6 +56,17 @@ def _reference(note: ChatMessage) -> str:
 def _without_notes(messages: list[ChatMessage]) -> tuple[list[ChatMessage], list[int]]:
     notes = [index for index, message in enumerate(messages) if message.is_from("user") and message.meta]
     return [message for index, message in enumerate(messages) if index not in notes], notes
+
+
+def _left_out(messages: list[ChatMessage], kept: list[ChatMessage]) -> list[ChatMessage]:
+    """:returns: The messages not in `kept`, a subsequence of `messages` (compared in order, so repeats count once)."""
+    left_out, position = [], 0
+    for message in messages:
+        if position < len(kept) and message == kept[position]:
+            position += 1
+        else:
+            left_out.append(message)
+    return left_out
 
 
 @st.composite
@@ -88,12 +100,30 @@ def test_it_removes_what_haystacks_sliding_window_removes(
     messages: list[ChatMessage], target: int, min_keep_steps: int
 ) -> None:
     with tempfile.TemporaryDirectory() as folder:
-        ours = StepArchiveCompactor(store=FileSystemToolResultStore(root=folder), min_keep_steps=min_keep_steps)
-        archived = ours.compact(messages, target, COUNTER)
+        files = FileSystemToolResultStore(root=folder)
+        archived = StepArchiveCompactor(store=files, min_keep_steps=min_keep_steps).compact(messages, target, COUNTER)
+        written = sorted(Path(folder).rglob("*.md"))
     theirs = SlidingWindowCompactor(min_keep_steps=min_keep_steps).compact(messages, target, COUNTER)
 
-    assert (archived is None) == (theirs is None)
-    if archived is not None and theirs is not None:
+    if theirs is None:
+        assert archived is None
+    elif archived is None:
+        # Haystack's note is shorter than ours: ours declines where its note would leave the conversation no smaller.
+        kept, (index,) = _without_notes(theirs)
+        removed = _left_out(messages, kept)
+        (transcript,) = written
+        note = archive_note(
+            ArchivedSpan.of(removed),
+            reference=str(transcript),
+            kept_messages=len(kept),
+            read_tool_name="read_offloaded_result",
+            search_tool_name="search_offloaded_results",
+            summary=None,
+            compaction_id=None,
+        )
+        assert COUNTER.count([*kept[:index], note, *kept[index:]]) >= COUNTER.count(messages)
+    else:
+        assert COUNTER.count(archived) < COUNTER.count(messages)
         # The same messages kept, in the same order, and the note where Haystack puts its own.
         assert _without_notes(archived) == _without_notes(theirs)
         assert "archived" in (_note(archived).text or "") and tool_pairs_intact(archived)

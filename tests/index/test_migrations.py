@@ -48,7 +48,7 @@ def _applied(root: Path) -> list[str]:
 
 
 def test_a_new_store_applies_the_baseline(store: ContentAddressedToolResultStore) -> None:
-    assert _applied(store.root) == list(MIGRATION_NAMES) == ["0001_baseline", "0002_archives"]
+    assert _applied(store.root) == list(MIGRATION_NAMES) == ["0001_baseline", "0002_archives", "0003_lost_blobs"]
     with contextlib.closing(sqlite3.connect(store.root / "index.db")) as connection:
         assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert connection.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATION_NAMES)

@@ -4,8 +4,11 @@ endpoint or missing credentials each fail at once with the server's reason or wh
 SeaweedFS on loopback).
 """
 
+import http.server
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -17,7 +20,7 @@ from hypothesis import strategies as st
 from casstore import SharedToolResultStore
 from casstore.blobs.objects import ObjectBlobs
 from casstore.errors import StorageError
-from casstore.index.postgres_connect import is_passing, reason_of  # new module
+from casstore.index.postgres_connect import is_passing, reason_of, wait_until_connectable
 from tests.servers import PostgresServer, S3Location
 
 AUTH_FAILED = "password authentication failed"
@@ -156,3 +159,87 @@ def test_an_index_url_libpq_refuses_is_a_value_error_naming_the_option(query: st
     with pytest.raises(ValueError, match=r"index URL \(index_url, --index, CASSTORE_INDEX_URL\)") as raised:
         SharedToolResultStore(index_url=f"postgresql://user:hunter2@127.0.0.1:1/db?{query}", blob_url="memory://")
     assert "hunter2" not in str(raised.value)
+
+
+def test_a_closed_port_is_reported_in_one_sentence_after_the_wait() -> None:
+    with pytest.raises(StorageError) as raised:
+        wait_until_connectable("postgresql://casstore@127.0.0.1:1/db?connect_timeout=2", description="db", timeout=0.5)
+    message = str(raised.value)
+    assert "(Connection refused): is the server running, and the host and port right?" in message, message
+    assert "Is the server running on that host" not in message  # libpq's own hint, asked once in our words
+
+
+def test_a_host_name_that_does_not_resolve_is_not_called_a_refusal() -> None:
+    with pytest.raises(StorageError) as raised:
+        SharedToolResultStore(index_url="postgresql://user:hunter2@no-such-host.invalid:5432/db", blob_url="memory://")
+    message = str(raised.value)
+    assert "does not resolve" in message and "no-such-host.invalid" in message and "--index" in message, message
+    assert "refused" not in message and "hunter2" not in message
+
+
+_S3_ERRORS = {
+    "no such bucket": (404, "NoSuchBucket", "The specified bucket does not exist"),
+    "internal error": (500, "InternalError", "We encountered an internal error, please try again."),
+}
+
+
+class _AnsweringS3(http.server.BaseHTTPRequestHandler):
+    """An S3 endpoint that answers every request with one error, as a server does for a bucket it does not have."""
+
+    answer = _S3_ERRORS["no such bucket"]
+
+    def do_PUT(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        status, code, words = self.answer
+        body = f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code><Message>{words}</Message></Error>'
+        self.send_response(status)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    do_GET = do_HEAD = do_PUT
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def answering_s3() -> Iterator[str]:
+    """:returns: The endpoint of an S3 server on loopback that answers every request with `_AnsweringS3.answer`."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _AnsweringS3)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+
+
+@pytest.mark.parametrize("failure", sorted(_S3_ERRORS))
+def test_a_bucket_that_does_not_exist_is_named_as_the_likely_cause(
+    failure: str, postgres_url: str, answering_s3: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_AnsweringS3, "answer", _S3_ERRORS[failure])
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "casstore")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "casstore-secret")
+    options = {"endpoint": answering_s3, "region": "us-east-1", "allow_http": "true", "max_retries": "0"}
+    with pytest.raises(StorageError) as raised:
+        SharedToolResultStore(index_url=postgres_url, blob_url="s3://missing-bucket/fleet", blob_options=options)
+    message = str(raised.value)
+    assert "casstore-store.json" in message, message
+    assert "check that the bucket exists" in message or "The bucket does not exist: create it" in message, message
+
+
+def test_a_server_failure_after_the_first_write_gives_no_bucket_advice(answering_s3: str) -> None:
+    # Only the store's first write (its marker) makes a missing bucket the likely cause of a 500.
+    options = {"endpoint": answering_s3, "region": "us-east-1", "allow_http": "true", "max_retries": "0"}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_AnsweringS3, "answer", _S3_ERRORS["internal error"])
+        patch.setenv("AWS_ACCESS_KEY_ID", "casstore")
+        patch.setenv("AWS_SECRET_ACCESS_KEY", "casstore-secret")
+        with pytest.raises(StorageError) as raised:
+            ObjectBlobs("s3://some-bucket/fleet", options=options).write("ab" * 32, b"frame")
+    message = str(raised.value)
+    assert "InternalError" in message and "check that the bucket exists" not in message, message
