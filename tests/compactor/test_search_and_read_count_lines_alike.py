@@ -96,8 +96,9 @@ def test_the_search_answer_counts_and_numbers_lines_as_the_read_tool_reads_them(
     # The matches said to follow are those after the last line shown, none of them shown.
     lines = text.split("\n")
     more = MORE.search(answer)
-    after = sum(line.lower().count(NEEDLE.lower()) for line in lines[max(shown) :])
-    assert (int(more.group(1)), int(more.group(2))) == (after, max(shown)) if more else after == 0, answer
+    following = sum(line.lower().count(NEEDLE.lower()) for line in lines[max(shown) :])
+    said = (int(more.group(1)), int(more.group(2))) if more else (0, max(shown))
+    assert said == (following, max(shown)), answer
 
 
 def test_a_context_line_holding_the_term_is_a_match_and_not_counted_again(
@@ -106,7 +107,14 @@ def test_a_context_line_holding_the_term_is_a_match_and_not_counted_again(
     text = "".join(f"case_{number} {NEEDLE if number in (1, 5, 6, 7, 9) else 'ok'}\n" for number in range(1, 12))
     _, answer = _search(indexed, text)
     assert [line.split()[0] for line in answer.splitlines() if line.startswith("   ")] == [
-        "1:", "2-", "...", "4-", "5:", "6:", "7:", "(and"
+        "1:",
+        "2-",
+        "...",
+        "4-",
+        "5:",
+        "6:",
+        "7:",
+        "(and",
     ], answer  # lines 1, 5 and 6 are the first matching lines; 7, their context, matches too; 9 is the one more
     assert MORE.search(answer).groups() == ("1", "7"), answer  # type: ignore[union-attr]
 
