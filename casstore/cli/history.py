@@ -28,6 +28,7 @@ from casstore.history.datasette import metadata
 from casstore.history.figures import format_bytes, format_ratio
 from casstore.history.report import DEFAULT_REPORT_NAME, write_report
 from casstore.output_file import is_standard_stream, write_file
+from casstore.printable import visible
 
 
 @click.command()
@@ -118,17 +119,20 @@ def log(
         _print_json([dataclasses.asdict(entry) for entry in entries])
         return
     for entry in entries:
-        click.echo(f"{entry.offloaded_at}  {entry.namespace}  {_log_line(entry)}  {' '.join(entry.references)}")
+        references = " ".join(visible(reference) for reference in entry.references)
+        click.echo(f"{visible(entry.offloaded_at)}  {visible(entry.namespace)}  {_log_line(entry)}  {references}")
     if not entries:
         click.echo("no offloads match", err=True)
 
 
 def _log_line(entry: history.OffloadEntry) -> str:
+    # Every value from the store is shown through `visible`: a tool name, call id or key holding a line break, a
+    # carriage return or a terminal's escape sequence would otherwise forge, hide or act on lines of the log.
     # `-`: the call had no id; `?`: a hook's key that does not tell its call apart (shown by its stem, `key=`).
     unknown = entry.source == "hook" and entry.tool_name is None
-    call = "call=?" if unknown else f"call={entry.tool_call_id or '-'}"
+    call = "call=?" if unknown else f"call={visible(entry.tool_call_id or '-')}"
     if entry.source == "compactor":
-        return f"{entry.tool_name}  {call}  saved {entry.saved_tokens}/{entry.original_tokens} tokens"
+        return f"{visible(str(entry.tool_name))}  {call}  saved {entry.saved_tokens}/{entry.original_tokens} tokens"
     if entry.source == "archive":
         steps = "no steps" if entry.first_step is None else f"steps {entry.first_step}-{entry.last_step}"
         return (
@@ -136,6 +140,7 @@ def _log_line(entry: history.OffloadEntry) -> str:
         )
     # The hook's key may not tell its tool apart from its call id: then the key's stem says what was offloaded.
     what = entry.tool_name if entry.tool_name is not None else f"key={(entry.key or '').rpartition('.')[0]}"
+    what = visible(what)
     part = "" if entry.part is None else f"  part={entry.part}"
     return f"{what}  {call}{part}  hook, tokens -"
 

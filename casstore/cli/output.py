@@ -8,11 +8,15 @@ from typing import Any
 import click
 
 from casstore.history.figures import format_bytes
+from casstore.printable import visible
 
 # Exit statuses (see the module docstring): bad input and failures, usage errors (click's), `verify`'s orphans.
 EXIT_FAILURE = 1
 EXIT_USAGE = click.UsageError.exit_code
 EXIT_ORPHANS_ONLY = 3
+# The widest a table's cell is shown: a longer value (a tool name of thousands of characters) is cut to its first
+# characters and an ellipsis, so one value cannot widen every row of its table (`--json` gives it whole).
+CELL_CHARS = 60
 
 
 def _print_json(value: Any) -> None:
@@ -33,7 +37,11 @@ def _table(rows: list[dict[str, Any]], columns: list[str]) -> None:
 def _cell(value: Any, column: str) -> str:
     if value is None:
         return "-"
-    return format_bytes(value) if column.endswith("_bytes") else str(value)
+    if column.endswith("_bytes"):
+        return format_bytes(value)
+    # Cut before escaping, so a cell shows at most CELL_CHARS characters of the value, each as `visible` writes it.
+    text = str(value)
+    return visible(text) if len(text) <= CELL_CHARS else visible(text[: CELL_CHARS - 1]) + "\u2026"
 
 
 class _ProgressBar:

@@ -8,8 +8,9 @@ are a few hundred lines; a library shipped inside the package would be more code
 draw with JavaScript in the browser. Drawing here also keeps every text that came from a tool under one escaping
 rule: everything that is not a number passes through `escape` before it is part of the markup.
 
-The functions take plain numbers, times and labels (nothing of casstore's), and return SVG markup as a string. Each
-drawn datum is an element of class `mark` (with `data-kind`), holding a `<title>` a browser shows on hover.
+The functions take plain numbers, times and labels (of casstore they use only `printable`), and return SVG markup
+as a string. Each drawn datum is an element of class `mark` (with `data-kind`), holding a `<title>` a browser shows on
+hover.
 """
 
 import html
@@ -17,6 +18,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+
+from casstore.printable import visible
 
 WIDTH = 720
 _LEFT, _RIGHT, _TOP, _BOTTOM = 86, 20, 46, 56
@@ -33,8 +36,12 @@ LABEL_CHARS = 28
 
 
 def escape(text: object) -> str:
-    """:returns: `text` safe as element content and as a quoted attribute value, in HTML and in SVG."""
-    return html.escape(str(text), quote=True)
+    """
+    :returns: `text` safe as element content and as a quoted attribute value, in HTML and in SVG: its control and bidi
+        characters shown as escapes (`casstore.printable.visible`: `\\x1b`, `\\u202e`, which no parser chokes on,
+        drops or turns around), then its markup characters as references.
+    """
+    return html.escape(visible(str(text)), quote=True)
 
 
 def number(value: float) -> str:

@@ -30,6 +30,8 @@ SERIES_LIMIT = 500
 # Rows of each ranking: repeated results, largest results, namespaces.
 RANKING_ROWS = 20
 NAMESPACE_ROWS = 200
+# Rows of each table of tools (the compactor's, the hook's); the rest are summed in one row.
+TOOL_ROWS = 30
 # Previews are read through the store (verified) for results up to this size, and cut to this many characters.
 PREVIEW_MAX_BYTES = 1 << 20
 PREVIEW_CHARS = 160
@@ -61,6 +63,7 @@ def build_report(
         series_limit=SERIES_LIMIT,
         rows_limit=RANKING_ROWS,
         namespace_limit=NAMESPACE_ROWS,
+        tool_limit=TOOL_ROWS,
     )
     previews = _previews(repository, figures)
     page = render_page(

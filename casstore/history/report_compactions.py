@@ -9,6 +9,10 @@ from casstore.history.charts import Bar, Range, escape
 from casstore.history.report_markup import amount, empty_section, moment, section, tabulate
 from casstore.repository import ReportFigures
 
+# The most of a tool's name the page shows, in tables and hovers (chart labels are cut shorter): a name of any length
+# is one row of the table, not a page of it.
+NAME_CHARS = 200
+
 
 def timeline_section(figures: ReportFigures, *, series_limit: int) -> str:
     """
@@ -197,14 +201,15 @@ def tools_section(figures: ReportFigures) -> str:
         Bar(
             label=tool.tool_name,
             value=tool.saved_tokens,
-            tooltip=f"{tool.tool_name}: {tool.offloads} results offloaded, {tool.saved_tokens:,} tokens saved",
+            tooltip=f"{charts.short(tool.tool_name, NAME_CHARS)}: {tool.offloads} results offloaded, "
+            f"{tool.saved_tokens:,} tokens saved",
             kind="tool",
         )
         for tool in figures.tools
     ]
     rows = [
         [
-            tool.tool_name,
+            charts.short(tool.tool_name, NAME_CHARS),
             amount(tool.offloads),
             amount(tool.compactions),
             amount(tool.original_tokens),
@@ -212,15 +217,19 @@ def tools_section(figures: ReportFigures) -> str:
         ]
         for tool in figures.tools
     ]
-    rows.append(
-        [
-            "total",
-            amount(sum(tool.offloads for tool in figures.tools)),
-            "",
-            amount(sum(tool.original_tokens for tool in figures.tools)),
-            amount(sum(tool.saved_tokens for tool in figures.tools)),
-        ]
-    )
+    others = figures.other_tools
+    offloads = sum(tool.offloads for tool in figures.tools)
+    original = sum(tool.original_tokens for tool in figures.tools)
+    saved = sum(tool.saved_tokens for tool in figures.tools)
+    if others is not None:
+        label = f"{others.tools:,} other tools"
+        tooltip = f"{label}: {others.offloads} results offloaded, {others.saved_tokens:,} tokens saved"
+        bars.append(Bar(label=label, value=others.saved_tokens, tooltip=tooltip, kind="other-tools"))
+        rows.append([label, amount(others.offloads), "", amount(others.original_tokens), amount(others.saved_tokens)])
+        offloads += others.offloads
+        original += others.original_tokens
+        saved += others.saved_tokens
+    rows.append(["total", amount(offloads), "", amount(original), amount(saved)])
     chart = charts.bar_chart(bars, title="Tokens saved by tool", value_label="tokens saved")
     table = tabulate(
         ["tool", "results offloaded", "compactions", "tokens before", "tokens saved"],
@@ -239,17 +248,25 @@ def hook_section(figures: ReportFigures) -> str:
     if not tools:
         return empty_section("hook", title, "Haystack's <code>ToolResultOffloadHook</code> offloaded nothing here.")
     unnamed = "(tool not told apart from its call id)"
+    names = [unnamed if tool.tool_name is None else charts.short(tool.tool_name, NAME_CHARS) for tool in tools]
     bars = [
-        Bar(label=tool.tool_name or unnamed, value=tool.results, tooltip=f"{tool.results} results", kind="tool")
-        for tool in tools
+        Bar(label=name, value=tool.results, tooltip=f"{tool.results} results", kind="tool")
+        for name, tool in zip(names, tools, strict=True)
     ]
     rows = [
-        [tool.tool_name or unnamed, amount(tool.results), amount(tool.parts), tool.first_offload, tool.last_offload]
-        for tool in tools
+        [name, amount(tool.results), amount(tool.parts), tool.first_offload, tool.last_offload]
+        for name, tool in zip(names, tools, strict=True)
     ]
-    rows.append(
-        ["total", amount(sum(tool.results for tool in tools)), amount(sum(tool.parts for tool in tools)), "", ""]
-    )
+    results, parts = sum(tool.results for tool in tools), sum(tool.parts for tool in tools)
+    others = figures.other_hook_tools
+    if others is not None:
+        label = f"{others.tools:,} other tools"
+        bars.append(
+            Bar(label=label, value=others.offloads, tooltip=f"{label}: {others.offloads} results", kind="other-tools")
+        )
+        rows.append([label, amount(others.offloads), amount(others.parts), "", ""])
+        results, parts = results + others.offloads, parts + others.parts
+    rows.append(["total", amount(results), amount(parts), "", ""])
     intro = (
         "What Haystack's <code>ToolResultOffloadHook</code> offloaded as each result arrived, per tool, from the "
         "keys it wrote (<code>writes</code>). The hook measures no tokens: its offloads count above, not here."

@@ -15,7 +15,7 @@ from casstore.history.report_markup import amount, period
 from casstore.history.report_storage import bytes_section, namespaces_section, results_section
 from casstore.repository import ReportFigures
 
-_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
+_CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 
 
 def render_page(
@@ -93,8 +93,10 @@ def _summary(figures: ReportFigures) -> str:
     if figures.empty:
         return f'<section id="nothing" class="nothing"><h2>Nothing to show</h2><p>{_nothing(figures)}</p></section>'
     last = figures.bytes_over_time[-1] if figures.bytes_over_time else None
-    offloads = sum(tool.offloads for tool in figures.tools)
-    saved = sum(tool.saved_tokens for tool in figures.tools)
+    others, other_hook = figures.other_tools, figures.other_hook_tools
+    offloads = sum(tool.offloads for tool in figures.tools) + (others.offloads if others else 0)
+    saved = sum(tool.saved_tokens for tool in figures.tools) + (others.saved_tokens if others else 0)
+    hooked = sum(tool.results for tool in figures.hook_tools) + (other_hook.offloads if other_hook else 0)
     cards = [
         ("writes", amount(last.writes if last else 0)),
         ("logical bytes", format_bytes(last.logical_bytes if last else 0)),
@@ -104,7 +106,7 @@ def _summary(figures: ReportFigures) -> str:
         ("compactions", amount(figures.compactions)),
         ("results offloaded", amount(offloads)),
         ("tokens saved", amount(saved)),
-        ("offloaded by the hook", amount(sum(tool.results for tool in figures.hook_tools))),
+        ("offloaded by the hook", amount(hooked)),
     ]
     items = "".join(f"<div><dt>{escape(label)}</dt><dd>{escape(value)}</dd></div>" for label, value in cards)
     return f'<section id="summary"><dl class="cards">{items}</dl></section>'

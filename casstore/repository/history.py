@@ -100,6 +100,7 @@ class History:
         series_limit: int = 500,
         rows_limit: int = 20,
         namespace_limit: int = 200,
+        tool_limit: int = 30,
     ) -> ReportFigures:
         """
         :param namespace: Only this namespace's history (all namespaces when None).
@@ -107,6 +108,7 @@ class History:
         :param series_limit: At most this many marks per series (compactions, savings, bytes); past it, time buckets.
         :param rows_limit: At most this many rows per ranking of results (the most repeated, the largest).
         :param namespace_limit: At most this many namespaces, the busiest first.
+        :param tool_limit: At most this many tools per table of tools, the busiest first; the rest are summed.
         :returns: What `casstore report` draws, read in one consistent state of the index.
         """
         scope = Scope(namespace=namespace, since=since)
@@ -118,6 +120,7 @@ class History:
                     series_limit=series_limit,
                     rows_limit=rows_limit,
                     namespace_limit=namespace_limit,
+                    tool_limit=tool_limit,
                 )
         except self._database.failures as error:
             if isinstance(error, self._database.damage):

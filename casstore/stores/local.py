@@ -29,6 +29,7 @@ from casstore.repository import (
     check_dedup_scope,
     prepare,
 )
+from casstore.stores.history_records import check_compaction, check_compaction_id, check_offloads
 
 __all__ = [
     "BLOB_DIRECTORY_NAME",
@@ -107,32 +108,37 @@ class RepositoryToolResultStore(ToolResultStore):
             does not hash its content would name another result. Nothing is stored then.
         :raises StorageError: If any part could not be stored; then none of them is recorded.
         """
-        for write in prepared:
-            self._check_prepared(write)
-        self._repository.store(namespace=self.namespace, writes=prepared)
-        return [write.reference for write in prepared]
+        checked = [self._checked(write) for write in prepared]
+        self._repository.store(namespace=self.namespace, writes=checked)
+        return [write.reference for write in checked]
 
-    def _check_prepared(self, write: PreparedWrite) -> None:
-        # Hashed again, whatever it claims: the index trusts a write's digest to name its content, so a part whose
-        # digest names another result (another namespace's, or content not written yet) would be recorded as that
-        # result. One BLAKE3 pass, on the prepared path only (`write` hashes once).
+    def _checked(self, write: PreparedWrite) -> PreparedWrite:
+        # Hashed again, whatever it claims, and what is stored is the write made here, never the caller's object: the
+        # index trusts a write's digest to name its content, so a part whose digest names another result (another
+        # namespace's, or content not written yet) would be recorded as that result. One BLAKE3 pass, on the prepared
+        # path only (`write` hashes once).
         if not isinstance(write, PreparedWrite):
             raise TypeError(f"`write_prepared` takes what `prepare_write` returned, got {type(write).__name__}.")
         namespace = self.namespace
         digest_key = self._repository.dedup_scope.key_for(namespace)
         if write.keyed_for != (None if digest_key is None else namespace):
-            return  # hashed for another namespace: the repository refuses it, naming both
-        try:
-            content = write.data.decode("utf-8") if write.is_text else write.data
-            matches = prepare(key=write.key, content=content, namespace=namespace, digest_key=digest_key) == write
-        except (AttributeError, TypeError, ValueError):  # data that is not bytes, or text that is not UTF-8
-            matches = False
-        if not matches:
+            return write  # hashed for another namespace: the repository refuses it, naming both
+        made: PreparedWrite | None = None
+        data: object = write.data
+        if type(data) is bytes:  # not a subclass, nor a bytearray another thread may change meanwhile
+            try:
+                content = data.decode("utf-8") if write.is_text is True else data
+                made = prepare(key=write.key, content=content, namespace=namespace, digest_key=digest_key)
+            except (TypeError, ValueError):  # a key that is not one, or text that is not UTF-8
+                made = None
+        claimed = (write.reference, write.key, write.digest, write.is_text, data, write.keyed_for)
+        if made is None or (made.reference, made.key, made.digest, made.is_text, made.data, made.keyed_for) != claimed:
             raise ValueError(
                 f"The prepared write {write.reference!r:.100} is not what this store's `prepare_write` makes of its "
                 f"key and content (its digest does not hash its content here): it was made by another store, or "
                 f"changed after `prepare_write`. Prepare it again with this store's `prepare_write`, then write it."
             )
+        return made
 
     def write(self, *, key: str, content: str | bytes) -> str:
         """
@@ -200,7 +206,14 @@ class RepositoryToolResultStore(ToolResultStore):
 
         :param compaction_id: An id shared by all offloads of one `compact` call.
         :param offloads: One record per tool result that was replaced by references.
+        :raises TypeError: If `offloads` is not a list of `OffloadRecord`, or a field of one is not of its type (a
+            `str` as `references`: wrap it in a list). Nothing is written.
+        :raises ValueError: If a tool name is empty, a tool name, call id or `compaction_id` holds a NUL or a lone
+            surrogate, a reference is malformed (`InvalidReferenceError`), or a token count is negative, over
+            `MAX_TOKENS` (10^12) or saves more than the result took. Nothing is written.
         """
+        check_compaction_id(compaction_id)
+        check_offloads(offloads)
         self._repository.record_offloads(namespace=self.namespace, compaction_id=compaction_id, offloads=offloads)
 
     def record_compaction(
@@ -213,7 +226,14 @@ class RepositoryToolResultStore(ToolResultStore):
         :param compaction: The conversation's tokens before and after the call, its target and the model's window.
         :param offloads: One record per tool result the call replaced by references (none when it found nothing to
             offload).
+        :raises TypeError: If `compaction` is not a `CompactionRecord` or a count in it not an `int`, or `offloads`
+            is not as `record_offloads` takes it. Nothing is written.
+        :raises ValueError: If a count is negative or over `MAX_TOKENS`, or an offload is refused as
+            `record_offloads` refuses it. Nothing is written.
         """
+        check_compaction_id(compaction_id)
+        check_compaction(compaction)
+        check_offloads(offloads)
         self._repository.record_compaction(
             namespace=self.namespace, compaction_id=compaction_id, compaction=compaction, offloads=offloads
         )

@@ -31,6 +31,7 @@ from casstore.history import charts
 from casstore.history.report import DEFAULT_REPORT_NAME, SERIES_LIMIT, build_report, write_report
 from casstore.index.report_scope import bucket_prefix
 from casstore.maintenance.checks import verify
+from casstore.printable import visible
 from tests.helpers import create_store, inline_frame, replace_inline_frame
 from tests.report_helpers import (
     HOSTILE,
@@ -177,7 +178,8 @@ def test_any_text_in_any_chart_or_table_stays_text(labels: list[str]) -> None:
     assert structure.tags <= PAGE_TAGS and structure.attributes <= PAGE_ATTRIBUTES
     text = "".join(structure.text)
     for label in labels:
-        assert label in text  # each label comes back whole from the page's text, as it went in
+        # Each label comes back whole from the page's text, its control and bidi characters as visible escapes.
+        assert visible(label) in text
 
 
 @settings(max_examples=300, deadline=None)

@@ -15,7 +15,7 @@ COMPACTOR = PACKAGE.parent / "compactor"
 
 # Bottom to top. A module may import its own layer and those listed before it, never one after.
 LAYERS = [
-    ("ground", {"errors", "references", "namespaces", "hook_keys", "forks", "disk", "output_file"}),
+    ("ground", {"errors", "references", "namespaces", "hook_keys", "forks", "disk", "output_file", "printable"}),
     ("index", {"index", "migrations"}),
     ("blobs", {"blobs"}),
     ("search", {"search"}),

@@ -117,3 +117,34 @@ def _remade(store: RepositoryToolResultStore, changed: PreparedWrite) -> Prepare
     except UnicodeDecodeError:
         return None
     return store.prepare_write(key=changed.key, content=content)
+
+
+class _AlwaysEqual(PreparedWrite):
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    __hash__ = PreparedWrite.__hash__
+
+
+def test_a_part_that_claims_to_equal_anything_is_still_refused(backend: Backend) -> None:
+    alice = backend.open(namespace="alice")
+    mallory = backend.open(namespace="mallory")
+    expected = alice.prepare_write(key="build.log", content="the build log alice will write")
+    fields = {field.name: getattr(expected, field.name) for field in dataclasses.fields(expected)}
+    forged = _AlwaysEqual(**{**fields, "data": b"POISON"})
+    with pytest.raises(ValueError, match="does not hash its content here"):
+        mallory.write_prepared(forged)
+    assert backend.count("blobs") == 0
+    reference = alice.write(key="build.log", content="the build log alice will write")
+    assert alice.read(reference) == "the build log alice will write"
+
+
+def test_content_that_may_change_while_it_is_written_is_refused(backend: Backend) -> None:
+    store = backend.open(namespace="alice")
+    prepared = store.prepare_write(key="a.txt", content="hello")
+    changeable = dataclasses.replace(prepared, data=bytearray(prepared.data))  # equal bytes, but mutable
+    with pytest.raises(ValueError, match="does not hash its content here"):
+        store.write_prepared(changeable)
+    assert backend.count("writes") == 0
