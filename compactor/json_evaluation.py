@@ -52,29 +52,33 @@ class _Budget:
     def walk(self, value: Any, *, char_units: int = 0) -> None:
         """
         Spend a unit per value in `value` as a tree (a value held twice counts twice) and per element walked, and for
-        each string `char_units` per character (0: a sixteenth), stopping as soon as the budget runs out.
+        each character of its strings and numbers `char_units` (0: a sixteenth), stopping as soon as the budget runs
+        out.
         """
         stack, chars = [value], 0
         left = self.left  # counted here, not by `spend`: a call per value would double the walk's time
-        while stack:
+        while stack and left >= 0:
             item = stack.pop()
             left -= 1
             if isinstance(item, str):  # with its quotes
                 chars += 2 + (len(item) if item.isascii() else len(item) * _ESCAPED)
             elif isinstance(item, int):
                 chars += item.bit_length() // 3  # its digits, or more (a JSON number has at most 4,300)
-            elif isinstance(item, list):
+            elif isinstance(item, float):
+                chars += 24
+            elif isinstance(item, list | dict):
                 left -= len(item)
-                stack.extend(item)
-            elif isinstance(item, dict):
-                left -= len(item)
-                chars += sum(len(key) + 4 for key in item)  # each key with its quotes, colon and comma
-                stack.extend(item.values())
-            if left - (chars * char_units if char_units else chars // _CHARS_PER_UNIT) < 0:
-                self.left = -1
-                raise BudgetExceeded
+                if left < 0:
+                    break  # before its elements are copied to the stack
+                if isinstance(item, dict):
+                    chars += sum(len(key) + 4 for key in item)  # each key with its quotes, colon and comma
+                    stack.extend(item.values())
+                else:
+                    stack.extend(item)
+            left -= chars * char_units if char_units else chars // _CHARS_PER_UNIT
+            chars = 0
         self.left = left
-        self.spend(chars * char_units if char_units else chars // _CHARS_PER_UNIT)
+        self.spend(0)
 
 
 def evaluate(parsed: Any, data: Any, *, budget: int = EVALUATION_BUDGET) -> Any:
@@ -214,7 +218,7 @@ class _Functions(functions.Functions):
             finally:
                 self._key_comparisons.pop()
         result = super().call_function(function_name, args)
-        if function_name == "to_string" and isinstance(result, str):
+        if function_name == "to_string" and result is not first:  # the string written, unless given one
             budget.spend(len(result))
         return result
 
