@@ -52,7 +52,8 @@ def copy(root: Path, to_index: str, to_blobs: str, as_json: bool) -> None:
         if report.dedup_scope_adopted is not None:
             click.echo(
                 f"The target had no blobs and now hashes as the source does: dedup scope "
-                f"{report.dedup_scope_adopted!r} (open it with dedup_scope={report.dedup_scope_adopted!r} or None)."
+                f"{report.dedup_scope_adopted!r} and its secret "
+                f"(open it with dedup_scope={report.dedup_scope_adopted!r} or None)."
             )
         for digest in report.unreadable_blobs:
             click.echo(f"not copied  blob {digest}: it does not verify in the source (see casstore verify)")

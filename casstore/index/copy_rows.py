@@ -14,16 +14,15 @@ CompactionRow = tuple[str, str, int, int, int, int | None, str]
 ArchiveRow = tuple[str, str, str, int, int | None, int | None, int, int, str]
 
 
-def write_rows(connection: sqlite3.Connection) -> Counter[WriteRow]:
+def write_rows(connection: sqlite3.Connection) -> list[WriteRow]:
     """
-    :returns: How many writes there are of each `(namespace, key, digest, kind, size, reference, written_at)`, in
-        the order of their first row (so writes of the same millisecond keep their order in a copy).
+    :returns: Every write's `(namespace, key, digest, kind, size, reference, written_at)`, in the order they were
+        recorded (so writes of the same millisecond keep their order in a copy, identical ones among the others too).
     """
     rows = connection.execute(
-        "SELECT namespace, key, digest, kind, size, reference, written_at, count(*) FROM writes "
-        "GROUP BY namespace, key, digest, kind, size, reference, written_at ORDER BY min(id)"
+        "SELECT namespace, key, digest, kind, size, reference, written_at FROM writes ORDER BY id"
     )
-    return Counter({tuple(row[:7]): int(row[7]) for row in rows})
+    return [tuple(row) for row in rows]
 
 
 def offload_rows(connection: sqlite3.Connection) -> Counter[OffloadRow]:

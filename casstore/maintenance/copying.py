@@ -65,9 +65,9 @@ def copy_store(
     source, target = repository_of(source), repository_of(target)
     report = CopyReport()
     # References are copied as they are, so the target hashes as the source does (an empty target takes its scope).
-    scope_before = target.dedup_scope.name
+    scope_before = target.dedup_scope  # its name and its secret: an empty target may take another secret alone
     target.copies.adopt_dedup_scope(source.copies.dedup_settings())
-    if target.dedup_scope.name != scope_before:
+    if target.dedup_scope != scope_before:
         report.dedup_scope_adopted = target.dedup_scope.name
     keyed_for = source.copies.blob_namespaces()
     have = target.copies.blob_seen_times()
@@ -85,17 +85,17 @@ def copy_store(
             progress("blobs", done, len(wanted))
 
     unreadable = set(report.unreadable_blobs)
-    in_target = target.copies.write_rows()
+    in_target = Counter(target.copies.write_rows())
     missing_writes: list[WriteRow] = []
+    for row in source.copies.write_rows():  # in the source's order; the first rows of a value are those present
+        if in_target[row] > 0:
+            in_target[row] -= 1
+        elif row[2] in unreadable:
+            report.writes_skipped += 1
+        else:
+            missing_writes.append(row)
     # In the order of their time (the row's 7th value), and within one time as the source has them: a stable sort.
-    for row, count in sorted(source.copies.write_rows().items(), key=lambda item: str(item[0][6])):
-        lacking = count - in_target.get(row, 0)
-        if lacking <= 0:
-            continue
-        if row[2] in unreadable:
-            report.writes_skipped += lacking
-            continue
-        missing_writes += [row] * lacking
+    missing_writes.sort(key=lambda row: str(row[6]))
     for start in range(0, len(missing_writes), _BATCH):
         batch = missing_writes[start : start + _BATCH]
         target.copies.import_writes(batch)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from casstore import search as search_index
 from casstore.errors import CorruptBlobError
 from casstore.references import parse_reference
-from casstore.repository.core import RepositoryCore
+from casstore.repository.core import RepositoryCore, lost_blobs
 from casstore.search.exact_match import EXACT, INSIDE, Grading
 from casstore.search.results import SearchHit, SearchOutcome, hit_order, rank_candidates, score, tell_case_apart
 
@@ -32,6 +32,7 @@ class CandidateReading:
     """A search's candidates read from the blobs (each verified, as any read), scored and ranked."""
 
     def __init__(self, core: RepositoryCore) -> None:
+        self._core = core
         self._index = core.index
         self._blobs = core.blobs
         self._search_text = core.search_text
@@ -177,8 +178,8 @@ class CandidateReading:
                             continue  # collected meanwhile
                         location = self._blobs.locate(connection, digest)
                 text = self._blobs.load(location, guarded=False).decode("utf-8", "replace")
-            except CorruptBlobError:
-                unreadable += 1
+            except CorruptBlobError as error:
+                unreadable += self._found_lost(error)
                 continue
             lowered = text.lower()
             occurrences = {}
@@ -230,5 +231,11 @@ class CandidateReading:
             with self._index() as connection:
                 location = self._blobs.locate(connection, parse_reference(reference).digest)
             return self._blobs.load(location, guarded=False).decode("utf-8", "replace")
-        except CorruptBlobError:
+        except CorruptBlobError as error:
+            self._found_lost(error)
             return None
+
+    def _found_lost(self, error: CorruptBlobError) -> int:
+        """Record a blob found missing or damaged, so the next write of it stores it again (as after a read): 1."""
+        self._core.mark_lost(lost_blobs(error))
+        return 1

@@ -9,7 +9,7 @@ from casstore.index import scope as dedup_scopes
 from casstore.index import writes as index
 from casstore.index.copy_rows import ArchiveRow, CompactionRow, OffloadRow, WriteRow
 from casstore.index.scope import DedupScope
-from casstore.repository.core import RepositoryCore
+from casstore.repository.core import RepositoryCore, lost_blobs
 
 
 class Copies:
@@ -60,7 +60,11 @@ class Copies:
         with self._guard.held():
             with self._index() as connection:
                 location = self._blobs.locate(connection, digest)
-            return self._blobs.load(location, guarded=False)
+            try:
+                return self._blobs.load(location, guarded=False)
+            except CorruptBlobError as error:
+                self._core.mark_lost(lost_blobs(error))  # so the next write of it stores it again, as after a read
+                raise
 
     def import_blob(self, digest: str, data: bytes, *, seen: tuple[str, str], namespace: str | None = None) -> None:
         """
@@ -73,8 +77,8 @@ class Copies:
             with self._database.transaction() as work:
                 self._blobs.put(work, staged, seen=seen)
 
-    def write_rows(self) -> "Counter[WriteRow]":
-        """:returns: How many writes there are of each `(namespace, key, digest, kind, size, reference, written_at)`."""
+    def write_rows(self) -> list[WriteRow]:
+        """:returns: Every write's `(namespace, key, digest, kind, size, reference, written_at)`, in recorded order."""
         with self._index() as connection:
             return copy_rows.write_rows(connection)
 

@@ -180,6 +180,7 @@ def test_writes_of_one_millisecond_keep_their_order_in_a_copy(
 ) -> None:
     root = tmp_path / "local"
     keys = [f"{n}_{tool}_call_{n}.txt" for n in range(6) for tool in ("read_file", "grep")]
+    keys += ["a.txt", "b.txt", "a.txt", "c.txt", "a.txt"]  # identical writes among the others
     with ContentAddressedToolResultStore(root) as store:
         for key in keys:
             store.write(key=key, content=f"the result of {key}")

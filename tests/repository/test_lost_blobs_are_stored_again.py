@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from casstore import ContentAddressedToolResultStore, CorruptBlobError
 from casstore.blobs import hints
 from casstore.maintenance.checks import verify
+from casstore.maintenance.copying import copy_store
 from casstore.references import split_reference
 from tests.helpers import tree_fingerprint
 from tests.store_backends import Backend
@@ -223,3 +224,30 @@ def test_a_writer_that_stored_the_content_a_moment_ago_stores_it_again_once_its_
     monkeypatch.setattr(hints, "time", SimpleNamespace(monotonic=lambda: later))
     writer.write(key="2.txt", content=content)
     assert reader.read(reference) == content
+
+
+def test_damage_a_search_meets_is_stored_again_by_the_next_write(backend: Backend) -> None:
+    store = backend.open(inline_max=0, learn=False, search_index=True)
+    reference = store.write(key="1_read_file_call_1.txt", content=CONTENT)
+    digest = split_reference(reference)[0]
+    _overwrite_shorter(backend, digest)
+    found = store.search(terms=["listing of a tool"], limit=5)
+    assert found.hits == [] and found.unreadable == 1
+    assert _lost_at(backend, digest) is not None
+    store.write(key="2_read_file_call_2.txt", content=CONTENT)
+    assert store.read(reference) == CONTENT
+    assert [hit.reference for hit in store.search(terms=["listing of a tool"], limit=5).hits] == [reference]
+
+
+def test_damage_a_copy_meets_is_stored_again_by_the_next_write(backend: Backend, tmp_path: Path) -> None:
+    store = backend.open(inline_max=0, learn=False)
+    reference = store.write(key="1_read_file_call_1.txt", content=CONTENT)
+    digest = split_reference(reference)[0]
+    _overwrite_shorter(backend, digest)
+    with ContentAddressedToolResultStore(tmp_path / "copy") as target:
+        assert copy_store(store, target).unreadable_blobs == [digest]
+    assert _lost_at(backend, digest) is not None
+    store.write(key="2_read_file_call_2.txt", content=CONTENT)
+    with ContentAddressedToolResultStore(tmp_path / "copy") as target:
+        assert copy_store(store, target).complete
+        assert target.read(reference) == CONTENT

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from casstore import ContentAddressedToolResultStore, CorruptBlobError, ReferenceNotFoundError
+from casstore import CompactionRecord, ContentAddressedToolResultStore, CorruptBlobError, ReferenceNotFoundError
 from casstore.blobs import learning as learning_module
 from casstore.cli import cli
 from casstore.maintenance.checks import verify
@@ -388,3 +388,14 @@ def test_the_secret_is_in_no_printed_form_of_the_store_or_its_scope(tmp_path: Pa
         printed = " ".join((repr(scope), str(scope), repr(store), str(store.to_dict())))
         assert secret not in printed
         assert repr(scope.secret) not in printed
+
+
+def test_an_empty_target_of_namespace_scope_that_takes_the_sources_secret_is_told_so(tmp_path: Path) -> None:
+    with ContentAddressedToolResultStore(tmp_path / "source", dedup_scope="namespace") as source:
+        reference = source.write(key="a.txt", content="keyed with the source's secret")
+        with ContentAddressedToolResultStore(tmp_path / "target", dedup_scope="namespace") as target:
+            target.record_compaction(compaction_id="c1", compaction=CompactionRecord(10, 10, 5))  # a secret, no blob
+            report = copy_store(source, target)
+            assert report.dedup_scope_adopted == "namespace"  # the same scope, another secret: still said
+            assert target.read(reference) == "keyed with the source's secret"
+            assert copy_store(source, target).dedup_scope_adopted is None
