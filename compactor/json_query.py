@@ -8,15 +8,19 @@ bound: a small expression can select the same large part many times over (`[@, @
 in full would take memory and time without end.
 """
 
+import io
 import json
 from typing import Any
 
 import jmespath
 from jmespath.exceptions import JMESPathError
 
+from casstore.compactor.json_evaluation import EVALUATION_BUDGET, BudgetExceeded, evaluate
+
 # The longest expression accepted, and the most characters of JSON a selection is written out to.
 MAX_EXPRESSION_CHARS = 2_000
 MAX_SELECTION_CHARS = 8 * 1024 * 1024
+_NARROW = "narrow the expression (a projection such as 'items[*].name', or an index such as 'items[:20]')."
 
 
 class JsonQueryError(ValueError):
@@ -50,27 +54,30 @@ def select(text: str, expression: object, *, reference: str) -> str:
             f"as text, or search it with `pattern`."
         ) from None
     try:
-        selected = compiled.search(data)
+        selected = evaluate(compiled, data)
+    except BudgetExceeded:
+        raise JsonQueryError(
+            f"`jmespath` takes too much work on this result: evaluating it builds or walks over "
+            f"{EVALUATION_BUDGET:,} values and characters (an expression such as `[@, @][]` repeated multiplies "
+            f"them); {_NARROW}"
+        ) from None
     except (JMESPathError, TypeError, ValueError, RecursionError) as error:
         raise JsonQueryError(f"`jmespath` failed on this result: {_first_line(error)}") from None
     return _written(selected)
 
 
 def _written(selected: Any) -> str:
-    pieces: list[str] = []
+    written = io.StringIO()  # not a list of pieces: one per value, each a string object, many times their size
     size = 0
     try:
         for piece in json.JSONEncoder(indent=2, ensure_ascii=False).iterencode(selected):
             size += len(piece)
             if size > MAX_SELECTION_CHARS:
-                raise JsonQueryError(
-                    f"the selection is over {MAX_SELECTION_CHARS:,} characters of JSON; narrow the expression (a "
-                    f"projection such as 'items[*].name', or an index such as 'items[:20]')."
-                )
-            pieces.append(piece)
+                raise JsonQueryError(f"the selection is over {MAX_SELECTION_CHARS:,} characters of JSON; {_NARROW}")
+            written.write(piece)
     except RecursionError:
         raise JsonQueryError("the selection is nested too deeply to write out; narrow the expression.") from None
-    return "".join(pieces)
+    return written.getvalue()
 
 
 def _first_line(error: BaseException) -> str:

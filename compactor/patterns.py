@@ -34,10 +34,29 @@ def compile_pattern(pattern: str) -> Any:
 
     :param pattern: An RE2 regular expression, matched within one line.
     :returns: The compiled expression.
-    :raises PatternError: If the pattern is too long, RE2 cannot compile it, or its program is too large.
+    :raises PatternError: If the pattern is too long, RE2 cannot compile it, its program is too large, or it holds a
+        lone surrogate or `\\C` (one byte, which can end a match inside a character).
     """
     if len(pattern) > MAX_PATTERN_LENGTH:
         raise PatternError(f"The pattern has {len(pattern)} characters; use at most {MAX_PATTERN_LENGTH}.")
+    surrogate = next((index for index, character in enumerate(pattern) if "\ud800" <= character <= "\udfff"), None)
+    if surrogate is not None:
+        # Not a character (JSON arguments can carry one, "\ud800"): no text holds it, and RE2 cannot take it.
+        raise PatternError(
+            _refused(
+                pattern,
+                f"it holds a lone surrogate, {pattern[surrogate]!r} at index {surrogate}, which is half of a character "
+                f"written in UTF-16 and matches nothing: write the whole character, such as é, or \\x{{e9}}",
+            )
+        )
+    if _has_any_byte_escape(pattern):
+        # The search counts lines and characters in the UTF-8 text it matched: a match must end between characters.
+        raise PatternError(
+            _refused(
+                pattern,
+                "\\C matches one byte, which can end a match inside a character: write . to match any one character",
+            )
+        )
     try:
         regex = re2.compile(f"(?m){pattern}", _options(_CHECK_MEM))
     except re2.error as error:
@@ -103,12 +122,33 @@ def _invalid(pattern: str, reason: str) -> str:
         reason = reason.replace("(?m)", "", 1)
     code, _, part = reason.partition(": ")
     explained = _EXPLANATIONS.get(code)
-    what = reason if explained is None else explained.format(part=part)
+    return _refused(pattern, reason if explained is None else explained.format(part=part))
+
+
+def _refused(pattern: str, what: str) -> str:
+    """The message refusing a pattern, saying what is wrong in it (`what`) and what to write instead."""
     return (
         f"The pattern {shown(pattern)} is not a valid RE2 regular expression: {what}. RE2 supports the usual syntax "
         f"(classes, groups, alternation, repetition, (?i) for case-insensitive) but no backreferences and no "
         f"lookahead or lookbehind; escape literal characters such as ( [ . * + ? with a backslash."
     )
+
+
+def _has_any_byte_escape(pattern: str) -> bool:
+    """Whether the pattern uses `\\C`, RE2's escape for any one byte (and not a literal `\\C`, such as `\\\\C`)."""
+    index = 0
+    while (index := pattern.find("\\", index)) >= 0:
+        escaped = pattern[index + 1 : index + 2]
+        if escaped == "C":
+            return True
+        if escaped == "Q":  # literal text up to \E, or to the end
+            end = pattern.find("\\E", index + 2)
+            if end < 0:
+                return False
+            index = end + 2
+        else:
+            index += 2
+    return False
 
 
 def _options(max_mem: int) -> Any:

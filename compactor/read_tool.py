@@ -38,6 +38,9 @@ DEFAULT_MATCHES = 100
 DEFAULT_CONTEXT = 2
 MAX_CONTEXT = 10
 MAX_REFERENCE_LENGTH = 1024
+# The most digits of a number written as a string that are converted (Python converts at most 4,300); more are refused.
+_MAX_DIGITS = 4_000
+_TOO_LONG = 10**_MAX_DIGITS
 # Tool names as chat-completion APIs accept them.
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -387,13 +390,19 @@ def _integer(name: str, value: object, default: int | None, minimum: int, maximu
     """An integer argument, accepting a number written as a string; None gives `default`."""
     if value is None:
         return default
+    bounds = f"from {minimum} to {maximum}" if maximum is not None else f"at least {minimum}"
+    too_long = _ArgumentError(f"`{name}` must be {bounds}, written in at most {_MAX_DIGITS:,} digits; got more.")
     if isinstance(value, str) and value.strip().isdecimal():
-        value = int(value.strip())
+        digits = value.strip().lstrip("0") or "0"
+        if len(digits) > _MAX_DIGITS:  # Python converts at most 4,300 digits
+            raise too_long
+        value = int(digits)
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if not isinstance(value, int) or isinstance(value, bool):
         raise _ArgumentError(f"`{name}` must be a whole number, got {value!r:.40}.")
+    if abs(value) >= _TOO_LONG:  # nor does it write such a number out, in a message
+        raise too_long
     if value < minimum or (maximum is not None and value > maximum):
-        bounds = f"from {minimum} to {maximum}" if maximum is not None else f"at least {minimum}"
         raise _ArgumentError(f"`{name}` must be {bounds}, got {value}.")
     return value

@@ -97,8 +97,8 @@ def _block(position: int, hit: SearchHit) -> str:
     if not starts:
         out.append("   (the match spans lines)")
         return "\n".join(out)
-    lines = {start: number for number, start in starts}
     last_shown = -1
+    shown_end = 0  # where the text after the last line shown starts
     for number, start in starts:
         first = max(number - _CONTEXT, last_shown + 1)
         if last_shown >= 0 and first > last_shown + 1:
@@ -106,12 +106,19 @@ def _block(position: int, hit: SearchHit) -> str:
         for index in range(first, number + _CONTEXT + 1):
             if index >= line_count:
                 break
-            line = _line(text, start, index - number)
-            marker = ":" if index == number or _line_start(text, start, index - number) in lines else "-"
-            out.append(f"   {index + 1}{marker} {_excerpt(line, folded)}".rstrip(" "))
-            last_shown = index
+            begin = _line_start(text, start, index - number)
+            if begin < 0:
+                continue
+            end = text.find("\n", begin)
+            end = len(text) if end < 0 else end
+            # A line of context may hold a term too (only the first matching lines are looked for): it is marked so.
+            marker = ":" if index == number or any(term in lowered[begin:end] for term in folded) else "-"
+            out.append(f"   {index + 1}{marker} {_excerpt(text[begin:end], folded)}".rstrip(" "))
+            last_shown, shown_end = index, end + 1
+    if more:  # counted again after the context shown, whose matches are marked already
+        more = sum(lowered.count(term, shown_end) for term in folded)
     if more:
-        out.append(f"   (and {more} more match(es) after line {starts[-1][0] + 1})")
+        out.append(f"   (and {more} more match(es) after line {last_shown + 1})")
     return "\n".join(out)
 
 
@@ -161,14 +168,6 @@ def _line_start(text: str, start: int, offset: int) -> int:
             return -1
         start = text.rfind("\n", 0, start - 1) + 1
     return start
-
-
-def _line(text: str, start: int, offset: int) -> str:
-    begin = _line_start(text, start, offset)
-    if begin < 0:
-        return ""
-    end = text.find("\n", begin)
-    return text[begin : end if end >= 0 else len(text)]
 
 
 def _excerpt(line: str, folded: list[str]) -> str:

@@ -14,6 +14,9 @@ MAX_TERMS = 32
 MAX_TERM_CHARS = 500
 
 MAX_QUERY_CHARS = 20_000
+# The most digits of a number written as a string that are converted (Python converts at most 4,300).
+_MAX_DIGITS = 4_000
+_TOO_LONG = 10**_MAX_DIGITS
 
 TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -99,9 +102,12 @@ def limit_argument(value: object, ceiling: int) -> int:
     if value is None:
         return ceiling
     if isinstance(value, str) and value.strip().isdecimal():
-        value = int(value.strip())
+        digits = value.strip().lstrip("0") or "0"
+        # More digits than Python converts (4,300) make a number over any ceiling.
+        value = int(digits) if len(digits) <= _MAX_DIGITS else ceiling + 1
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ArgumentError(f"`limit` must be a whole number from 1 to {ceiling}, got {value!r:.40}.")
+        shown = "a number of over 4,000 digits" if isinstance(value, int) and value <= -_TOO_LONG else f"{value!r:.40}"
+        raise ArgumentError(f"`limit` must be a whole number from 1 to {ceiling}, got {shown}.")
     return min(value, ceiling)

@@ -591,6 +591,13 @@ class TestErrors:
             ({"path": "x"}, "Unknown argument(s) 'path'; the arguments are reference, offset, limit,"),
             ({"reference": None}, "`reference` is required"),
             ({"reference": 12}, "`reference` must be a string"),
+            # More digits than Python converts to a number.
+            ({"offset": "9" * 5_000}, "`offset` must be at least 1, written in at most 4,000 digits; got more."),
+            ({"limit": " 9" + "0" * 5_000}, "`limit` must be at least 1, written in at most 4,000 digits; got more."),
+            ({"char_offset": "1" * 4_301}, "`char_offset` must be at least 0, written in at most 4,000 digits"),
+            ({"pattern": "x", "context": "5" * 4_400}, "`context` must be from 0 to 10, written in at most 4,000"),
+            ({"offset": -(10**5_000)}, "`offset` must be at least 1, written in at most 4,000 digits; got more."),
+            ({"offset": "0" * 5_000 + "9"}, "offset=9 is past the end: the result has 3 lines"),
         ],
     )
     def test_bad_arguments_are_messages(

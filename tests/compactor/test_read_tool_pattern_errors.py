@@ -2,7 +2,7 @@
 
 import pytest
 import re2
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from casstore import ContentAddressedToolResultStore
@@ -61,3 +61,40 @@ def test_re2_refuses_a_pattern_with_the_multiline_flag_exactly_when_it_refuses_i
         return True
 
     assert valid(pattern) == valid(f"(?m){pattern}")
+
+
+@pytest.mark.parametrize(
+    ("pattern", "what_is_wrong"),
+    [
+        ("f\\C", "\\C matches one byte, which can end a match inside a character: write . to match"),
+        ("\\Q.\\E\\C", "\\C matches one byte"),
+        ("caf\ud800", "it holds a lone surrogate, '\\ud800' at index 3, which is half of a character"),
+        ("[\udc00-\udfff]", "it holds a lone surrogate, '\\udc00' at index 1"),
+    ],
+)
+def test_a_pattern_that_could_end_a_match_inside_a_character_is_answered_with_what_to_write(
+    store: ContentAddressedToolResultStore, pattern: str, what_is_wrong: str
+) -> None:
+    reference = store.write(key="words.txt", content="café\nnaïve été\n")
+    answer = make_read_tool(store).invoke(reference=reference, pattern=pattern)
+    assert answer.startswith(f"Error: The pattern {pattern!r} is not a valid RE2 regular expression: {what_is_wrong}")
+
+
+@pytest.mark.parametrize("pattern", ["\\\\C", "\\QC\\C\\E", "[\\\\C]", "\\pC"])
+def test_a_literal_backslash_c_is_searched_for(store: ContentAddressedToolResultStore, pattern: str) -> None:
+    reference = store.write(key="path.txt", content="C:\\Cache\\QC\\C\\E\n")
+    answer = make_read_tool(store).invoke(reference=reference, pattern=pattern)
+    assert not answer.startswith("Error"), answer
+
+
+_TEXT = "café\nnaïve été 😀\n\\C \\Q\n"
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pattern=st.text(alphabet=[*"\\CQE.é?*[]()", "\ud800", "\udfff"], max_size=10))
+def test_any_pattern_is_searched_or_gets_a_pattern_message(
+    store: ContentAddressedToolResultStore, pattern: str
+) -> None:
+    reference = store.write(key="words.txt", content=_TEXT)
+    answer = make_read_tool(store).invoke(reference=reference, pattern=pattern)
+    assert answer.startswith(("Error: The pattern ", "No line", "[")), answer

@@ -21,6 +21,7 @@ NEEDLE = "Needle42"
 STATED = re.compile(r" bytes, ([\d,]+) lines?; holds ")
 SHOWN = re.compile(r"^   (\d+)[:-]", flags=re.MULTILINE)
 MATCHING = re.compile(r"^   (\d+):", flags=re.MULTILINE)
+MORE = re.compile(r"^   \(and (\d+) more match\(es\) after line (\d+)\)$", flags=re.MULTILINE)
 HEADER = re.compile(r"^\[Lines (\d+)-(\d+) of (\d+)\.\]")
 NEXT = re.compile(r"offset=(\d+) for the next lines")
 
@@ -29,7 +30,7 @@ NEXT = re.compile(r"offset=(\d+) for the next lines")
 pieces = st.lists(
     st.one_of(
         # `İ` lower-cases to two characters: a line found in the lower-cased text must still be numbered right.
-        st.sampled_from(["\n", "\n\n", "\r\n", "\r", "\u2028", " ", "İİİ", NEEDLE]),
+        st.sampled_from(["\n", "\n\n", "\r\n", "\r", "\u2028", " ", "İİİ", NEEDLE, f"\n{NEEDLE}\n"]),
         st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=12),
     ),
     max_size=30,
@@ -87,9 +88,35 @@ def test_the_search_answer_counts_and_numbers_lines_as_the_read_tool_reads_them(
     for number in shown:
         window = read.invoke(reference=reference, offset=number, limit=1)
         assert window.startswith(f"[Lines {number}-{number} of {paged}."), window
-    # A line shown as matching (`N:`) is one the read tool gives with the term in it.
-    for number in map(int, MATCHING.findall(answer)):
-        assert NEEDLE.lower() in read.invoke(reference=reference, offset=number, limit=1).lower(), answer
+    # A line is shown as matching (`N:`) exactly when the read tool gives it with the term in it.
+    matching = {int(number) for number in MATCHING.findall(answer)}
+    for number in shown:
+        holds = NEEDLE.lower() in read.invoke(reference=reference, offset=number, limit=1).lower()
+        assert holds == (number in matching), answer
+    # The matches said to follow are those after the last line shown, none of them shown.
+    lines = text.split("\n")
+    more = MORE.search(answer)
+    following = sum(line.lower().count(NEEDLE.lower()) for line in lines[max(shown) :])
+    said = (int(more.group(1)), int(more.group(2))) if more else (0, max(shown))
+    assert said == (following, max(shown)), answer
+
+
+def test_a_context_line_holding_the_term_is_a_match_and_not_counted_again(
+    indexed: ContentAddressedToolResultStore,
+) -> None:
+    text = "".join(f"case_{number} {NEEDLE if number in (1, 5, 6, 7, 9) else 'ok'}\n" for number in range(1, 12))
+    _, answer = _search(indexed, text)
+    assert [line.split()[0] for line in answer.splitlines() if line.startswith("   ")] == [
+        "1:",
+        "2-",
+        "...",
+        "4-",
+        "5:",
+        "6:",
+        "7:",
+        "(and",
+    ], answer  # lines 1, 5 and 6 are the first matching lines; 7, their context, matches too; 9 is the one more
+    assert MORE.search(answer).groups() == ("1", "7"), answer  # type: ignore[union-attr]
 
 
 def test_a_text_whose_lower_case_is_longer_is_numbered_as_read(indexed: ContentAddressedToolResultStore) -> None:

@@ -202,6 +202,12 @@ def test_limit_and_max_hits_bound_the_listing_and_the_rest_is_counted(
     assert len(_references(answer)) == 2 and "12 more results hold a term" in answer
     assert len(_references(tool.invoke(query="needle", limit=50))) == 5  # the ceiling is max_hits
     assert tool.invoke(query="needle", limit=0).startswith("Error: `limit` must be a whole number from 1 to 5")
+    # More digits than Python converts to a number: past the ceiling too, or below 1.
+    assert len(_references(tool.invoke(query="needle", limit="9" * 5_000))) == 5
+    assert len(_references(tool.invoke(query="needle", limit="0" * 5_000 + "3"))) == 3
+    assert tool.invoke(query="needle", limit=-(10**5_000)) == (
+        "Error: `limit` must be a whole number from 1 to 5, got a number of over 4,000 digits."
+    )
 
 
 def test_results_holding_more_and_rarer_terms_come_first(indexed: ContentAddressedToolResultStore) -> None:
