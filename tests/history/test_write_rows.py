@@ -134,7 +134,7 @@ def test_a_copy_from_postgresql_into_sqlite_and_on_keeps_every_write_and_time(
     with SharedToolResultStore(
         index_url=postgres_url, blob_url=s3_bucket_url.url, blob_options=s3_bucket_url.options
     ) as store:
-        shared_rows = store.repository.copies.write_rows()
+        shared_rows = Counter(store.repository.copies.write_rows())
     for target_root in (tmp_path / "first", tmp_path / "second"):
         source_of = (
             SharedToolResultStore(
