@@ -15,7 +15,8 @@ from haystack.utils import Secret, deserialize_secrets_inplace
 from casstore.namespaces import DEFAULT_NAMESPACE
 from casstore.repository import check_dedup_scope
 from casstore.repository.shared import open_shared_repository
-from casstore.stores.local import DEFAULT_INLINE_MAX, RepositoryToolResultStore, check_settings
+from casstore.stores.local import RepositoryToolResultStore
+from casstore.stores.settings import DEFAULT_INLINE_MAX, check_settings
 
 INDEX_URL_VARIABLE = "CASSTORE_INDEX_URL"
 BLOB_URL_VARIABLE = "CASSTORE_BLOB_URL"
