@@ -5,6 +5,9 @@ never longer than the tool's `max_chars`, and saying how many more results there
 nothing.
 """
 
+import re
+from bisect import bisect_left, bisect_right
+
 from casstore.compactor.binary_content import quoted
 from casstore.compactor.text_window import line_count as count_lines
 from casstore.repository import SearchHit, SearchOutcome
@@ -81,7 +84,7 @@ def _footer(outcome: SearchOutcome, *, read_tool_name: str, left_out: int) -> st
 
 def _block(position: int, hit: SearchHit) -> str:
     text = hit.text
-    lowered = _lowered_in_place(text)
+    lowered = _Lowered(text)
     # Counted as the read tool counts them (a final newline starts no line): every number shown is an offset it takes.
     line_count = count_lines(text)
     about = [
@@ -112,7 +115,7 @@ def _block(position: int, hit: SearchHit) -> str:
             end = text.find("\n", begin)
             end = len(text) if end < 0 else end
             # A line of context may hold a term too (only the first matching lines are looked for): it is marked so.
-            marker = ":" if index == number or any(term in lowered[begin:end] for term in folded) else "-"
+            marker = ":" if index == number or any(lowered.holds(term, begin, end) for term in folded) else "-"
             out.append(f"   {index + 1}{marker} {_excerpt(text[begin:end], folded)}".rstrip(" "))
             last_shown, shown_end = index, end + 1
     if more:  # counted again after the context shown, whose matches are marked already
@@ -122,18 +125,43 @@ def _block(position: int, hit: SearchHit) -> str:
     return "\n".join(out)
 
 
-def _lowered_in_place(text: str) -> str:
+class _Lowered:
     """
-    :returns: `text` lower-cased with every character where it was, so that a position in one is the same in the
-        other: a character whose lower case is longer (`İ`, two characters) becomes the first of them.
+    A text lower-cased as the search compares it (`str.lower`, which makes `İ` two characters, `i̇`), searched with
+    positions in the text as written: a term is found in it exactly where the search found it, and its line is the
+    line of the text.
     """
-    lowered = text.lower()
-    if len(lowered) == len(text):
-        return lowered
-    return "".join(character.lower()[0] for character in text)
+
+    __slots__ = ("_dots", "_expanded", "lowered")
+
+    def __init__(self, text: str) -> None:
+        self.lowered = text.lower()
+        # `İ` is the one character whose lower case is longer (two characters): where each is in the text, and
+        # where its second lower-case character (the combining dot) is in the lowered text.
+        self._expanded = [] if len(self.lowered) == len(text) else [m.start() for m in re.finditer("İ", text)]
+        self._dots = [position + number + 1 for number, position in enumerate(self._expanded)]
+
+    def _lowered_at(self, position: int) -> int:
+        return position + bisect_left(self._expanded, position)
+
+    def _written_at(self, position: int) -> int:
+        return position - bisect_right(self._dots, position)
+
+    def find(self, term: str, start: int) -> int:
+        """:returns: Where in the text the first match of `term` (lower-cased) from `start` is, or -1."""
+        found = self.lowered.find(term, self._lowered_at(start))
+        return found if found < 0 else self._written_at(found)
+
+    def count(self, term: str, start: int) -> int:
+        """:returns: How many matches of `term` (lower-cased) begin from `start` of the text."""
+        return self.lowered.count(term, self._lowered_at(start))
+
+    def holds(self, term: str, begin: int, end: int) -> bool:
+        """:returns: Whether the text from `begin` to `end` holds `term` (lower-cased)."""
+        return term in self.lowered[self._lowered_at(begin) : self._lowered_at(end)]
 
 
-def _first_matching_lines(text: str, lowered: str, folded: list[str]) -> tuple[list[tuple[int, int]], int]:
+def _first_matching_lines(text: str, lowered: _Lowered, folded: list[str]) -> tuple[list[tuple[int, int]], int]:
     """:returns: `(line number from 0, start of line)` of the first matching lines, and how many matches follow."""
     found: list[tuple[int, int]] = []
     position = 0
@@ -144,11 +172,11 @@ def _first_matching_lines(text: str, lowered: str, folded: list[str]) -> tuple[l
         if not hits:
             return found, 0
         at = min(hits)
-        start = lowered.rfind("\n", 0, at) + 1
+        start = text.rfind("\n", 0, at) + 1
         number += text.count("\n", counted, start)
         counted = start
         found.append((number, start))
-        end = lowered.find("\n", at)
+        end = text.find("\n", at)
         if end < 0:
             return found, 0
         position = end + 1
@@ -174,8 +202,8 @@ def _excerpt(line: str, folded: list[str]) -> str:
     """A line, or the part of a long one around its first match, within `_LINE_CHARS`."""
     if len(line) <= _LINE_CHARS:
         return line
-    lowered = line.lower()
-    found = [lowered.find(term) for term in folded if term in lowered]
+    lowered = _Lowered(line)
+    found = [at for at in (lowered.find(term, 0) for term in folded) if at >= 0]
     start = max(0, min(found) - _LINE_CHARS // 4) if found else 0
     piece = line[start : start + _LINE_CHARS]
     return f"{'…' if start else ''}{piece}{'…' if start + _LINE_CHARS < len(line) else ''}"

@@ -18,6 +18,11 @@ from casstore import ContentAddressedToolResultStore
 from casstore.compactor import make_read_tool, make_search_tool
 
 NEEDLE = "Needle42"
+# Terms holding `İ`, whose lower case is two characters (`i̇`): the lines are found as the search finds the term, in
+# the text lower-cased whole, and numbered in the text as written.
+NEEDLES = [NEEDLE, "İSTANBUL", "İstanbul", "KİLİT_HATASI", "abxİ"]
+# Where a piece holds the example's term.
+_TERM = "\x00"
 STATED = re.compile(r" bytes, ([\d,]+) lines?; holds ")
 SHOWN = re.compile(r"^   (\d+)[:-]", flags=re.MULTILINE)
 MATCHING = re.compile(r"^   (\d+):", flags=re.MULTILINE)
@@ -26,11 +31,15 @@ HEADER = re.compile(r"^\[Lines (\d+)-(\d+) of (\d+)\.\]")
 NEXT = re.compile(r"offset=(\d+) for the next lines")
 
 # Line breaks of every kind: only `\n` ends a line for either tool, and both must agree on that too. (No NUL: text
-# holding one is not indexed for search.)
+# holding one is not indexed for search; it marks where the term goes.)
 pieces = st.lists(
     st.one_of(
-        # `İ` lower-cases to two characters: a line found in the lower-cased text must still be numbered right.
-        st.sampled_from(["\n", "\n\n", "\r\n", "\r", "\u2028", " ", "İİİ", NEEDLE, f"\n{NEEDLE}\n"]),
+        # `İ` lower-cases to two characters: a line found in the lower-cased text must still be numbered right, and
+        # near-misses of the terms (`I` for `İ`, `i̇` spelt out) are matches exactly when the search counts them.
+        st.sampled_from(
+            ["\n", "\n\n", "\r\n", "\r", "\u2028", " ", "İİİ", _TERM, f"\n{_TERM}\n", "ISTANBUL", "i\u0307stanbul"]
+        ),
+        st.sampled_from(["KILIT_HATASI", "ki\u0307li\u0307t_hatasi", "abxi", "abx", "İ", "\u0307"]),
         st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=12),
     ),
     max_size=30,
@@ -43,11 +52,11 @@ def indexed(store_root: Path) -> Iterator[ContentAddressedToolResultStore]:
         yield opened
 
 
-def _search(store: ContentAddressedToolResultStore, text: str) -> tuple[str, str]:
+def _search(store: ContentAddressedToolResultStore, text: str, needle: str = NEEDLE) -> tuple[str, str]:
     """:returns: The reference of `text`, written as a tool's result, and the search answer listing it."""
     tool_name = f"tool{uuid.uuid4().hex[:12]}"  # this example's result alone among the store's
     reference = store.write(key=f"1_{tool_name}_call_1.txt", content=text)
-    answer = make_search_tool(store).invoke(query=NEEDLE, tool_name=tool_name)
+    answer = make_search_tool(store).invoke(query=needle, tool_name=tool_name)
     assert f"'{reference}'" in answer, answer
     return reference, answer
 
@@ -72,12 +81,12 @@ def _lines_paged_through(read: Tool, reference: str) -> tuple[int, int]:
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(before=pieces, after=pieces, ends_in_newline=st.booleans())
+@given(needle=st.sampled_from(NEEDLES), before=pieces, after=pieces, ends_in_newline=st.booleans())
 def test_the_search_answer_counts_and_numbers_lines_as_the_read_tool_reads_them(
-    indexed: ContentAddressedToolResultStore, before: list[str], after: list[str], ends_in_newline: bool
+    indexed: ContentAddressedToolResultStore, needle: str, before: list[str], after: list[str], ends_in_newline: bool
 ) -> None:
-    text = "".join(before) + NEEDLE + "".join(after) + ("\n" if ends_in_newline else "")
-    reference, answer = _search(indexed, text)
+    text = ("".join(before) + _TERM + "".join(after)).replace(_TERM, needle) + ("\n" if ends_in_newline else "")
+    reference, answer = _search(indexed, text, needle)
     read = make_read_tool(indexed)
     stated = STATED.search(answer)
     assert stated, answer
@@ -91,12 +100,12 @@ def test_the_search_answer_counts_and_numbers_lines_as_the_read_tool_reads_them(
     # A line is shown as matching (`N:`) exactly when the read tool gives it with the term in it.
     matching = {int(number) for number in MATCHING.findall(answer)}
     for number in shown:
-        holds = NEEDLE.lower() in read.invoke(reference=reference, offset=number, limit=1).lower()
+        holds = needle.lower() in read.invoke(reference=reference, offset=number, limit=1).lower()
         assert holds == (number in matching), answer
     # The matches said to follow are those after the last line shown, none of them shown.
     lines = text.split("\n")
     more = MORE.search(answer)
-    following = sum(line.lower().count(NEEDLE.lower()) for line in lines[max(shown) :])
+    following = sum(line.lower().count(needle.lower()) for line in lines[max(shown) :])
     said = (int(more.group(1)), int(more.group(2))) if more else (0, max(shown))
     assert said == (following, max(shown)), answer
 
@@ -131,3 +140,18 @@ def test_a_final_newline_adds_no_line_to_the_search_answer(indexed: ContentAddre
     assert f"{len(text.encode()):,} bytes, 6 lines" in answer
     assert SHOWN.findall(answer) == ["5", "6"]
     assert make_read_tool(indexed).invoke(reference=reference, offset=6).startswith("[Lines 6-6 of 6.]")
+
+
+@pytest.mark.parametrize(
+    ("text", "query"),
+    [
+        ("header\nŞehir: İSTANBUL büyük\nend\n", "İSTANBUL"),
+        ("header\nŞehir: İSTANBUL büyük\nend\n", "İstanbul"),
+        ("header\nKİLİT_HATASI code 7\nend\n", "KİLİT_HATASI"),
+    ],
+)
+def test_a_term_whose_lower_case_is_longer_gets_its_line_numbers(
+    indexed: ContentAddressedToolResultStore, text: str, query: str
+) -> None:
+    _, answer = _search(indexed, text, query)
+    assert MATCHING.findall(answer) == ["2"] and "(the match spans lines)" not in answer, answer
