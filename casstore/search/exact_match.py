@@ -13,8 +13,9 @@ So the query's text, its terms one after the other (any white space between them
 
 A token is a run of letters, digits and `_ - . / :` (an identifier, a dotted path, a file path, a hash). A match is
 whole when the characters on either side of it are not token characters, where its own edge is one (a term that
-starts with `(` needs no boundary before it); a `.` or `:` right after it counts as punctuation, not as part of the
-token, when no token character follows it (the end of a sentence, `E1102: ...`).
+starts with `(` needs no boundary before it); `::` right before it separates it from what precedes (a pytest node id
+`tests/test_io.py::test_case_3`, a Rust or C++ path `std::vector`); a `.` or `:` right after it counts as
+punctuation, not as part of the token, when no token character follows it (the end of a sentence, `E1102: ...`).
 
 The local store grades the texts it reads (`Grading.grade`); the shared store grades in PostgreSQL, on the folded
 text it keeps (`Grading.postgres_patterns`, the same rules as PostgreSQL regular expressions, whose letters are the
@@ -36,7 +37,7 @@ _TOKEN = r"[\w./:-]"
 _TOKEN_AFTER = r"(?![\w/-]|[.:][\w./:-])"
 # The same classes for PostgreSQL's regular expressions (`[[:alnum:]_]` is its `\w`).
 _PG_TOKEN_CLASS = "[:alnum:]_./:-"
-_PG_BEFORE = f"(^|[^{_PG_TOKEN_CLASS}])"
+_PG_BEFORE = f"(^|[^{_PG_TOKEN_CLASS}]|::)"
 _PG_AFTER = f"($|[^{_PG_TOKEN_CLASS}]|[.:]($|[^{_PG_TOKEN_CLASS}]))"
 _PG_SPACE = "[[:space:]]+"
 # Occurrences of a one-term query checked in Python before a regular expression looks on.
@@ -53,7 +54,8 @@ def _whole_pattern(terms: Sequence[str]) -> str:
     first = terms[0]
     pattern = re.escape(first)
     if _is_token_character(first[0]):
-        pattern += f"(?<!{_TOKEN}.{{{len(first)}}})"
+        # No token character before it, or `::`.
+        pattern += f"(?:(?<!{_TOKEN}.{{{len(first)}}})|(?<=::.{{{len(first)}}}))"
     pattern += "".join(r"\s+" + re.escape(term) for term in terms[1:])
     if _is_token_character(terms[-1][-1]):
         pattern += _TOKEN_AFTER
@@ -97,13 +99,16 @@ class _Whole:
             if position < 0:
                 return False
             end = position + len(term)
-            if (not before or position == 0 or not _is_token_character(text[position - 1])) and (
-                not after or _ends_token(text, end)
-            ):
+            if (not before or _starts_token(text, position)) and (not after or _ends_token(text, end)):
                 return True
             position = text.find(term, position + 1)
         # Many occurrences inside longer tokens: the regular expression looks on from there (it sees what precedes).
         return position >= 0 and self._compiled().search(text, position) is not None
+
+
+def _starts_token(text: str, start: int) -> bool:
+    # Whether a match starting at `start` starts a token: nothing precedes, or no token character, or `::`.
+    return start == 0 or not _is_token_character(text[start - 1]) or text.startswith("::", start - 2)
 
 
 def _ends_token(text: str, end: int) -> bool:

@@ -59,17 +59,25 @@ def _prose(chooser: random.Random, words: int) -> str:
     return " ".join(chooser.choice(_PROSE) for _ in range(words))
 
 
-def _result(chooser: random.Random, token: str, *, words: int) -> str:
-    """A result with one line naming `token` among lines of prose (`words` of them in all)."""
-    line = chooser.choice(
-        [
-            f"    raise LookupError('{token}') from error",
-            f"E1102: {token}: not found",
-            f"see {token}.",
-            f"value = registry[{token!r}]",
-            f"ERROR {token} failed after 3 attempts",
-        ]
-    )
+def _result(chooser: random.Random, token: str, *, words: int, node_id: bool = False) -> str:
+    """
+    A result with one line naming `token` among lines of prose (`words` of them in all); with `node_id`, the line is
+    pytest's, naming `token` as a test in a file or a class (`tests/test_io.py::TestIO::token FAILED`).
+    """
+    if node_id:
+        line = chooser.choice(
+            [f"tests/test_io.py::{token} FAILED", f"tests/unit/test_io.py::TestIO::{token} PASSED   [ 40%]"]
+        )
+    else:
+        line = chooser.choice(
+            [
+                f"    raise LookupError('{token}') from error",
+                f"E1102: {token}: not found",
+                f"see {token}.",
+                f"value = registry[{token!r}]",
+                f"ERROR {token} failed after 3 attempts",
+            ]
+        )
     return f"{_prose(chooser, words // 2)}\n{line}\n{_prose(chooser, words - words // 2)}\n"
 
 
@@ -126,23 +134,31 @@ def _longer(token: str) -> list[str]:
     seed=st.integers(min_value=0, max_value=2**32),
     exact_words=st.integers(min_value=0, max_value=400),
     with_other_case=st.booleans(),
+    node_ids=st.booleans(),
 )
 def test_the_exact_token_comes_first_then_another_case_then_the_longer_ones(
-    open_searchable: Opener, *, token: str, seed: int, exact_words: int, with_other_case: bool
+    open_searchable: Opener, *, token: str, seed: int, exact_words: int, with_other_case: bool, node_ids: bool
 ) -> None:
+    # With `node_ids`, every result names its token in a pytest node id, after `::`.
     with open_searchable(f"property-{next(_NAMESPACES)}") as store:  # closed after each example: few connections
         chooser = random.Random(seed)
         longer = [
             store.write(
-                key=f"{number}_grep_c{number}.txt", content=_result(chooser, variant, words=chooser.randint(0, 40))
+                key=f"{number}_grep_c{number}.txt",
+                content=_result(chooser, variant, words=chooser.randint(0, 40), node_id=node_ids),
             )
             for number, variant in enumerate(_longer(token))
         ]
         # The exact result is as long as the seed says: often far longer than those holding longer tokens.
-        exact = store.write(key="90_grep_exact.txt", content=_result(chooser, token, words=exact_words))
+        exact = store.write(
+            key="90_grep_exact.txt", content=_result(chooser, token, words=exact_words, node_id=node_ids)
+        )
         other_case = token.upper() if token.upper() != token else token.lower()
         folded = (
-            store.write(key="91_grep_case.txt", content=_result(chooser, other_case, words=chooser.randint(0, 40)))
+            store.write(
+                key="91_grep_case.txt",
+                content=_result(chooser, other_case, words=chooser.randint(0, 40), node_id=node_ids),
+            )
             if with_other_case and other_case != token
             else None
         )
@@ -156,6 +172,27 @@ def test_the_exact_token_comes_first_then_another_case_then_the_longer_ones(
         # Listing fewer than hold the query, the search chooses the best among them all.
         for count in (1, 2):
             assert _references(tool.invoke(query=token, limit=count)) == listed[:count], count
+
+
+def test_a_test_named_after_double_colons_ranks_first(open_searchable: Opener) -> None:
+    store = open_searchable("node-ids")
+    failed = store.write(
+        key="0_run_tests_a.txt", content="tests/test_io.py::test_case_3 FAILED\nE   KeyError: 'user_id'\n" + "ok\n" * 40
+    )
+    for number in range(12):
+        store.write(key=f"{number + 1}_run_tests_b.txt", content=f"tests/test_io.py::test_case_3{number} PASSED\n")
+    assert _references(make_search_tool(store, max_hits=100).invoke(query="test_case_3"))[0] == failed
+    # A Rust or C++ path's last name after `::` is whole too; a dotted path's and a file's line number stay part of
+    # the token (`pkg.mod` is not whole in `pkg.mod.func`, nor `app.py` in `app.py:88`).
+    vector = store.write(key="20_t_c.txt", content=_prose(random.Random(2), 300) + "\nlet v: std::vector<u8>\n")
+    store.write(key="21_t_c.txt", content="std::vector_base\n")
+    assert _references(make_search_tool(store).invoke(query="vector"))[0] == vector
+    dotted = store.write(key="22_t_c.txt", content=_prose(random.Random(3), 300) + "\nimport pkg.mod\n")
+    store.write(key="23_t_c.txt", content="pkg.mod.func()\n")
+    assert _references(make_search_tool(store).invoke(query="pkg.mod"))[0] == dotted
+    file = store.write(key="24_t_c.txt", content=_prose(random.Random(4), 300) + "\nin app.py\n")
+    store.write(key="25_t_c.txt", content="app.py:88\n")
+    assert _references(make_search_tool(store).invoke(query="app.py"))[0] == file
 
 
 def test_a_phrase_comes_before_its_words_apart(open_searchable: Opener) -> None:
