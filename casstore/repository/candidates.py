@@ -6,9 +6,10 @@ shown (`read_candidates`); or, for an engine whose candidates hold their terms f
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from casstore import search as search_index
+from casstore.blobs.lookup import BlobLocation
 from casstore.errors import CorruptBlobError
 from casstore.references import parse_reference
 from casstore.repository.core import RepositoryCore, lost_blobs
@@ -23,9 +24,9 @@ _READ_AT_LEAST = 30
 # The bytes of candidates one search reads at most (past the first): a few huge results would cost more than the rest.
 _READ_BYTES = 16 * 1024 * 1024
 # While none of the candidates read holds the query whole (`casstore.search.exact_match`), reading goes on past
-# the budget above, up to this many candidates: an identifier's exact result may be longer than many that hold
-# longer tokens.
-_LOOK_FOR_WHOLE = 300
+# the budget above, through every candidate handed over and then (a one-term search) the term's later ones, page by
+# page, for this long at most: an identifier's exact result may be longer than thousands that hold longer tokens.
+_LOOK_FOR_WHOLE_SECONDS = 0.5
 
 
 class CandidateReading:
@@ -47,8 +48,12 @@ class CandidateReading:
         statistics: search_index.NamespaceStatistics,
         limit: int,
         deadline: float,
+        later: search_index.LaterCandidates | None = None,
     ) -> SearchOutcome:
-        """:returns: The hits among `ordered` (best placed first), for an engine whose candidates hold their terms."""
+        """
+        :param later: The candidates past `ordered`, looked through while none holds the query whole.
+        :returns: The hits among `ordered` (best placed first), for an engine whose candidates hold their terms.
+        """
         # An engine whose candidates hold their terms for certain (PostgreSQL's, which rechecks them against its copy
         # of the text): the best-placed ones are scored from occurrences counted in SQL, and only the hits shown are
         # read from the blobs, for their lines.
@@ -56,6 +61,8 @@ class CandidateReading:
         scored = ordered[:budget]
         engine = self._search_text
         grading = Grading.of(terms)
+        look_until = time.monotonic() + _LOOK_FOR_WHOLE_SECONDS
+        timed_out = False
         try:
             with self._index() as connection, engine.bounded(connection, deadline):
                 counted = engine.occurrences(
@@ -64,21 +71,26 @@ class CandidateReading:
                 # With more hits than the answer lists, PostgreSQL grades them to choose those it lists; otherwise
                 # every hit is read below anyway, and graded there (a statement less, and no regular expression run
                 # over a long text that holds no whole match).
-                graded = len(counted) > limit or len(ordered) > len(scored)
+                graded = len(counted) > limit or len(ordered) > len(scored) or later is not None
                 grades = engine.grades(connection, documents=list(counted), grading=grading) if graded else {}
                 if graded and EXACT not in grades.values() and len(ordered) > len(scored):
-                    # None scored holds the query whole: the next candidates may (as the local store reads on).
-                    further = ordered[len(scored) : _LOOK_FOR_WHOLE]
-                    further_grades = engine.grades(connection, documents=[c.document for c in further], grading=grading)
-                    whole = [candidate for candidate in further if further_grades.get(candidate.document) == EXACT]
-                    if whole:
-                        counted.update(
-                            engine.occurrences(connection, documents=[c.document for c in whole], terms=terms)
-                        )
-                        grades.update(further_grades)
-                        scored = [*scored, *whole]
+                    # None scored holds the query whole: the other candidates may (as the local store reads on).
+                    further = ordered[len(scored) :]
+                    scored = [
+                        *scored,
+                        *self._whole_among(
+                            connection, further, terms=terms, grading=grading, counted=counted, grades=grades
+                        ),
+                    ]
         except search_index.SearchTimeout:
             return SearchOutcome(enabled=True, timed_out=True)
+        of_ordered = len(scored)
+        if later is not None and EXACT not in grades.values():
+            # Still none whole: the term's later candidates, a page at a time, for a while.
+            whole, timed_out = self._later_whole(
+                later, terms=terms, grading=grading, counted=counted, grades=grades, until=(look_until, deadline)
+            )
+            scored = [*scored, *whole]
         found = [(candidate, counted[candidate.document]) for candidate in scored if counted.get(candidate.document)]
         with self._index() as connection:
             details = search_index.hit_details(
@@ -126,10 +138,61 @@ class CandidateReading:
             enabled=True,
             hits=texts,
             # Every candidate past those scored holds a term (the engine rechecked it), so it counts as a hit.
-            more_hits=more + len(ordered) - len(scored),
-            unread=beyond - len(ordered),
+            more_hits=more + len(ordered) - of_ordered,
+            unread=max(0, beyond - len(ordered)),
             unreadable=unreadable,
+            timed_out=timed_out,
         )
+
+    def _later_whole(
+        self,
+        later: search_index.LaterCandidates,
+        *,
+        terms: Sequence[str],
+        grading: Grading,
+        counted: dict[int, dict[int, int]],
+        grades: dict[int, int],
+        until: tuple[float, float],
+    ) -> tuple[list[search_index.Candidate], bool]:
+        """
+        :param until: When to stop looking, and the search's deadline.
+        :returns: The first page's candidates holding the query whole (their grades and counts added), and whether
+            the deadline stopped the look.
+        """
+        look_until, deadline = until
+        try:
+            with self._index() as connection, self._search_text.bounded(connection, deadline):
+                while time.monotonic() <= look_until:
+                    page = later.next_page(connection)
+                    if page is None:
+                        break
+                    whole = self._whole_among(
+                        connection, page, terms=terms, grading=grading, counted=counted, grades=grades
+                    )
+                    if whole:
+                        return whole, False
+        except search_index.SearchTimeout:
+            return [], True
+        return [], False
+
+    def _whole_among(
+        self,
+        connection: object,
+        candidates: Sequence[search_index.Candidate],
+        *,
+        terms: Sequence[str],
+        grading: Grading,
+        counted: dict[int, dict[int, int]],
+        grades: dict[int, int],
+    ) -> list[search_index.Candidate]:
+        """:returns: Those of `candidates` holding the query whole, graded in SQL; their grades and counts added."""
+        engine = self._search_text
+        found = engine.grades(connection, documents=[candidate.document for candidate in candidates], grading=grading)
+        whole = [candidate for candidate in candidates if found.get(candidate.document) == EXACT]
+        if whole:
+            counted.update(engine.occurrences(connection, documents=[c.document for c in whole], terms=terms))
+            grades.update(found)
+        return whole
 
     def read_candidates(
         self,
@@ -141,8 +204,12 @@ class CandidateReading:
         statistics: search_index.NamespaceStatistics,
         limit: int,
         deadline: float,
+        later: search_index.LaterCandidates | None = None,
     ) -> SearchOutcome:
-        """:returns: The hits among `ordered` (best placed first), each candidate read to find its terms."""
+        """
+        :param later: The candidates past `ordered`, read while none read holds the query whole.
+        :returns: The hits among `ordered` (best placed first), each candidate read to find its terms.
+        """
         # Every candidate is read when there are few; otherwise enough of the best-placed ones to rank the hits shown
         # among several times as many (more while fewer hits than asked for were found: a term whose trigrams are
         # common has many candidates that do not hold it), within a budget of bytes, and the rest are counted unread.
@@ -153,44 +220,45 @@ class CandidateReading:
         found: list[tuple[search_index.Candidate, str, dict[int, int], int]] = []
         read = unreadable = bytes_read = 0
         timed_out = whole = False
-        # The digests and locations of the candidates within the budget, in two look-ups (the rest, if read, one by
-        # one).
-        with self._index() as connection:
-            digests = search_index.digests_of(connection, [candidate.document for candidate in ordered[:budget]])
-            locations = self._blobs.locate_many(connection, list(digests.values()))
-        for candidate in ordered:
-            if read >= budget and len(found) >= limit and (whole or read >= _LOOK_FOR_WHOLE):
-                break  # past the budget, reading goes on only while too few hits, or none whole, were found
-            if time.monotonic() > deadline:
-                timed_out = True
-                break
-            if read and bytes_read + candidate.size > _READ_BYTES:
-                break
-            read += 1
-            bytes_read += candidate.size
-            try:
-                digest = digests.get(candidate.document)
-                location = locations.get(digest) if digest is not None else None
-                if location is None:
-                    with self._index() as connection:
-                        digest = digest or search_index.digest_of(connection, candidate.document)
-                        if digest is None:
-                            continue  # collected meanwhile
-                        location = self._blobs.locate(connection, digest)
-                text = self._blobs.load(location, guarded=False).decode("utf-8", "replace")
-            except CorruptBlobError as error:
-                unreadable += self._found_lost(error)
-                continue
-            lowered = text.lower()
-            occurrences = {}
-            for term, word in enumerate(folded):
-                count = lowered.count(word)
-                if count:
-                    occurrences[term] = count
-            if occurrences:
-                grade = grading.grade(text, lowered)
-                whole = whole or grade <= EXACT
-                found.append((candidate, text, occurrences, grade))
+        look_until = time.monotonic() + _LOOK_FOR_WHOLE_SECONDS
+        # The digests and locations of the candidates within the budget, in two look-ups (the rest, if read, a chunk
+        # at a time; a later page's, two look-ups a page).
+        located = _Located(self._core)
+        located.add(ordered[:budget])
+        to_read = self._to_read(
+            ordered,
+            later,
+            located,
+            located_first=budget,
+            deadline=deadline,
+            looking=lambda: not whole and time.monotonic() <= look_until,
+        )
+        try:
+            for candidate in to_read:
+                if read >= budget and len(found) >= limit and (whole or time.monotonic() > look_until):
+                    break  # past the budget, reading goes on only while too few hits, or none whole, were found
+                if time.monotonic() > deadline:
+                    timed_out = True
+                    break
+                if read and bytes_read + candidate.size > _READ_BYTES:
+                    break
+                read += 1
+                bytes_read += candidate.size
+                try:
+                    text = located.text_of(candidate)
+                except CorruptBlobError as error:
+                    unreadable += self._found_lost(error)
+                    continue
+                if text is None:
+                    continue  # collected meanwhile
+                lowered = text.lower()
+                occurrences = {term: count for term, word in enumerate(folded) if (count := lowered.count(word))}
+                if occurrences:
+                    grade = grading.grade(text, lowered)
+                    whole = whole or grade <= EXACT
+                    found.append((candidate, text, occurrences, grade))
+        except search_index.SearchTimeout:  # looking up a later page
+            timed_out = True
         with self._index() as connection:
             details = search_index.hit_details(
                 connection,
@@ -220,10 +288,40 @@ class CandidateReading:
             hits=shown,
             more_hits=more,
             # Past the per-term bound, the candidates not handed over are counted too (a tool's filter saw them all).
-            unread=(len(ordered) if tool_name is not None else max(len(ordered), statistics.most_candidates)) - read,
+            unread=max(
+                0, (len(ordered) if tool_name is not None else max(len(ordered), statistics.most_candidates)) - read
+            ),
             unreadable=unreadable,
             timed_out=timed_out,
         )
+
+    def _to_read(
+        self,
+        ordered: Sequence[search_index.Candidate],
+        later: search_index.LaterCandidates | None,
+        located: "_Located",
+        *,
+        located_first: int,
+        deadline: float,
+        looking: Callable[[], bool],
+    ) -> Iterator[search_index.Candidate]:
+        """
+        :param located_first: How many of `ordered` were located already; the rest are, a chunk at a time.
+        :returns: `ordered`, then the later candidates, a page at a time while `looking()` when a page is due.
+        :raises SearchTimeout: If looking up a page ran past `deadline`.
+        """
+        yield from ordered[:located_first]
+        for start in range(located_first, len(ordered), _READ_ALL_CANDIDATES):
+            chunk = ordered[start : start + _READ_ALL_CANDIDATES]
+            located.add(chunk)
+            yield from chunk
+        while later is not None and looking():
+            with self._index() as connection, self._search_text.bounded(connection, deadline):
+                page = later.next_page(connection)
+            if page is None:
+                return
+            located.add(page)
+            yield from page
 
     def _hit_text(self, reference: str) -> str | None:
         # A hit's text, read and verified as any read; None if its blob is damaged or gone.
@@ -239,3 +337,35 @@ class CandidateReading:
         """Record a blob found missing or damaged, so the next write of it stores it again (as after a read): 1."""
         self._core.mark_lost(lost_blobs(error))
         return 1
+
+
+class _Located:
+    """Where the blobs of candidates to read are: looked up a batch at a time (`add`), else one by one."""
+
+    def __init__(self, core: RepositoryCore) -> None:
+        self._index = core.index
+        self._blobs = core.blobs
+        self._digests: dict[int, str] = {}
+        self._locations: dict[str, BlobLocation] = {}
+
+    def add(self, candidates: Sequence[search_index.Candidate]) -> None:
+        """Look up the digests and locations of `candidates`, in two statements."""
+        with self._index() as connection:
+            digests = search_index.digests_of(connection, [candidate.document for candidate in candidates])
+            self._locations.update(self._blobs.locate_many(connection, list(digests.values())))
+        self._digests.update(digests)
+
+    def text_of(self, candidate: search_index.Candidate) -> str | None:
+        """
+        :returns: The candidate's text, read and verified as any read; None if it was collected meanwhile.
+        :raises CorruptBlobError: If its blob is missing or damaged.
+        """
+        digest = self._digests.get(candidate.document)
+        location = self._locations.get(digest) if digest is not None else None
+        if location is None:
+            with self._index() as connection:
+                digest = digest or search_index.digest_of(connection, candidate.document)
+                if digest is None:
+                    return None
+                location = self._blobs.locate(connection, digest)
+        return self._blobs.load(location, guarded=False).decode("utf-8", "replace")

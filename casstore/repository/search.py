@@ -90,6 +90,14 @@ class Search:
                     )
             except search_index.SearchTimeout:
                 return SearchOutcome(enabled=True, timed_out=True, pending=pending)
+            # A one-term search may look past the candidates handed over for a result holding its term whole.
+            later = (
+                search_index.LaterCandidates(
+                    engine, namespace=namespace, term=terms[0], handed_over=candidates, allowed=allowed
+                )
+                if len(terms) == 1 and statistics.candidates_per_term[0] > len(candidates)
+                else None
+            )
             if allowed is not None:
                 candidates = [candidate for candidate in candidates if candidate.document in allowed]
             read = self._candidates.rank_exact if engine.exact else self._candidates.read_candidates
@@ -101,6 +109,7 @@ class Search:
                 statistics=statistics,
                 limit=limit,
                 deadline=deadline,
+                later=later,
             )
             return dataclasses.replace(outcome, pending=pending) if pending else outcome
 

@@ -17,6 +17,7 @@ The package's names below are the search index's operations, as the repository c
 from casstore.search.candidates import (
     MAX_CANDIDATES_PER_TERM,
     Candidate,
+    LaterCandidates,
     NamespaceStatistics,
     candidates,
     digest_of,
@@ -65,6 +66,7 @@ __all__ = [
     "Fts5Text",
     "HitDetails",
     "IndexedEntry",
+    "LaterCandidates",
     "NamespaceStatistics",
     "PendingEntry",
     "SearchText",

@@ -95,6 +95,57 @@ def candidates(
     return listed, statistics
 
 
+class LaterCandidates:
+    """
+    The candidates of a one-term search past those `candidates` handed over, a page at a time, the shortest first:
+    where a search looks on for a result holding its term whole (`casstore.search.exact_match`) while none it read
+    does.
+    """
+
+    __slots__ = ("_after", "_allowed", "_engine", "_namespace", "_seen", "_term")
+
+    def __init__(
+        self,
+        engine: SearchText,
+        *,
+        namespace: str,
+        term: str,
+        handed_over: Sequence[Candidate],
+        allowed: set[int] | None,
+    ) -> None:
+        """
+        :param handed_over: The term's candidates `candidates` returned (before any filter), the shortest first.
+        :param allowed: The only documents to hand over (a tool's), or None for any.
+        """
+        self._engine = engine
+        self._namespace = namespace
+        self._term = term
+        self._after: tuple[int, int] | None = (handed_over[-1].size, handed_over[-1].tiebreak) if handed_over else None
+        self._allowed = allowed
+        self._seen = {candidate.document for candidate in handed_over}
+
+    def next_page(self, connection: Any) -> list[Candidate] | None:
+        """
+        :returns: The next candidates (of a tool's documents, if given), or None when none are left.
+        :raises SearchTimeout: If the look-up ran past the deadline of the engine's `bounded` context.
+        """
+        if self._after is None:
+            return None
+        rows = self._engine.term_candidates(
+            connection, namespace=self._namespace, term=self._term, limit=MAX_CANDIDATES_PER_TERM, after=self._after
+        )
+        if not rows:
+            self._after = None
+            return None
+        self._after = (rows[-1][1], rows[-1][2])
+        only = frozenset((0,))
+        return [
+            Candidate(row[0], row[1], row[2], only)
+            for row in rows
+            if row[0] not in self._seen and (self._allowed is None or row[0] in self._allowed)
+        ]
+
+
 def digest_of(connection: Any, document: int) -> str | None:
     """:returns: The digest of the blob `document` indexes, or None if it is gone."""
     row = connection.execute("SELECT digest FROM search_documents WHERE id = ?", (document,)).fetchone()

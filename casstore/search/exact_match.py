@@ -148,12 +148,19 @@ class Grading:
         """
         if self._as_written.search(text):
             return EXACT_CASE
+        if text == lowered and self._folded.terms == self.terms:
+            # Nothing to fold: the folded terms are not whole in it either (the common case of a lower-case query).
+            return self._apart_grade(lowered)
         return self.folded_grade(lowered)
 
     def folded_grade(self, lowered: str) -> int:
         """:returns: The grade of a text known only folded: `EXACT` at best (the case cannot be told)."""
         if self._folded.search(lowered):
             return EXACT
+        return self._apart_grade(lowered)
+
+    def _apart_grade(self, lowered: str) -> int:
+        # `INSIDE` or `SCATTERED`, for a text that does not hold the terms whole.
         if len(self.terms) == 1:
             return INSIDE  # every hit holds its one term
         if self._together is None:

@@ -65,7 +65,8 @@ _FTS5_ALL_MATCHES_SQL = "SELECT count(*) FROM search_text WHERE search_text MATC
 
 _FTS5_SHORTEST_SQL = """
     SELECT e.document, e.size, e.tiebreak FROM search_entries e INDEXED BY search_entries_in_order
-    WHERE e.namespace = ? AND e.document IN (SELECT rowid FROM search_text WHERE search_text MATCH ?)
+    WHERE e.namespace = ? AND e.size >= ? AND (e.size, e.tiebreak) > (?, ?)
+    AND e.document IN (SELECT rowid FROM search_text WHERE search_text MATCH ?)
     ORDER BY e.size, e.tiebreak LIMIT ?
 """
 
@@ -174,20 +175,33 @@ class Fts5Text:
             return 0
         return int(row[0])
 
-    def term_candidates(self, connection: Any, *, namespace: str, term: str, limit: int) -> list[tuple[Any, ...]]:
-        """:returns: `(document, size, tiebreak, candidates in all)` of documents holding every trigram of `term`."""
+    def term_candidates(
+        self, connection: Any, *, namespace: str, term: str, limit: int, after: tuple[int, int] | None = None
+    ) -> list[tuple[Any, ...]]:
+        """
+        :param after: `(size, tiebreak)` of the last candidate handed over before: only those after it in order (a
+            later page: up to `limit`, and not counted again, so their last column is None).
+        :returns: `(document, size, tiebreak, candidates in all)` of documents holding every trigram of `term`, the
+            shortest first.
+        """
         query = term_query(term)
         matches, listed = connection.execute(_FTS5_MATCHES_SQL, (query, _FTS5_MANY_MATCHES + 1)).fetchone()
         if matches <= _FTS5_MANY_MATCHES:
             found = connection.execute(_FTS5_ENTRIES_SQL, (listed, namespace)).fetchall()
             found.sort(key=_in_order)
-            return [(*row, len(found)) for row in found[:limit]]
+            later = found if after is None else [row for row in found if _in_order(row) > after]
+            return [(*row, len(found)) for row in later[:limit]]
+        if after is not None:
+            rows = connection.execute(_FTS5_SHORTEST_SQL, (namespace, after[0], *after, query, limit))
+            return [(*row, None) for row in rows]
         (every,) = connection.execute(_HOLDS_EVERY_DOCUMENT_SQL, (namespace,)).fetchone()
         if every:
             (count,) = connection.execute(_FTS5_ALL_MATCHES_SQL, (query,)).fetchone()
         else:
             (count,) = connection.execute(_FTS5_COUNT_SQL, (namespace, query)).fetchone()
-        shortest = connection.execute(_FTS5_SHORTEST_SQL, (namespace, query, min(limit, _FTS5_MANY_CANDIDATES)))
+        shortest = connection.execute(
+            _FTS5_SHORTEST_SQL, (namespace, -1, -1, -1, query, min(limit, _FTS5_MANY_CANDIDATES))
+        )
         return [(*row, count) for row in shortest]
 
     def bounded(self, connection: Any, deadline: float) -> AbstractContextManager[None]:

@@ -36,6 +36,16 @@ _CANDIDATES_SQL = """
     JOIN search_entries e ON e.namespace = %s AND e.document = m.id
     ORDER BY e.size, e.tiebreak LIMIT %s
 """
+# The same, past the last candidate handed over before (the count stays that of every candidate).
+_LATER_CANDIDATES_SQL = """
+    WITH matches AS MATERIALIZED (SELECT id FROM search_text WHERE body LIKE %s),
+    counted AS (
+        SELECT e.document, e.size, e.tiebreak, count(*) OVER () AS total FROM matches m
+        JOIN search_entries e ON e.namespace = %s AND e.document = m.id
+    )
+    SELECT document, size, tiebreak, total FROM counted WHERE (size, tiebreak) > (%s, %s)
+    ORDER BY size, tiebreak LIMIT %s
+"""
 # The shortest a statement timeout is set to: PostgreSQL reads 0 as "no timeout".
 _LEAST_TIMEOUT_MS = 1
 
@@ -135,11 +145,22 @@ class TrigramText:
         ).fetchone()
         return int(row[0])
 
-    def term_candidates(self, connection: Any, *, namespace: str, term: str, limit: int) -> list[tuple[Any, ...]]:
-        """:returns: `(document, size, tiebreak, matches in all)` of the namespace's documents holding `term`."""
-        rows: list[tuple[Any, ...]] = connection.raw.execute(
-            _CANDIDATES_SQL, (like_pattern(term), namespace, limit)
-        ).fetchall()
+    def term_candidates(
+        self, connection: Any, *, namespace: str, term: str, limit: int, after: tuple[int, int] | None = None
+    ) -> list[tuple[Any, ...]]:
+        """
+        :param after: `(size, tiebreak)` of the last candidate handed over before: only those after it in order.
+        :returns: `(document, size, tiebreak, matches in all)` of the namespace's documents holding `term`, the
+            shortest first.
+        """
+        if after is None:
+            rows: list[tuple[Any, ...]] = connection.raw.execute(
+                _CANDIDATES_SQL, (like_pattern(term), namespace, limit)
+            ).fetchall()
+        else:
+            rows = connection.raw.execute(
+                _LATER_CANDIDATES_SQL, (like_pattern(term), namespace, *after, limit)
+            ).fetchall()
         return rows
 
     @contextmanager

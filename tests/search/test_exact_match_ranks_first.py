@@ -102,6 +102,24 @@ def test_an_exact_identifier_ranks_first_among_300_results(open_searchable: Open
     assert len(_references(tool.invoke(query="ha_ident_2"))) == 10
 
 
+@pytest.mark.parametrize("shorter", [1_200, 2_500])
+def test_an_exact_identifier_behind_thousands_of_shorter_longer_tokens_is_found(
+    open_searchable: Opener, shorter: int
+) -> None:
+    # More shorter results than a term hands the ranking (its 1,000 shortest; 300 once over 2,000 results hold its
+    # trigrams), each holding a longer token: the search looks on through the later candidates.
+    store = open_searchable(f"behind-{shorter}")
+    for number in range(shorter):
+        store.write(key=f"{number}_t_x.txt", content=f"value alpha_ident_17{number % 10}{number} here\n")
+    exact = store.write(
+        key="x_t_y.txt", content="prose line\n" * 450 + "raise LookupError('alpha_ident_17') from error\n"
+    )
+    answer = make_search_tool(store).invoke(query="alpha_ident_17", limit=3)
+    assert _references(answer)[0] == exact, answer
+    # Only the tool's results: the same.
+    assert _references(make_search_tool(store).invoke(query="alpha_ident_17", tool_name="t", limit=3))[0] == exact
+
+
 _WORDS = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=2, max_size=8)
 _IDENTIFIERS = st.one_of(
     st.builds(lambda a, b, n: f"{a}_{b}_{n}", _WORDS, _WORDS, st.integers(min_value=0, max_value=999)),
