@@ -112,7 +112,7 @@ def test_an_exact_identifier_behind_thousands_of_shorter_longer_tokens_is_found(
     for number in range(shorter):
         store.write(key=f"{number}_t_x.txt", content=f"value alpha_ident_17{number % 10}{number} here\n")
     exact = store.write(
-        key="x_t_y.txt", content="prose line\n" * 450 + "raise LookupError('alpha_ident_17') from error\n"
+        key=f"{shorter}_t_y.txt", content="prose line\n" * 450 + "raise LookupError('alpha_ident_17') from error\n"
     )
     answer = make_search_tool(store).invoke(query="alpha_ident_17", limit=3)
     assert _references(answer)[0] == exact, answer
