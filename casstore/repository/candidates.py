@@ -26,7 +26,7 @@ _READ_BYTES = 16 * 1024 * 1024
 # While none of the candidates read holds the query whole (`casstore.search.exact_match`), reading goes on past
 # the budget above, through every candidate handed over and then (a one-term search) the term's later ones, page by
 # page, for this long at most: an identifier's exact result may be longer than thousands that hold longer tokens.
-_LOOK_FOR_WHOLE_SECONDS = 0.5
+_LOOK_FOR_WHOLE_SECONDS = 0.25
 
 
 class CandidateReading:
