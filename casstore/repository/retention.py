@@ -128,9 +128,7 @@ class Retention:
             outside = self._blobs.delete_rows(work, [digest for digest, _ in collectable])
             dictionaries = self._blobs.unneeded_dictionaries(work)
             bases_kept, dictionaries_kept = self._blobs.kept_for_others(work.connection)
-            texts_unindexed = 0
-            if self._core.searchable:
-                texts_unindexed = len(search_index.unreferenced_documents(work.connection, after="", limit=2**62))
+            texts_unindexed = self._unindex_in(work) if self._core.searchable else 0
             index_after = self._database.estimated_bytes(work, rebuilt=rebuild)
         return CollectionPreview(
             collection=dataclasses.replace(
@@ -343,6 +341,17 @@ class Retention:
                     _, text = self._indexing.indexed_text(work, digest)
                     removed += search_index.remove(work, self._search_text, digest=digest, text=text)
             self._database.yield_to_writers(time.perf_counter() - started)
+
+    def _unindex_in(self, work: UnitOfWork) -> int:
+        # A dry run's `_unindex_unreferenced`, in its transaction (rolled back): the search index loses what the real
+        # run takes out of it, so the pages counted afterwards are those the run would leave.
+        removed = 0
+        for digest in search_index.unreferenced_documents(work.connection, after="", limit=2**62):
+            _, text = self._indexing.indexed_text(work, digest)
+            removed += search_index.remove(work, self._search_text, digest=digest, text=text)
+        if removed:
+            self._search_text.purge(work)
+        return removed
 
     def remove_stray_files(self, *, modified_before: float, dry_run: bool) -> tuple[int, int]:
         """
