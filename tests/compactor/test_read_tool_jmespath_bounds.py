@@ -72,6 +72,7 @@ NUMBERS = {"a": list(range(100))}
 NESTED_30 = "a" + " | [@, @]" * 30  # small in memory, 2^30 lists of 100 numbers as a tree
 
 
+@pytest.mark.slow  # each case in a child process of its own, measured; the budget's logic is in the quick tier below
 @pytest.mark.parametrize(
     "cases",
     [
@@ -105,6 +106,7 @@ def test_an_expression_multiplying_work_stops_with_a_message_within_the_bound(
         assert cpu < MAX_CPU_SECONDS and growth < MAX_GROWTH_MB, (expression, cpu, growth)
 
 
+@pytest.mark.slow
 def test_ordinary_expressions_on_a_large_result_still_answer(tmp_path: Path) -> None:
     items = {"items": [{"id": number, "name": f"item {number:06}", "tags": ["a", "b"]} for number in range(50_000)]}
     cases = [

@@ -102,7 +102,7 @@ def test_an_exact_identifier_ranks_first_among_300_results(open_searchable: Open
     assert len(_references(tool.invoke(query="ha_ident_2"))) == 10
 
 
-@pytest.mark.parametrize("shorter", [1_200, 2_500])
+@pytest.mark.parametrize("shorter", [1_200, pytest.param(2_500, marks=pytest.mark.slow)])
 def test_an_exact_identifier_behind_thousands_of_shorter_longer_tokens_is_found(
     open_searchable: Opener, shorter: int
 ) -> None:

@@ -102,6 +102,7 @@ def test_a_wrong_shared_setting_raises_before_connecting_to_anything(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow  # waits out the connection's timeout
 def test_right_settings_do_get_as_far_as_connecting(tmp_path: Path) -> None:
     # The test above would pass for the wrong reason if the store never tried to connect.
     with pytest.raises(StorageError):
