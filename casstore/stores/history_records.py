@@ -1,15 +1,15 @@
 """
-The checks `record_offloads` and `record_compaction` make before anything is written: the records must be of their
-types, their references references, their token counts whole numbers that could be counts, and their tool names and
-ids text both indexes keep (SQLite and PostgreSQL alike). The compactors' own records always pass.
+The checks `record_offloads`, `record_compaction` and `record_archive` make before anything is written: the records
+must be of their types, their references references, their token counts whole numbers that could be counts, and their
+tool names and ids text both indexes keep (SQLite and PostgreSQL alike). The compactors' own records always pass.
 """
 
 from collections.abc import Sequence
 
 from casstore.references import parse_reference
-from casstore.repository import CompactionRecord, OffloadRecord
+from casstore.repository import ArchiveRecord, CompactionRecord, OffloadRecord
 
-__all__ = ["MAX_TOKENS", "check_compaction", "check_compaction_id", "check_offloads"]
+__all__ = ["MAX_TOKENS", "check_archive", "check_compaction", "check_compaction_id", "check_offloads"]
 
 # More tokens than any conversation holds; it also keeps the history's sums of them far from a 64-bit overflow.
 MAX_TOKENS = 10**12
@@ -55,22 +55,57 @@ def check_offloads(offloads: object) -> None:
         _check_text("tool_name", offload.tool_name)
         if offload.tool_call_id is not None:
             _check_text("tool_call_id", offload.tool_call_id, empty=True)
-        references = offload.references
-        if isinstance(references, (str, bytes)) or not isinstance(references, Sequence):
-            hint = " (one reference: wrap it in a list)" if isinstance(references, str) else ""
-            raise TypeError(
-                "`references` must be a list of references such as ['blake3/9b/1c4e...e4a.txt'], "
-                f"got {type(references).__name__}{hint}."
-            )
-        for reference in references:
-            parse_reference(reference)
-        _check_tokens("original_tokens", offload.original_tokens)
-        _check_tokens("saved_tokens", offload.saved_tokens)
-        if offload.saved_tokens > offload.original_tokens:
-            raise ValueError(
-                f"`saved_tokens` ({offload.saved_tokens}) cannot be over `original_tokens` "
-                f"({offload.original_tokens}): an offload saves at most the tokens the result took."
-            )
+        _check_references(offload.references)
+        _check_saving(
+            offload.original_tokens, offload.saved_tokens, what="an offload saves at most the tokens the result took"
+        )
+
+
+def check_archive(archive: object) -> None:
+    """
+    :raises TypeError: If `archive` is not an `ArchiveRecord`, its `references` a string or not a sequence, or a count
+        or step not an `int` (a step may be None).
+    :raises ValueError: If it names no reference, a count is negative or over `MAX_TOKENS`, `saved_tokens` is over
+        `original_tokens`, a step is below 1, or `first_step` is after `last_step` or only one of them is None.
+    :raises InvalidReferenceError: If a reference is not one this store hands out (a `ValueError`).
+    """
+    if not isinstance(archive, ArchiveRecord):
+        raise TypeError(f"`archive` must be an ArchiveRecord, got {type(archive).__name__}.")
+    _check_references(archive.references)
+    if not archive.references:
+        raise ValueError("`references` must name the archived transcript first; it is empty.")
+    _check_tokens("messages", archive.messages)
+    _check_saving(archive.original_tokens, archive.saved_tokens, what="an archive saves at most what it took out")
+    steps = (archive.first_step, archive.last_step)
+    if steps != (None, None):
+        for name, step in zip(("first_step", "last_step"), steps, strict=True):
+            if isinstance(step, bool) or not isinstance(step, int):
+                raise TypeError(f"`{name}` must be a step number or None, got {step!r:.60} ({type(step).__name__}).")
+        first, last = steps
+        assert first is not None and last is not None
+        if not 1 <= first <= last:
+            raise ValueError(f"The archived steps must run from a first to a last of 1 or more, got {first} to {last}.")
+
+
+def _check_references(references: object) -> None:
+    if isinstance(references, (str, bytes)) or not isinstance(references, Sequence):
+        hint = " (one reference: wrap it in a list)" if isinstance(references, str) else ""
+        raise TypeError(
+            "`references` must be a list of references such as ['blake3/9b/1c4e...e4a.txt'], "
+            f"got {type(references).__name__}{hint}."
+        )
+    for reference in references:
+        parse_reference(reference)
+
+
+def _check_saving(original_tokens: object, saved_tokens: object, *, what: str) -> None:
+    _check_tokens("original_tokens", original_tokens)
+    _check_tokens("saved_tokens", saved_tokens)
+    assert isinstance(original_tokens, int) and isinstance(saved_tokens, int)
+    if saved_tokens > original_tokens:
+        raise ValueError(
+            f"`saved_tokens` ({saved_tokens}) cannot be over `original_tokens` ({original_tokens}): {what}."
+        )
 
 
 def _check_text(name: str, value: object, *, empty: bool = False) -> None:

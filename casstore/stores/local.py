@@ -29,7 +29,7 @@ from casstore.repository import (
     check_dedup_scope,
     prepare,
 )
-from casstore.stores.history_records import check_compaction, check_compaction_id, check_offloads
+from casstore.stores.history_records import check_archive, check_compaction, check_compaction_id, check_offloads
 from casstore.stores.settings import DEFAULT_INLINE_MAX, check_settings
 
 __all__ = [
@@ -241,7 +241,14 @@ class RepositoryToolResultStore(ToolResultStore):
         :param compaction_id: The call's id, also in the note's meta (`meta["casstore"]["compaction_id"]`).
         :param compaction: The conversation's tokens before and after the call, its target and the model's window.
         :param archive: The transcript's references, the messages and steps it holds and the tokens they took.
+        :raises TypeError: If `compaction` or `archive` is not of its record type, or a field of one is not of its
+            type. Nothing is written.
+        :raises ValueError: If a count is negative or over `MAX_TOKENS`, a reference is malformed
+            (`InvalidReferenceError`), or the steps do not run from a first to a last of 1 or more. Nothing is written.
         """
+        check_compaction_id(compaction_id)
+        check_compaction(compaction)
+        check_archive(archive)
         self._repository.record_archive(
             namespace=self.namespace, compaction_id=compaction_id, compaction=compaction, archive=archive
         )

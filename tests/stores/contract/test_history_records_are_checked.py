@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from casstore import CompactionRecord, InvalidReferenceError, OffloadRecord
+from casstore import ArchiveRecord, CompactionRecord, InvalidReferenceError, OffloadRecord
 from casstore.stores.history_records import MAX_TOKENS
 from casstore.stores.local import RepositoryToolResultStore
 from tests.store_backends import Backend
@@ -145,3 +145,52 @@ def test_any_offload_a_compactor_could_make_is_recorded_as_given(
         [compaction_id],
     )
     assert rows == [(tool, call, original, saved)]
+
+
+def _archive(reference: str, **changes: Any) -> ArchiveRecord:
+    fields: dict[str, Any] = {
+        "references": [reference],
+        "messages": 12,
+        "first_step": 1,
+        "last_step": 5,
+        "original_tokens": 900,
+        "saved_tokens": 700,
+    }
+    return ArchiveRecord(**(fields | changes))
+
+
+@pytest.mark.parametrize(
+    ("changes", "error"),
+    [
+        ({"references": "REF"}, TypeError),
+        ({"references": []}, ValueError),
+        ({"references": ["../transcript.md"]}, InvalidReferenceError),
+        ({"messages": -1}, ValueError),
+        ({"messages": 2.0}, TypeError),
+        ({"saved_tokens": 901}, ValueError),
+        ({"original_tokens": 2**70, "saved_tokens": 0}, ValueError),
+        ({"first_step": 6}, ValueError),
+        ({"first_step": 0}, ValueError),
+        ({"first_step": None}, TypeError),
+        ({"last_step": "5"}, TypeError),
+    ],
+)
+def test_a_bad_archive_is_refused_and_nothing_is_recorded(
+    backend: Backend, changes: dict[str, Any], error: type[Exception]
+) -> None:
+    store = backend.open()
+    reference = store.write(key="archived.md", content="# Steps 1-5\n")
+    record = _archive(reference, **{key: value if value != "REF" else reference for key, value in changes.items()})
+    with pytest.raises(error):
+        store.record_archive(compaction_id="c", compaction=GOOD, archive=record)
+    assert (backend.count("archives"), backend.count("compactions")) == (0, 0)
+
+
+def test_an_archive_of_steps_or_of_none_is_recorded(backend: Backend) -> None:
+    store = backend.open()
+    reference = store.write(key="archived.md", content="# Steps 1-5\n")
+    store.record_archive(compaction_id="c1", compaction=GOOD, archive=_archive(reference))
+    store.record_archive(
+        compaction_id="c2", compaction=GOOD, archive=_archive(reference, first_step=None, last_step=None)
+    )
+    assert backend.rows("SELECT first_step, last_step FROM archives ORDER BY id") == [(1, 5), (None, None)]
