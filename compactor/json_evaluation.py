@@ -146,6 +146,10 @@ class _Interpreter(TreeInterpreter):
         # As `TreeInterpreter.visit_comparator`, with the comparison counted before it runs.
         left = self.visit(node["children"][0], value)
         right = self.visit(node["children"][1], value)
+        if left is right and isinstance(left, list | dict) and node["value"] in ("eq", "ne"):
+            # Equal, as Python finds after comparing each element with itself: answered without that walk, which
+            # `@ == @` on a large result would repeat uncounted.
+            return node["value"] == "eq"
         _spend_comparing(self._budget, left, right)
         compare = self.COMPARATOR_FUNC[node["value"]]
         if node["value"] in ("eq", "ne") or (_ordered(left) and _ordered(right)):

@@ -61,7 +61,7 @@ def select(text: str, expression: object, *, reference: str) -> str:
             f"{EVALUATION_BUDGET:,} values and characters (an expression such as `[@, @][]` repeated multiplies "
             f"them); {_NARROW}"
         ) from None
-    except (JMESPathError, TypeError, ValueError, RecursionError) as error:
+    except (JMESPathError, TypeError, ValueError, ArithmeticError, RecursionError) as error:  # `avg` of huge ints
         raise JsonQueryError(f"`jmespath` failed on this result: {_first_line(error)}") from None
     return _written(selected)
 

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from jmespath.exceptions import JMESPathError
 
 from casstore.compactor.json_evaluation import BudgetExceeded, evaluate
+from casstore.compactor.json_query import JsonQueryError, select
 
 # The bound docs/search.md states for one evaluation: memory above what the process held before, and CPU time (it
 # measures about a quarter of each on an idle machine).
@@ -139,6 +140,8 @@ _STAGES = [
     "max_by(to_array(@), &length(to_string(@)))",
     "sort(to_array(@)[*].to_string(@))",
     "[@, @] | [0] == [1]",
+    "[@ == @, @ != @]",
+    "map(&[@ == @], [@, @, @])",
     "contains(to_array(@), @)",
     "map(&[@, @], to_array(@))",
     "values({a: @, b: @})",
@@ -190,3 +193,21 @@ def test_within_its_budget_an_evaluation_selects_what_jmespath_does(stages: list
     except (JMESPathError, TypeError, ValueError) as error:
         selected = type(error)
     assert selected == expected
+
+
+def test_a_value_compared_with_itself_costs_no_walk_of_it() -> None:
+    # `@ == @` compares each element with itself, which no budget counted: repeated through `map`, a large result
+    # took 14 s of CPU (and any time, with more levels) before it answered.
+    copies = "[" + ", ".join(["@"] * 25) + "]"
+    expression = f"length(map(&map(&map(&[@ == @, @ != @], {copies}), {copies}), {copies}))"
+    started = time.process_time()
+    assert evaluate(jmespath.compile(expression), list(range(100_000))) == 25
+    assert time.process_time() - started < 1.0
+    assert jmespath.search("[@ == @, @ != @, [0] == [0]]", [[1, 2]]) == evaluate(
+        jmespath.compile("[@ == @, @ != @, [0] == [0]]"), [[1, 2]]
+    )
+
+
+def test_a_number_too_large_for_a_float_is_a_message_not_a_crash() -> None:
+    with pytest.raises(JsonQueryError, match="failed on this result"):
+        select('{"n": [1' + "0" * 400 + "]}", "avg(n)", reference="blake3/ab/" + "c" * 62 + ".json")
