@@ -404,7 +404,7 @@ def test_log_cut_at_its_limit_counts_archives_as_the_lines_they_are(store_root: 
             alice.record_archive(
                 compaction_id=f"a{number}",
                 compaction=CompactionRecord(tokens_before=9000, tokens_after=4000, target_tokens=5000),
-                archive=ArchiveRecord([transcript], 6, 2 * number, 2 * number + 1, 5200, 5000),
+                archive=ArchiveRecord([transcript], 6, 2 * number + 1, 2 * number + 2, 5200, 5000),
             )
     every = json.loads(_invoke("log", "--root", str(store_root), "--json").stdout)
     archives = [entry for entry in every if entry["source"] == "archive"]
