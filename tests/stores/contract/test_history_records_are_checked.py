@@ -167,7 +167,7 @@ def _archive(reference: str, **changes: Any) -> ArchiveRecord:
         ({"references": ["../transcript.md"]}, InvalidReferenceError),
         ({"messages": -1}, ValueError),
         ({"messages": 2.0}, TypeError),
-        ({"saved_tokens": 901}, ValueError),
+        ({"saved_tokens": -1}, ValueError),
         ({"original_tokens": 2**70, "saved_tokens": 0}, ValueError),
         ({"first_step": 6}, ValueError),
         ({"first_step": 0}, ValueError),
