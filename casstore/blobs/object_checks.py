@@ -109,5 +109,6 @@ def first_write_advice(message: str) -> str:
         return ""
     return (
         " This was the store's first write to that bucket: check that the bucket exists (some servers, SeaweedFS "
-        "among them, answer a write into a missing bucket with 500 InternalError), and create it if not."
+        "among them, answer a write into a missing bucket with 500 InternalError), and create it if not; if it "
+        "exists, the server's own log says why it failed (a full disk, no free volume)."
     )
