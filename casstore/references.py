@@ -136,7 +136,7 @@ def extension_of(key: object) -> str:
     """
     if not isinstance(key, str):
         raise TypeError(f"A key must be a string such as 'search_1.txt', got {type(key).__name__}.")
-    if not key or len(key) > MAX_KEY_LENGTH or "\x00" in key or not (key.isascii() or _is_utf8_encodable(key)):
+    if not key or len(key) > MAX_KEY_LENGTH or "\x00" in key or not (key.isascii() or is_utf8_encodable(key)):
         raise InvalidKeyError(
             f"A key must be a non-empty string of at most {MAX_KEY_LENGTH} characters, encodable as UTF-8 and "
             f"without NUL bytes, got {_shorten(key)!r}."
@@ -148,7 +148,8 @@ def extension_of(key: object) -> str:
     return extension if is_plain_extension(extension) else ""
 
 
-def _is_utf8_encodable(text: str) -> bool:
+def is_utf8_encodable(text: str) -> bool:
+    """:returns: Whether `text` encodes as UTF-8 (no lone surrogate), as both indexes keep text."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

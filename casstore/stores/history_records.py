@@ -6,7 +6,7 @@ tool names and ids text both indexes keep (SQLite and PostgreSQL alike). The com
 
 from collections.abc import Sequence
 
-from casstore.references import parse_reference
+from casstore.references import is_utf8_encodable, parse_reference
 from casstore.repository import ArchiveRecord, CompactionRecord, OffloadRecord
 
 __all__ = ["MAX_TOKENS", "check_archive", "check_compaction", "check_compaction_id", "check_offloads"]
@@ -116,16 +116,8 @@ def _check_text(name: str, value: object, *, empty: bool = False) -> None:
         raise TypeError(f"`{name}` must be a string, got {type(value).__name__}.")
     if not value and not empty:
         raise ValueError(f"`{name}` must not be empty.")
-    if "\x00" in value or not (value.isascii() or _encodable(value)):
+    if "\x00" in value or not (value.isascii() or is_utf8_encodable(value)):
         raise ValueError(f"`{name}` must be text both indexes keep: no NUL and no lone surrogate, got {value[:80]!r}.")
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _check_tokens(name: str, value: object) -> None:
